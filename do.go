@@ -1,0 +1,39 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// unlockTimeout bounds the release Do performs after fn returns, when the
+// caller's context may already be done.
+const unlockTimeout = 10 * time.Second
+
+// Do acquires l, runs fn under it and always releases it.
+//
+// fn's context is cancelled when ctx is, and also when the lock is lost;
+// context.Cause then tells why. fn receives the acquisition's fencing token,
+// to pass along with every write it makes to the protected resource.
+//
+// Do returns the error of Lock, or fn's error joined with any error of the
+// release. If the lock was lost while fn ran, Do returns an error wrapping
+// ErrLost even when fn returned nil: fn's work may have overlapped with a
+// successor's, and only a fenced resource can have kept that safe.
+func Do(ctx context.Context, l Locker, fn func(ctx context.Context, t Token) error) error {
+	lease, err := l.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(lease.Context(), func() { cancel(lease.Err()) })
+	fnErr := fn(runCtx, lease.Token())
+	stop()
+	cancel(nil)
+
+	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	defer ucancel()
+	// Unlock reports a loss that happened before it; fn's own error comes
+	// first since it is what the caller asked for.
+	return errors.Join(fnErr, lease.Unlock(uctx))
+}

@@ -1,0 +1,76 @@
+package distlock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Backends wrap them in a *LockError naming the lock, so
+// test them with errors.Is, not ==.
+var (
+	// ErrLocked is returned by TryLock when another entry holds the lock.
+	ErrLocked = errors.New("lock is held by another owner")
+
+	// ErrLost reports that a held lock may no longer be exclusively ours:
+	// its entry was deleted, or its session expired or could not be
+	// confirmed alive in time. Work done after this must be assumed to
+	// overlap with a successor's; only fencing makes it safe.
+	ErrLost = errors.New("lock lost")
+
+	// ErrReleased is returned by Unlock on a lock that was already
+	// unlocked, and is the cause of a released Lease's context.
+	ErrReleased = errors.New("lock already released")
+
+	// ErrSessionExpired reports that the session (etcd lease, ZooKeeper
+	// session) that binds the lock entries ended, or that the client could
+	// not confirm it alive before its conservative deadline.
+	ErrSessionExpired = errors.New("session expired")
+
+	// ErrSessionClosed reports that the session was closed by its owner.
+	ErrSessionClosed = errors.New("session closed")
+
+	// ErrInvalidName reports a lock name that does not follow the rules of
+	// ValidateName.
+	ErrInvalidName = errors.New("invalid lock name")
+
+	// ErrInvalidToken reports a token text that does not parse, or a token
+	// that is not valid for the use it is put to.
+	ErrInvalidToken = errors.New("invalid fencing token")
+
+	// ErrNilClient reports a nil client, connection or session passed to a
+	// constructor.
+	ErrNilClient = errors.New("nil client")
+
+	// ErrTTLTooShort reports a session TTL too short for the keepalive to
+	// keep the session alive with a safety margin.
+	ErrTTLTooShort = errors.New("session TTL too short")
+)
+
+// LockError says which lock an error is about and during which operation.
+// It wraps one of the sentinel errors (or a store error), so errors.Is and
+// errors.As see through it.
+type LockError struct {
+	// Name is the lock's name.
+	Name string
+	// Op is the operation that failed: "lock", "trylock", "unlock" or
+	// "hold" (the lock was held and then lost).
+	Op string
+	// Err is the cause.
+	Err error
+}
+
+func (e *LockError) Error() string {
+	return fmt.Sprintf("distlock: lock %q: %s: %v", e.Name, e.Op, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *LockError) Unwrap() error { return e.Err }
+
+// Lost returns an error that matches both ErrLost and reason with
+// errors.Is, for backends reporting why a held lock was lost.
+func Lost(reason error) error {
+	if reason == nil || errors.Is(reason, ErrLost) {
+		return reason
+	}
+	return fmt.Errorf("%w: %w", ErrLost, reason)
+}

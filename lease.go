@@ -1,0 +1,101 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// Locker is a lock that can be acquired. Backends' Mutex types (and the
+// writer and reader sides of their RWMutex types) implement it.
+type Locker interface {
+	// Lock waits until the lock is held, ctx is done, or the session ends.
+	// On any failure it leaves no entry behind.
+	Lock(ctx context.Context) (*Lease, error)
+	// TryLock acquires the lock only if it is free now, deciding in one
+	// round trip; it returns an error wrapping ErrLocked and writes nothing
+	// when the lock is held.
+	TryLock(ctx context.Context) (*Lease, error)
+}
+
+// Lease is one held acquisition of a lock: its fencing token, and a signal
+// that closes when the lock is lost or released.
+//
+// A Lease's context is not the context passed to Lock: a lock outlives the
+// call that acquired it. Context() is cancelled, with a cause, when the
+// backend learns the lock may no longer be exclusively ours (entry deleted,
+// session expired, session not confirmed alive before its conservative
+// deadline) and when Unlock is called. Err tells which.
+//
+// A Lease is safe for concurrent use.
+type Lease struct {
+	token   Token
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	release func(context.Context) error
+
+	mu       sync.Mutex
+	released bool
+}
+
+// NewLease is for backends: it returns a held Lease for token t, whose
+// Unlock calls release (once), and the function the backend calls when it
+// learns the lock is lost. lose wraps reason so that the Lease's Err matches
+// both ErrLost and reason; calls after the first, or after Unlock, do
+// nothing.
+func NewLease(t Token, release func(ctx context.Context) error) (l *Lease, lose func(reason error)) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l = &Lease{token: t, ctx: ctx, cancel: cancel, release: release}
+	return l, func(reason error) {
+		cancel(&LockError{Name: t.Name, Op: "hold", Err: Lost(reason)})
+	}
+}
+
+// Token returns the fencing token of this acquisition. Pass it with every
+// write to the protected resource, which must refuse tokens older than the
+// newest it has seen.
+func (l *Lease) Token() Token { return l.token }
+
+// Done returns a channel closed when the lock is lost or released.
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lock is held. After Done is closed it returns
+// why: an error wrapping ErrLost (and the reason, e.g. ErrSessionExpired) or
+// one wrapping ErrReleased.
+func (l *Lease) Err() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+// Context returns a context cancelled when the lock is lost or released;
+// context.Cause gives the same error as Err. Derive the protected work's
+// context from it (see Do) so that the work stops when the lock is lost.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Unlock releases the lock: it deletes this acquisition's entry only if it
+// is still this acquisition's (never a successor's). A second Unlock
+// returns an error wrapping ErrReleased and touches nothing.
+//
+// If the lock had been lost before Unlock, Unlock still removes whatever is
+// left of the entry and then returns the loss (errors.Is(err, ErrLost)):
+// the caller must know that its critical section may not have been
+// exclusive.
+func (l *Lease) Unlock(ctx context.Context) error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return &LockError{Name: l.token.Name, Op: "unlock", Err: ErrReleased}
+	}
+	l.released = true
+	l.mu.Unlock()
+
+	lost := l.Err()
+	l.cancel(&LockError{Name: l.token.Name, Op: "unlock", Err: ErrReleased})
+	err := l.release(ctx)
+	if err != nil {
+		err = &LockError{Name: l.token.Name, Op: "unlock", Err: err}
+	}
+	return errors.Join(lost, err)
+}

@@ -1,0 +1,52 @@
+package distlock
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxNameLen is the longest lock name accepted, in bytes.
+const MaxNameLen = 256
+
+// ValidateName checks a lock name. A name is one or more segments joined by
+// '/', each made of ASCII letters, digits, '.', '_' and '-', and neither "."
+// nor "..". Examples: "reports/daily", "ledger.v2", "tenant-42/billing".
+//
+// The rules keep '@' and every other character out of names on purpose:
+// backends put lock entries under "<name>/@<entry>", and because no segment
+// can start with '@', the entries of lock "a" can never be mistaken for
+// those of lock "a/b" (or the other way round), whatever the names.
+//
+// The error wraps ErrInvalidName and says what is wrong.
+func ValidateName(name string) error {
+	bad := func(why string) error {
+		return &LockError{Name: name, Op: "validate", Err: fmt.Errorf("%w: %s", ErrInvalidName, why)}
+	}
+	switch {
+	case name == "":
+		return bad("empty")
+	case len(name) > MaxNameLen:
+		return bad(fmt.Sprintf("longer than %d bytes", MaxNameLen))
+	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/"):
+		return bad("leading or trailing '/'")
+	}
+	for _, seg := range strings.Split(name, "/") {
+		if seg == "" {
+			return bad("empty segment (\"//\")")
+		}
+		if seg == "." || seg == ".." {
+			return bad(fmt.Sprintf("segment %q", seg))
+		}
+		for i := 0; i < len(seg); i++ {
+			if !nameByte(seg[i]) {
+				return bad(fmt.Sprintf("character %q at segment %q: only letters, digits, '.', '_', '-' and '/' are allowed", seg[i], seg))
+			}
+		}
+	}
+	return nil
+}
+
+func nameByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '.' || c == '_' || c == '-'
+}

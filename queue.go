@@ -1,0 +1,118 @@
+package distlock
+
+import (
+	"slices"
+)
+
+// Kind says how an entry in a lock's queue shares the lock.
+type Kind uint8
+
+const (
+	// Exclusive entries (mutex holders, writers) exclude every other entry.
+	Exclusive Kind = iota
+	// Shared entries (readers) exclude only Exclusive entries.
+	Shared
+)
+
+func (k Kind) String() string {
+	if k == Shared {
+		return "shared"
+	}
+	return "exclusive"
+}
+
+// Conflicts reports whether an entry of kind me must wait for an earlier
+// entry of kind ahead: only two shared entries may hold together.
+func Conflicts(me, ahead Kind) bool { return me == Exclusive || ahead == Exclusive }
+
+// Entry is one waiter or holder in a lock's queue.
+type Entry struct {
+	// Key identifies the entry in its store: an etcd key, a znode path.
+	Key string
+	// Seq is the entry's position, set by the store when the entry was
+	// created (etcd create revision, ZooKeeper sequence number). Entries
+	// created later always have a larger Seq.
+	Seq int64
+	// Kind is how the entry shares the lock.
+	Kind Kind
+}
+
+// Ahead returns, oldest first, the entries of all that were created before
+// me: the snapshot a waiter takes when it enqueues. It does not modify all.
+//
+// The snapshot can only shrink. Any entry created after me sorts after me
+// and never matters to me, so the entries really ahead of me at any later
+// time are a subset of this snapshot. That is what lets a waiter move on
+// when its predecessor goes without listing the queue again.
+func Ahead(me Entry, all []Entry) []Entry {
+	out := make([]Entry, 0, len(all))
+	for _, e := range all {
+		if e.Seq < me.Seq && e.Key != me.Key {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int {
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// WaitOn returns the entry a waiter of kind me must wait on next, given the
+// entries still ahead of it, oldest first: the nearest entry ahead that
+// conflicts with it (for an exclusive waiter, the immediate predecessor; for
+// a shared one, the nearest exclusive entry ahead). Waiting on that one entry
+// alone, never on the whole queue, is what spares the herd: a release wakes
+// one waiter, not all of them.
+//
+// ok is false when nothing ahead conflicts: the waiter holds the lock.
+func WaitOn(me Kind, ahead []Entry) (e Entry, ok bool) {
+	for i := len(ahead) - 1; i >= 0; i-- {
+		if Conflicts(me, ahead[i].Kind) {
+			return ahead[i], true
+		}
+	}
+	return Entry{}, false
+}
+
+// Holds reports whether a waiter of kind me holds the lock given the
+// entries still ahead of it.
+func Holds(me Kind, ahead []Entry) bool {
+	_, waits := WaitOn(me, ahead)
+	return !waits
+}
+
+// Queue is one waiter's view of the entries ahead of it: the snapshot taken
+// at enqueue, shrunk as the backend sees entries go. It is not safe for
+// concurrent use.
+type Queue struct {
+	me    Entry
+	ahead []Entry
+}
+
+// NewQueue returns me's view of a lock's queue, given every entry the
+// enqueue saw (me included or not).
+func NewQueue(me Entry, all []Entry) *Queue {
+	return &Queue{me: me, ahead: Ahead(me, all)}
+}
+
+// Me returns the waiter's own entry.
+func (q *Queue) Me() Entry { return q.me }
+
+// Next returns the entry to wait on next; ok is false when q's owner holds
+// the lock.
+func (q *Queue) Next() (Entry, bool) { return WaitOn(q.me.Kind, q.ahead) }
+
+// Gone removes the entry with key from the snapshot, after the backend saw
+// it deleted. Removing an unknown key does nothing.
+func (q *Queue) Gone(key string) {
+	q.ahead = slices.DeleteFunc(q.ahead, func(e Entry) bool { return e.Key == key })
+}
+
+// Ahead returns a copy of the entries still ahead, oldest first.
+func (q *Queue) Ahead() []Entry { return slices.Clone(q.ahead) }
