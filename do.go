@@ -20,20 +20,23 @@ const unlockTimeout = 10 * time.Second
 // release. If the lock was lost while fn ran, Do returns an error wrapping
 // ErrLost even when fn returned nil: fn's work may have overlapped with a
 // successor's, and only a fenced resource can have kept that safe.
-func Do(ctx context.Context, l Locker, fn func(ctx context.Context, t Token) error) error {
+func Do(ctx context.Context, l Locker, fn func(ctx context.Context, t Token) error) (err error) {
 	lease, err := l.Lock(ctx)
 	if err != nil {
 		return err
 	}
+	// Deferred so that a panic in fn, recovered by the caller, does not
+	// leave the lock held until the session ends.
+	defer func() {
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+		defer ucancel()
+		// Unlock reports a loss that happened before it; fn's own error
+		// comes first since it is what the caller asked for.
+		err = errors.Join(err, lease.Unlock(uctx))
+	}()
 	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	stop := context.AfterFunc(lease.Context(), func() { cancel(lease.Err()) })
-	fnErr := fn(runCtx, lease.Token())
-	stop()
-	cancel(nil)
-
-	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
-	defer ucancel()
-	// Unlock reports a loss that happened before it; fn's own error comes
-	// first since it is what the caller asked for.
-	return errors.Join(fnErr, lease.Unlock(uctx))
+	defer stop()
+	return fn(runCtx, lease.Token())
 }

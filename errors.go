@@ -29,6 +29,11 @@ var (
 	// ErrSessionClosed reports that the session was closed by its owner.
 	ErrSessionClosed = errors.New("session closed")
 
+	// ErrEntryGone reports that a lock's entry was deleted by someone
+	// other than its owner (an operator, a tool, a revoked lease) while it
+	// waited or held.
+	ErrEntryGone = errors.New("lock entry deleted by another party")
+
 	// ErrInvalidName reports a lock name that does not follow the rules of
 	// ValidateName.
 	ErrInvalidName = errors.New("invalid lock name")
@@ -67,9 +72,13 @@ func (e *LockError) Error() string {
 func (e *LockError) Unwrap() error { return e.Err }
 
 // Lost returns an error that matches both ErrLost and reason with
-// errors.Is, for backends reporting why a held lock was lost.
+// errors.Is, for backends reporting why a held lock was lost; Lost(nil) is
+// ErrLost itself.
 func Lost(reason error) error {
-	if reason == nil || errors.Is(reason, ErrLost) {
+	if reason == nil {
+		return ErrLost
+	}
+	if errors.Is(reason, ErrLost) {
 		return reason
 	}
 	return fmt.Errorf("%w: %w", ErrLost, reason)

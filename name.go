@@ -3,6 +3,7 @@ package distlock
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxNameLen is the longest lock name accepted, in bytes.
@@ -37,9 +38,9 @@ func ValidateName(name string) error {
 		if seg == "." || seg == ".." {
 			return bad(fmt.Sprintf("segment %q", seg))
 		}
-		for i := 0; i < len(seg); i++ {
-			if !nameByte(seg[i]) {
-				return bad(fmt.Sprintf("character %q at segment %q: only letters, digits, '.', '_', '-' and '/' are allowed", seg[i], seg))
+		for _, r := range seg {
+			if r >= utf8.RuneSelf || !nameByte(byte(r)) {
+				return bad(fmt.Sprintf("character %q at segment %q: only ASCII letters, digits, '.', '_', '-' and '/' are allowed", r, seg))
 			}
 		}
 	}

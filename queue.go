@@ -116,3 +116,20 @@ func (q *Queue) Gone(key string) {
 
 // Ahead returns a copy of the entries still ahead, oldest first.
 func (q *Queue) Ahead() []Entry { return slices.Clone(q.ahead) }
+
+// Observed records what a read of the store showed after the entry with
+// sequence below went: among the entries older than below that conflict
+// with q's owner, nearest is the newest still present (or, if found is
+// false, none is). Entries of the snapshot between the two are dropped
+// without being waited on one by one.
+//
+// The read may be stale (a member lagging behind): an entry it reports
+// present may be gone already, and waiting on it will show that; but one it
+// reports absent is absent for good, because nothing rejoins the queue
+// ahead of a waiter. So any read, at any revision after the enqueue, is
+// safe to apply.
+func (q *Queue) Observed(below int64, nearest Entry, found bool) {
+	q.ahead = slices.DeleteFunc(q.ahead, func(e Entry) bool {
+		return e.Seq < below && Conflicts(q.me.Kind, e.Kind) && (!found || e.Seq > nearest.Seq)
+	})
+}

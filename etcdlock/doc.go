@@ -1,0 +1,31 @@
+// Package etcdlock implements distlock's recipes on etcd v3: a Session (one
+// lease, kept alive, with a conservative client-side deadline) and a fair
+// FIFO queue Mutex whose fencing token is the holder key's create revision.
+//
+// # Keys
+//
+// A lock named N under the session's prefix P keeps its queue under
+// "P" + N + "/@": each acquisition attempt puts one key
+// "P" + N + "/@" + kind + lease + "_" + counter, bound to the session's
+// lease. The "@" cannot occur in lock names (see distlock.ValidateName), so
+// the keys of lock "a" never fall under the prefix of lock "a/b" or the
+// other way round. Every Lock call has its own key, even for several
+// goroutines sharing one session and one lock name: they queue like
+// separate processes, in FIFO order, instead of one mistaking another's key
+// for its own.
+//
+// # Handoff
+//
+// Enqueue is one Txn that puts the key and reads the queue. The waiter then
+// watches only the nearest conflicting entry ahead of it, and when that one
+// goes, moves to the next one in the snapshot it already has: entries only
+// leave the part of the queue ahead of it, never join it. So a release costs
+// the holder's one guarded delete and one watch notification.
+//
+// Watches on the predecessor are opened at the current revision, never at a
+// past one: etcd serves watchers that start in the past from a catch-up loop
+// that runs every 100 ms, which is what makes concurrency.Mutex slow to hand
+// over. A deletion that happened between the enqueue and the moment the
+// watch started is found by one read at the watch's start revision, made
+// only when the revision moved in between.
+package etcdlock

@@ -1,0 +1,171 @@
+package etcdlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/tests/v3/framework/integration"
+	"go.uber.org/zap"
+)
+
+// testTimeout bounds every wait in these tests: generous, since it is a
+// failure bound, not a timing assertion.
+const testTimeout = 30 * time.Second
+
+// newCluster starts a real 3-member etcd cluster in this process, with a
+// bridge in front of each member so tests can cut clients off. The etcd
+// framework also checks, when the test ends, that no goroutine leaked.
+func newCluster(t *testing.T) *integration.Cluster {
+	t.Helper()
+	integration.BeforeTest(t)
+	clus := integration.NewCluster(t, &integration.ClusterConfig{Size: 3, UseBridge: true})
+	t.Cleanup(func() { clus.Terminate(t) })
+	return clus
+}
+
+// newClient returns a client that talks to the given member only.
+func newClient(t *testing.T, clus *integration.Cluster, member int) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{clus.Members[member].GRPCURL},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newSession opens a session that is closed when the test ends.
+func newSession(t *testing.T, cli *clientv3.Client, opts ...etcdlock.Option) *etcdlock.Session {
+	t.Helper()
+	s, err := etcdlock.NewSession(testCtx(t), cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	})
+	return s
+}
+
+func newMutex(t *testing.T, s *etcdlock.Session, name string) *etcdlock.Mutex {
+	t.Helper()
+	m, err := etcdlock.NewMutex(s, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// queueKeys lists the entry keys of a lock, oldest first.
+func queueKeys(t *testing.T, cli *clientv3.Client, name string) []string {
+	t.Helper()
+	resp, err := cli.Get(testCtx(t), etcdlock.DefaultPrefix+name+"/@", clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		keys[i] = string(kv.Key)
+	}
+	return keys
+}
+
+// queueWatcher reports every entry put into a lock's queue, so a test can
+// wait for a waiter to have enqueued instead of sleeping.
+type queueWatcher struct {
+	t  *testing.T
+	ch clientv3.WatchChan
+}
+
+func watchQueue(t *testing.T, cli *clientv3.Client, name string) *queueWatcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch := cli.Watch(ctx, etcdlock.DefaultPrefix+name+"/@", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	if r := <-ch; !r.Created {
+		t.Fatalf("queue watch not created: %v", r.Err())
+	}
+	return &queueWatcher{t: t, ch: ch}
+}
+
+// nextPut waits for the next entry to be enqueued and returns its key.
+func (w *queueWatcher) nextPut() string {
+	w.t.Helper()
+	timeout := time.NewTimer(testTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case r, ok := <-w.ch:
+			if !ok {
+				w.t.Fatal("queue watch closed")
+			}
+			for _, ev := range r.Events {
+				if ev.Type == clientv3.EventTypePut {
+					return string(ev.Kv.Key)
+				}
+			}
+		case <-timeout.C:
+			w.t.Fatal("timed out waiting for an entry to be enqueued")
+		}
+	}
+}
+
+// result is what a Lock running in a goroutine returned.
+type result struct {
+	lease *distlock.Lease
+	err   error
+}
+
+// lockAsync runs m.Lock(ctx) in a goroutine.
+func lockAsync(ctx context.Context, m *etcdlock.Mutex) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		ch <- result{l, err}
+	}()
+	return ch
+}
+
+func mustLock(t *testing.T, m *etcdlock.Mutex) *distlock.Lease {
+	t.Helper()
+	l, err := m.Lock(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func mustUnlock(t *testing.T, l *distlock.Lease) {
+	t.Helper()
+	if err := l.Unlock(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}

@@ -1,0 +1,286 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// abandonTimeout bounds the cleanup a failed Lock does before returning;
+// if the delete has not gone through by then, it is retried in the
+// background for as long as the session lives (after that the lease takes
+// the key with it).
+const abandonTimeout = time.Second
+
+// Entry-key kind markers: writers and readers live under different
+// sub-prefixes of a lock's queue, so that a TryLock can ask "is there any
+// writer?" with a single prefix compare.
+const (
+	exclusiveMark = "w"
+	sharedMark    = "r"
+)
+
+var errReleased = errors.New("entry released")
+
+// queueDir returns the prefix under which lock name keeps its entries.
+func (s *Session) queueDir(name string) string { return s.prefix + name + "/@" }
+
+func kindMark(k distlock.Kind) string {
+	if k == distlock.Shared {
+		return sharedMark
+	}
+	return exclusiveMark
+}
+
+// conflictDir returns the prefix of the entries a waiter of kind k must
+// wait for: every entry for an exclusive waiter, writers for a shared one.
+func conflictDir(dir string, k distlock.Kind) string {
+	if k == distlock.Shared {
+		return dir + exclusiveMark
+	}
+	return dir
+}
+
+func entryKind(dir, key string) distlock.Kind {
+	if strings.HasPrefix(key, dir+sharedMark) {
+		return distlock.Shared
+	}
+	return distlock.Exclusive
+}
+
+// entry is one of this session's keys in a lock's queue.
+type entry struct {
+	s    *Session
+	name string
+	key  string
+	rev  int64 // create revision: the fencing token once it holds
+	// alive is cancelled when the key is deleted by anyone but its owner,
+	// when the session ends, or when the owner releases it; the cause says
+	// which.
+	alive context.Context
+	kill  context.CancelCauseFunc
+}
+
+// acquire is Lock and TryLock for both kinds of entries.
+func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, try bool) (*distlock.Lease, error) {
+	op := "lock"
+	if try {
+		op = "trylock"
+	}
+	fail := func(err error) error { return &distlock.LockError{Name: name, Op: op, Err: err} }
+	if err := s.Err(); err != nil {
+		return nil, fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fail(context.Cause(ctx))
+	}
+	dir := s.queueDir(name)
+	key := dir + kindMark(kind) + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
+	put := clientv3.OpPut(key, s.holder, clientv3.WithLease(s.id))
+
+	if try {
+		cdir := conflictDir(dir, kind)
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(cdir), "=", 0).WithPrefix()).
+			Then(put).
+			Else(clientv3.OpGet(cdir, clientv3.WithFirstCreate()...)).
+			Commit()
+		if err != nil {
+			// The put may or may not have been applied.
+			s.abandon(key)
+			return nil, fail(s.storeErr(err))
+		}
+		if !resp.Succeeded {
+			return nil, fail(heldBy(resp))
+		}
+		e := s.track(name, key, resp.Header.Revision)
+		s.log.Debug("etcdlock: acquired", "lock", name, "key", key, "token", e.rev)
+		return e.hold(), nil
+	}
+
+	resp, err := s.client.Txn(ctx).
+		Then(put, clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		s.abandon(key)
+		return nil, fail(s.storeErr(err))
+	}
+	rev := resp.Header.Revision
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	all := make([]distlock.Entry, 0, len(kvs))
+	for _, kv := range kvs {
+		k := string(kv.Key)
+		all = append(all, distlock.Entry{Key: k, Seq: kv.CreateRevision, Kind: entryKind(dir, k)})
+	}
+	q := distlock.NewQueue(distlock.Entry{Key: key, Seq: rev, Kind: kind}, all)
+	e := s.track(name, key, rev)
+	s.log.Debug("etcdlock: enqueued", "lock", name, "key", key, "rev", rev, "ahead", len(q.Ahead()))
+
+	if err := e.wait(ctx, q); err != nil {
+		e.abandon(err)
+		return nil, fail(err)
+	}
+	s.log.Debug("etcdlock: acquired", "lock", name, "key", key, "token", rev)
+	return e.hold(), nil
+}
+
+// wait blocks until q says its owner holds the lock, watching one entry at
+// a time. It fails when ctx ends or when e is no longer alive.
+func (e *entry) wait(ctx context.Context, q *distlock.Queue) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(e.alive, func() { cancel(context.Cause(e.alive)) })
+	defer stop()
+
+	s := e.s
+	cdir := conflictDir(s.queueDir(e.name), q.Me().Kind)
+	for {
+		target, ok := q.Next()
+		if !ok {
+			break
+		}
+		if err := s.waitDeleted(wctx, target.Key, target.Seq, e.rev, false); err != nil {
+			return err
+		}
+		q.Gone(target.Key)
+		if _, more := q.Next(); !more {
+			continue
+		}
+		// Older entries remain in the snapshot. In a FIFO queue they are
+		// almost always gone already (the one that just left held the
+		// lock); one read of the nearest survivor spares watching them one
+		// by one. Serializable is enough: see distlock.Queue.Observed.
+		resp, err := s.client.Get(wctx, cdir, clientv3.WithPrefix(), clientv3.WithSerializable(), clientv3.WithKeysOnly(),
+			clientv3.WithMaxCreateRev(target.Seq-1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+		if err != nil {
+			if wctx.Err() != nil {
+				return context.Cause(wctx)
+			}
+			continue // no news: watching the next entry finds out just as well
+		}
+		var nearest distlock.Entry
+		found := len(resp.Kvs) > 0
+		if found {
+			nearest = distlock.Entry{Key: string(resp.Kvs[0].Key), Seq: resp.Kvs[0].CreateRevision}
+		}
+		q.Observed(target.Seq, nearest, found)
+	}
+	// My own entry's watch runs behind the predecessor's; anything it has
+	// already reported, or the session's end, wins over "acquired".
+	if e.alive.Err() != nil {
+		return context.Cause(e.alive)
+	}
+	return nil
+}
+
+// track starts following key, created at rev, for deletion by others.
+func (s *Session) track(name, key string, rev int64) *entry {
+	alive, kill := context.WithCancelCause(s.ctx)
+	e := &entry{s: s, name: name, key: key, rev: rev, alive: alive, kill: kill}
+	s.goBackground(func(context.Context) {
+		// From history: no read per acquisition, and a few more
+		// milliseconds to notice a foreign delete do not matter.
+		if s.waitDeleted(alive, key, rev, rev, true) == nil {
+			kill(fmt.Errorf("%w: key %s", distlock.ErrEntryGone, key))
+		}
+	})
+	return e
+}
+
+// hold turns an acquired entry into a Lease that is lost when the entry is.
+func (e *entry) hold() *distlock.Lease {
+	lease, lose := distlock.NewLease(distlock.Token{Name: e.name, Seq: e.rev}, e.release)
+	context.AfterFunc(e.alive, func() {
+		if cause := context.Cause(e.alive); !errors.Is(cause, errReleased) {
+			e.s.log.Info("etcdlock: lock lost", "lock", e.name, "token", e.rev, "cause", cause)
+			lose(cause)
+		}
+	})
+	return lease
+}
+
+// release deletes the entry if it is still this acquisition's. It is the
+// Lease's release function.
+func (e *entry) release(ctx context.Context) error {
+	known := e.alive.Err() != nil
+	e.kill(errReleased)
+	resp, err := e.s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)).
+		Then(clientv3.OpDelete(e.key)).
+		Commit()
+	if err != nil {
+		e.s.removeLater(e.key)
+		return fmt.Errorf("delete key %s: %w (retrying in the background while the session lives)", e.key, e.s.storeErr(err))
+	}
+	if !resp.Succeeded && !known {
+		return distlock.Lost(fmt.Errorf("%w: key %s was already gone at unlock", distlock.ErrEntryGone, e.key))
+	}
+	e.s.log.Debug("etcdlock: released", "lock", e.name, "token", e.rev)
+	return nil
+}
+
+// abandon is the failure path of a Lock that had enqueued.
+func (e *entry) abandon(cause error) {
+	e.kill(cause)
+	e.s.abandon(e.key)
+}
+
+// abandon deletes a key this session may have put, before a failed Lock
+// returns, whether or not the put went through. A key that cannot be deleted within abandonTimeout is left to a
+// background retry so that it never blocks the queue for longer than the
+// session lives.
+func (s *Session) abandon(key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	defer cancel()
+	if _, err := s.client.Delete(ctx, key); err != nil {
+		s.log.Warn("etcdlock: cleanup failed; retrying in the background", "key", key, "err", err)
+		s.removeLater(key)
+	}
+}
+
+// removeLater deletes key in the background, retrying until it succeeds or
+// the session ends (which takes the key away with the lease).
+func (s *Session) removeLater(key string) {
+	s.goBackground(func(ctx context.Context) {
+		for delay := retryDelay; ; delay = min(2*delay, s.ttl/3) {
+			dctx, cancel := context.WithTimeout(ctx, s.ttl/3)
+			_, err := s.client.Delete(dctx, key)
+			cancel()
+			if err == nil || sleepCtx(ctx, delay) != nil {
+				return
+			}
+		}
+	})
+}
+
+// storeErr ends the session if err says the lease is gone, and returns err
+// in terms of the distlock sentinels where one fits.
+func (s *Session) storeErr(err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		cause := fmt.Errorf("%w: lease %x not found on the server", distlock.ErrSessionExpired, int64(s.id))
+		s.end(cause)
+		return cause
+	}
+	return err
+}
+
+// heldBy describes the holder a losing TryLock saw.
+func heldBy(resp *clientv3.TxnResponse) error {
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return distlock.ErrLocked
+	}
+	kv := kvs[0]
+	who := ""
+	if len(kv.Value) > 0 {
+		who = fmt.Sprintf(", holder %q", kv.Value)
+	}
+	return fmt.Errorf("%w (entry %s, token %d%s)", distlock.ErrLocked, kv.Key, kv.CreateRevision, who)
+}

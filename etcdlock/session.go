@@ -1,0 +1,279 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/distlock"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+const (
+	// DefaultTTL is the lease TTL of a session made without WithTTL. A
+	// crashed holder blocks its successors for at most this long; a
+	// partitioned holder is told it lost the lock a fifth of it sooner.
+	DefaultTTL = 30 * time.Second
+
+	// MinTTL is the shortest TTL a session accepts. etcd counts lease TTLs in
+	// whole seconds and servers raise short ones to about 1.5 election
+	// timeouts anyway; below two seconds the keepalive, sent every third of
+	// the TTL, would leave no room for the safety margin.
+	MinTTL = 2 * time.Second
+
+	// DefaultPrefix is the key prefix of a session made without WithPrefix.
+	DefaultPrefix = "/distlock/"
+)
+
+// Option configures a Session.
+type Option func(*options)
+
+type options struct {
+	ttl    time.Duration
+	prefix string
+	logger *slog.Logger
+	holder string
+}
+
+// WithTTL sets the session lease's TTL (default DefaultTTL). It is rounded
+// up to whole seconds; less than MinTTL is an error wrapping
+// distlock.ErrTTLTooShort.
+func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+
+// WithPrefix sets the key prefix under which locks keep their queues
+// (default DefaultPrefix). It should end in "/".
+func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// WithLogger makes the session and its locks log what they do; by default
+// they are silent.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithHolder sets the value stored in this session's lock entries, so that
+// tools listing a lock's queue can say who waits (e.g. "host:pid").
+func WithHolder(v string) Option { return func(o *options) { o.holder = v } }
+
+// Session is one etcd lease kept alive in the background. Lock entries are
+// bound to it, so they vanish when it ends.
+//
+// A session ends when Close is called, when the server reports the lease
+// gone, or — conservatively — when no keepalive has been confirmed in time:
+// the client-side deadline is the send time of the last acknowledged
+// keepalive plus the TTL the server granted, minus a margin of a fifth of
+// the TTL. The server cannot expire the lease before that send time plus
+// the TTL, since it counts from when it received the keepalive; so a holder
+// cut off from the cluster is told it lost its locks before the server can
+// give them to someone else. (A paused process hears nothing in time: that
+// is what fencing tokens are for.) Once ended, a session stops its
+// keepalives and revokes its lease, best effort, so that waiters behind its
+// entries do not wait for the server to expire it.
+//
+// A Session is safe for concurrent use. Use one session for many locks.
+type Session struct {
+	client *clientv3.Client
+	id     clientv3.LeaseID
+	ttl    time.Duration // as granted by the server
+	margin time.Duration
+	prefix string
+	holder string
+	log    *slog.Logger
+
+	// ctx is cancelled, with the reason as cause, when the session ends.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	seq atomic.Uint64 // makes each entry key unique within the lease
+	wg  sync.WaitGroup
+
+	mu       sync.Mutex
+	deadline time.Time // client-side expiry, see Session
+}
+
+// NewSession grants a lease on client and keeps it alive until Close or the
+// session ends. The client stays the caller's: Close does not close it.
+func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*Session, error) {
+	if client == nil {
+		return nil, fmt.Errorf("etcdlock: new session: %w: *clientv3.Client is nil", distlock.ErrNilClient)
+	}
+	o := options{ttl: DefaultTTL, prefix: DefaultPrefix}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.ttl < MinTTL {
+		return nil, fmt.Errorf("etcdlock: new session: %w: %v is below the minimum %v (the keepalive runs every third of the TTL and needs a safety margin)", distlock.ErrTTLTooShort, o.ttl, MinTTL)
+	}
+	if o.prefix == "" {
+		return nil, fmt.Errorf("etcdlock: new session: empty key prefix")
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	secs := int64((o.ttl + time.Second - 1) / time.Second)
+
+	sent := time.Now()
+	resp, err := client.Grant(ctx, secs)
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: new session: grant lease: %w", err)
+	}
+	ttl := time.Duration(resp.TTL) * time.Second
+	s := &Session{
+		client: client,
+		id:     resp.ID,
+		ttl:    ttl,
+		margin: ttl / 5,
+		prefix: o.prefix,
+		holder: o.holder,
+		log:    o.logger.With("lease", strconv.FormatInt(int64(resp.ID), 16)),
+	}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s.deadline = sent.Add(s.ttl - s.margin)
+	s.log.Debug("etcdlock: session started", "ttl", ttl)
+	s.wg.Add(1)
+	go s.keepalive()
+	return s, nil
+}
+
+// Client returns the client the session was made with.
+func (s *Session) Client() *clientv3.Client { return s.client }
+
+// Lease returns the ID of the session's lease.
+func (s *Session) Lease() clientv3.LeaseID { return s.id }
+
+// TTL returns the lease TTL the server granted.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Prefix returns the key prefix under which the session's locks live.
+func (s *Session) Prefix() string { return s.prefix }
+
+// Done returns a channel closed when the session ends.
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Err returns nil while the session lives, then why it ended: an error
+// wrapping distlock.ErrSessionExpired or distlock.ErrSessionClosed.
+func (s *Session) Err() error {
+	if s.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(s.ctx)
+}
+
+// Deadline returns the client-side expiry of the session: until then the
+// server cannot have expired the lease.
+func (s *Session) Deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadline
+}
+
+// Close ends the session: its keepalives stop, its held locks report
+// distlock.ErrSessionClosed, and its lease is revoked, which deletes all its
+// lock entries. Close waits for the session's background work to stop. A
+// lease that is already gone is not an error; calling Close again is a
+// no-op.
+func (s *Session) Close(ctx context.Context) error {
+	first := s.ctx.Err() == nil
+	s.end(distlock.ErrSessionClosed)
+	var err error
+	if first {
+		err = s.revoke(ctx)
+	}
+	s.wg.Wait()
+	return err
+}
+
+func (s *Session) end(cause error) {
+	if s.ctx.Err() == nil {
+		s.log.Info("etcdlock: session ended", "cause", cause)
+	}
+	s.cancel(cause)
+}
+
+func (s *Session) revoke(ctx context.Context) error {
+	_, err := s.client.Revoke(ctx, s.id)
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("etcdlock: revoke lease %x: %w", int64(s.id), err)
+	}
+	return nil
+}
+
+// keepalive refreshes the lease every third of the TTL and ends the session
+// when the client-side deadline passes without a confirmed refresh.
+// KeepAliveOnce is used rather than the client's KeepAlive stream because
+// the deadline must count from when each refresh was sent, which the stream
+// does not tell.
+func (s *Session) keepalive() {
+	defer s.wg.Done()
+	interval := s.ttl / 3
+	retry := interval / 4
+	next := time.NewTimer(interval)
+	defer next.Stop()
+	for {
+		deadline := s.Deadline()
+		expire := time.NewTimer(time.Until(deadline))
+		select {
+		case <-s.ctx.Done():
+			expire.Stop()
+			return
+		case <-expire.C:
+			s.expire(deadline)
+			return
+		case <-next.C:
+			expire.Stop()
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(s.ctx), deadline)
+		resp, err := s.client.KeepAliveOnce(ctx, s.id)
+		cancel()
+		switch {
+		case err == nil:
+			s.mu.Lock()
+			s.deadline = sent.Add(time.Duration(resp.TTL)*time.Second - s.margin)
+			s.mu.Unlock()
+			next.Reset(interval)
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			s.end(fmt.Errorf("%w: lease %x not found on the server", distlock.ErrSessionExpired, int64(s.id)))
+			return
+		case s.ctx.Err() != nil:
+			return
+		default:
+			s.log.Warn("etcdlock: keepalive failed", "err", err, "deadline", deadline)
+			next.Reset(retry)
+		}
+	}
+}
+
+// expire ends the session on its client-side deadline and revokes the lease
+// in the background, so that waiters do not wait for the server's expiry.
+func (s *Session) expire(deadline time.Time) {
+	s.end(fmt.Errorf("%w: no keepalive of lease %x confirmed before the client-side deadline %s (TTL %v minus margin %v)",
+		distlock.ErrSessionExpired, int64(s.id), deadline.Format(time.RFC3339Nano), s.ttl, s.margin))
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s.margin)
+		defer cancel()
+		if err := s.revoke(ctx); err != nil {
+			s.log.Debug("etcdlock: revoke after expiry failed", "err", err)
+		}
+	}()
+}
+
+// goBackground runs f in the background until it returns; Close waits for
+// it. f must return once ctx (ended with the session) is done.
+func (s *Session) goBackground(f func(ctx context.Context)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return // the lease is gone or going, and everything bound to it
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f(s.ctx)
+	}()
+}
