@@ -32,7 +32,7 @@ var (
 	// ErrEntryGone reports that a lock's entry was deleted by someone
 	// other than its owner (an operator, a tool, a revoked lease) while it
 	// waited or held.
-	ErrEntryGone = errors.New("lock entry deleted by another party")
+	ErrEntryGone = errors.New("lock entry deleted, not by its owner (lease revoked or expired, or another client)")
 
 	// ErrInvalidName reports a lock name that does not follow the rules of
 	// ValidateName.
