@@ -204,7 +204,14 @@ type queueSim struct {
 	live   []distlock.Entry // store contents, in Seq order
 	queues map[string]*distlock.Queue
 	log    []string
+	// hist holds the store's contents after every change, and enqAt the
+	// index in hist at which each entry was enqueued: the revisions a read
+	// by that entry's owner may see, stale or not.
+	hist  [][]distlock.Entry
+	enqAt map[string]int
 }
+
+func (s *queueSim) record() { s.hist = append(s.hist, slices.Clone(s.live)) }
 
 func (s *queueSim) fail(format string, args ...any) {
 	s.t.Helper()
@@ -230,6 +237,11 @@ func (s *queueSim) enqueue() {
 		seen = slices.DeleteFunc(seen, func(e distlock.Entry) bool { return e == me })
 	}
 	s.queues[me.Key] = distlock.NewQueue(me, seen)
+	s.record()
+	if s.enqAt == nil {
+		s.enqAt = map[string]int{}
+	}
+	s.enqAt[me.Key] = len(s.hist) - 1
 	s.log = append(s.log, fmt.Sprintf("enqueue %v", me))
 }
 
@@ -239,6 +251,7 @@ func (s *queueSim) remove() {
 	e := s.live[i]
 	s.live = slices.Delete(s.live, i, i+1)
 	delete(s.queues, e.Key)
+	s.record()
 	s.log = append(s.log, fmt.Sprintf("delete %v", e))
 }
 
@@ -263,6 +276,27 @@ func (s *queueSim) notify(key string) {
 	}
 	q.Gone(n.Key)
 	s.log = append(s.log, fmt.Sprintf("%s sees %s gone", key, n.Key))
+	if s.rng.IntN(2) == 0 {
+		s.observe(key, n.Seq)
+	}
+}
+
+// observe gives waiter key what a read of the nearest conflicting entry
+// older than below returns, from a member that may lag: the store as it was
+// at any point since the waiter enqueued.
+func (s *queueSim) observe(key string, below int64) {
+	q := s.queues[key]
+	from := s.enqAt[key]
+	view := s.hist[from+s.rng.IntN(len(s.hist)-from)]
+	var nearest distlock.Entry
+	found := false
+	for _, e := range view {
+		if e.Seq < below && distlock.Conflicts(q.Me().Kind, e.Kind) {
+			nearest, found = e, true
+		}
+	}
+	q.Observed(below, nearest, found)
+	s.log = append(s.log, fmt.Sprintf("%s reads below %d: %v %v", key, below, nearest, found))
 }
 
 func (s *queueSim) settle() {
