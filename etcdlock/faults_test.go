@@ -4,10 +4,13 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/tests/v3/framework/integration"
+	"go.uber.org/zap"
 )
 
 // eventLog records the order in which things were observed.
@@ -118,4 +121,38 @@ func TestLeaderStoppedWhileHeld(t *testing.T) {
 		prev = l.Token()
 		mustUnlock(t, l)
 	}
+}
+
+// TestWaiterMemberRestarts stops and restarts, one after the other, the
+// followers a waiter's client may be talking to; its watches move to
+// another member and the handoff still reaches it.
+func TestWaiterMemberRestarts(t *testing.T) {
+	clus := newCluster(t)
+	lead := clus.WaitLeader(t)
+	holder := mustLock(t, newMutex(t, newSession(t, newClient(t, clus, lead)), "restart"))
+	wcli, err := clientv3.New(clientv3.Config{Endpoints: clus.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wcli.Close() })
+	qw := watchQueue(t, clus.Client(lead), "restart")
+	res := lockAsync(testCtx(t), newMutex(t, newSession(t, wcli), "restart"))
+	qw.nextPut()
+
+	for _, i := range []int{(lead + 1) % 3, (lead + 2) % 3} {
+		clus.Members[i].Stop(t)
+		if err := clus.Members[i].Restart(t); err != nil {
+			t.Fatal(err)
+		}
+		clus.WaitLeader(t)
+	}
+	mustUnlock(t, holder)
+	r := recv(t, res, "waiter after member restarts")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if !r.lease.Token().Newer(holder.Token()) {
+		t.Fatal("token not newer")
+	}
+	mustUnlock(t, r.lease)
 }
