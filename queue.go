@@ -133,3 +133,20 @@ func (q *Queue) Observed(below int64, nearest Entry, found bool) {
 		return e.Seq < below && Conflicts(q.me.Kind, e.Kind) && (!found || e.Seq > nearest.Seq)
 	})
 }
+
+// After returns the entry q's owner will wait on once e is gone, if nothing
+// else goes first: the nearest conflicting entry older than e. A waiter
+// watching e can follow that one too, so that when e goes it already knows
+// whether anything older is left.
+func (q *Queue) After(e Entry) (Entry, bool) {
+	i, _ := slices.BinarySearchFunc(q.ahead, e.Seq, func(a Entry, seq int64) int {
+		switch {
+		case a.Seq < seq:
+			return -1
+		case a.Seq > seq:
+			return 1
+		}
+		return 0
+	})
+	return WaitOn(q.me.Kind, q.ahead[:i])
+}

@@ -18,9 +18,14 @@
 //
 // Enqueue is one Txn that puts the key and reads the queue. The waiter then
 // watches only the nearest conflicting entry ahead of it, and when that one
-// goes, moves to the next one in the snapshot it already has: entries only
-// leave the part of the queue ahead of it, never join it. So a release costs
-// the holder's one guarded delete and one watch notification.
+// goes, moves on in the snapshot it already has: entries only leave the
+// part of the queue ahead of it, never join it. While older entries may
+// remain, it also follows the nearest of them, and when that one goes, one
+// serializable read finds what is left: in a FIFO queue that happens when
+// the predecessor acquires, so by the time the predecessor releases, the
+// waiter knows nothing older is left. A release then costs the holder's one
+// guarded delete and one watch notification; the read lands on the handoff
+// only when the predecessor held for less than a round trip.
 //
 // Watches on the predecessor are opened at the current revision, never at a
 // past one: etcd serves watchers that start in the past from a catch-up loop

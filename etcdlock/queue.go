@@ -131,53 +131,100 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 	return e.hold(), nil
 }
 
-// wait blocks until q says its owner holds the lock, watching one entry at
-// a time. It fails when ctx ends or when e is no longer alive.
+// wait blocks until q says its owner holds the lock, watching one entry
+// ahead at a time. It fails when ctx ends or when e is no longer alive.
 func (e *entry) wait(ctx context.Context, q *distlock.Queue) error {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(e.alive, func() { cancel(context.Cause(e.alive)) })
 	defer stop()
 
-	s := e.s
-	cdir := conflictDir(s.queueDir(e.name), q.Me().Kind)
 	for {
-		target, ok := q.Next()
+		p, ok := q.Next()
 		if !ok {
 			break
 		}
-		if err := s.waitDeleted(wctx, target.Key, target.Seq, e.rev, false); err != nil {
+		if err := e.waitGone(wctx, q, p); err != nil {
 			return err
 		}
-		q.Gone(target.Key)
-		if _, more := q.Next(); !more {
-			continue
+		q.Gone(p.Key)
+		if _, more := q.Next(); more {
+			// p went before we learnt that nothing older was left: it died
+			// waiting, or released before the read in waitGone came back.
+			e.survivors(wctx, q, p.Seq)
 		}
-		// Older entries remain in the snapshot. In a FIFO queue they are
-		// almost always gone already (the one that just left held the
-		// lock); one read of the nearest survivor spares watching them one
-		// by one. Serializable is enough: see distlock.Queue.Observed.
-		resp, err := s.client.Get(wctx, cdir, clientv3.WithPrefix(), clientv3.WithSerializable(), clientv3.WithKeysOnly(),
-			clientv3.WithMaxCreateRev(target.Seq-1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
-		if err != nil {
-			if wctx.Err() != nil {
-				return context.Cause(wctx)
-			}
-			continue // no news: watching the next entry finds out just as well
-		}
-		var nearest distlock.Entry
-		found := len(resp.Kvs) > 0
-		if found {
-			nearest = distlock.Entry{Key: string(resp.Kvs[0].Key), Seq: resp.Kvs[0].CreateRevision}
-		}
-		q.Observed(target.Seq, nearest, found)
 	}
 	// My own entry's watch runs behind the predecessor's; anything it has
-	// already reported, or the session's end, wins over "acquired".
+	// already reported, or the session's end, wins over "acquired". (A
+	// foreign delete of my key racing the handoff can still be reported
+	// just after Lock returns, through the Lease's Done.)
 	if e.alive.Err() != nil {
 		return context.Cause(e.alive)
 	}
 	return nil
+}
+
+// waitGone waits until entry p of q is gone. Meanwhile, while entries older
+// than p may still be in the queue, it follows the nearest of them as well:
+// when that one goes, one read finds what is left older than p, so that by
+// the time p goes — the handoff — q usually knows that nothing older is
+// left and the new holder needs no request at all. In a FIFO queue the
+// entry before p goes when p acquires, long before p releases.
+func (e *entry) waitGone(ctx context.Context, q *distlock.Queue, p distlock.Entry) error {
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	pdone := e.s.goWaitDeleted(pctx, p, e.rev)
+	for {
+		older, ok := q.After(p)
+		if !ok {
+			return <-pdone
+		}
+		octx, ocancel := context.WithCancel(ctx)
+		odone := e.s.goWaitDeleted(octx, older, e.rev)
+		select {
+		case err := <-pdone:
+			ocancel()
+			<-odone
+			return err
+		case err := <-odone:
+			ocancel()
+			if err != nil { // ctx ended
+				pcancel()
+				<-pdone
+				return err
+			}
+			q.Gone(older.Key)
+			e.survivors(ctx, q, p.Seq)
+		}
+	}
+}
+
+// goWaitDeleted runs waitDeleted for entry x in a goroutine and delivers its
+// result; the goroutine ends when ctx does.
+func (s *Session) goWaitDeleted(ctx context.Context, x distlock.Entry, known int64) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- s.waitDeleted(ctx, x.Key, x.Seq, known, false) }()
+	return done
+}
+
+// survivors reads the nearest entry older than below that still conflicts
+// with q's owner and records it in q. Serializable is enough (see
+// distlock.Queue.Observed); an error leaves q as it was, which only means
+// more watching.
+func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
+	cdir := conflictDir(e.s.queueDir(e.name), q.Me().Kind)
+	resp, err := e.s.client.Get(ctx, cdir, clientv3.WithPrefix(), clientv3.WithSerializable(), clientv3.WithKeysOnly(),
+		clientv3.WithMaxCreateRev(below-1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	if err != nil {
+		return
+	}
+	var nearest distlock.Entry
+	found := len(resp.Kvs) > 0
+	if found {
+		kv := resp.Kvs[0]
+		nearest = distlock.Entry{Key: string(kv.Key), Seq: kv.CreateRevision, Kind: entryKind(e.s.queueDir(e.name), string(kv.Key))}
+	}
+	q.Observed(below, nearest, found)
 }
 
 // track starts following key, created at rev, for deletion by others.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 )
 
 // retryDelay spaces out attempts to reopen a watch or repeat a cleanup after
@@ -31,6 +32,10 @@ func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known 
 		opts := []clientv3.OpOption{clientv3.WithCreatedNotify(), clientv3.WithFilterPut()}
 		if fromHistory {
 			opts = append(opts, clientv3.WithRev(known+1))
+			// A stream of its own: clientv3 sends one watch create at a
+			// time per stream, and a waiter's predecessor watch must not
+			// queue behind its own entry's.
+			wctx = metadata.AppendToOutgoingContext(wctx, "distlock-watch", "own")
 		}
 		gone, seen, err := s.watchOnce(ctx, s.client.Watch(wctx, key, opts...), key, createRev, known, !fromHistory)
 		cancel()
