@@ -147,12 +147,6 @@ func TestWaiterMemberRestarts(t *testing.T) {
 		clus.WaitLeader(t)
 	}
 	mustUnlock(t, holder)
-	r := recv(t, res, "waiter after member restarts")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if !r.lease.Token().Newer(holder.Token()) {
-		t.Fatal("token not newer")
-	}
-	mustUnlock(t, r.lease)
+	r := successor(t, res, holder.Token(), "waiter after member restarts")
+	mustUnlock(t, r)
 }

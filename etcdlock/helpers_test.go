@@ -169,3 +169,17 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 		panic("unreachable")
 	}
 }
+
+// successor waits for a Lock running in the background and checks that it
+// acquired with a token newer than prev.
+func successor(t *testing.T, res <-chan result, prev distlock.Token, what string) *distlock.Lease {
+	t.Helper()
+	r := recv(t, res, what)
+	if r.err != nil {
+		t.Fatalf("%s: %v", what, r.err)
+	}
+	if !r.lease.Token().Newer(prev) {
+		t.Fatalf("%s: token %v not newer than %v", what, r.lease.Token(), prev)
+	}
+	return r.lease
+}

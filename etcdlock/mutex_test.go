@@ -195,20 +195,14 @@ func TestHolderLeaseRevoked(t *testing.T) {
 	if err := holder.Err(); !errors.Is(err, distlock.ErrLost) {
 		t.Fatalf("holder Err: %v, want ErrLost", err)
 	}
-	r := recv(t, res, "successor")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if !r.lease.Token().Newer(holder.Token()) {
-		t.Fatalf("successor token %v not newer than %v", r.lease.Token(), holder.Token())
-	}
+	r := successor(t, res, holder.Token(), "successor")
 	if err := holder.Unlock(testCtx(t)); !errors.Is(err, distlock.ErrLost) {
 		t.Fatalf("Unlock of a lost lock: %v, want ErrLost", err)
 	}
 	if keys := queueKeys(t, cli, "revoked"); len(keys) != 1 {
 		t.Fatalf("the lost holder's Unlock touched the successor's key: %v", keys)
 	}
-	mustUnlock(t, r.lease)
+	mustUnlock(t, r)
 }
 
 func TestEntryDeletedWhileHeld(t *testing.T) {
@@ -313,14 +307,8 @@ func TestSameSessionGoroutinesExclude(t *testing.T) {
 	default:
 	}
 	mustUnlock(t, first)
-	r := recv(t, res, "second Lock")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if !r.lease.Token().Newer(first.Token()) {
-		t.Fatal("token not newer")
-	}
-	mustUnlock(t, r.lease)
+	r := successor(t, res, first.Token(), "second Lock")
+	mustUnlock(t, r)
 }
 
 func TestNamesDoNotInterfere(t *testing.T) {
