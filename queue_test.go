@@ -428,3 +428,27 @@ func TestQueueProperties(t *testing.T) {
 		}
 	}
 }
+
+func TestQueueAfter(t *testing.T) {
+	// Ahead of a writer at 10: w1 r3 r5 w7 r9.
+	all := []distlock.Entry{ent(1, X), ent(3, S), ent(5, S), ent(7, X), ent(9, S)}
+	w := distlock.NewQueue(ent(10, X), all)
+	r := distlock.NewQueue(ent(10, S), all)
+	for _, c := range []struct {
+		q     *distlock.Queue
+		after int64
+		want  int64 // 0: nothing
+	}{
+		{w, 9, 7}, {w, 7, 5}, {w, 3, 1}, {w, 1, 0},
+		{r, 7, 1}, {r, 5, 1}, {r, 1, 0},
+	} {
+		e, ok := c.q.After(ent(c.after, X))
+		got := int64(0)
+		if ok {
+			got = e.Seq
+		}
+		if got != c.want {
+			t.Errorf("%v waiter: After(%d) = %d, want %d", c.q.Me().Kind, c.after, got, c.want)
+		}
+	}
+}
