@@ -1,0 +1,88 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+)
+
+// ModulePath is this module's import path; the harness builds its helper
+// binaries from the packages below it.
+const ModulePath = "github.com/distlock/distlock"
+
+var (
+	buildMu    sync.Mutex
+	buildCache = map[string]string{}
+)
+
+// buildBinary builds the main package pkg (a path below ModulePath) into
+// the harness's cache directory and returns the binary's path. The go
+// command's own cache makes a rebuild of an unchanged package a link step;
+// within one process each package is built once. Static (CGO_ENABLED=0),
+// so the same binary also runs in a FROM scratch container.
+func buildBinary(ctx context.Context, pkg string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := buildCache[pkg]; ok {
+		return p, nil
+	}
+	dir, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, filepath.Base(pkg)+"-"+moduleVersion("go.etcd.io/etcd/server/v3"))
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, ModulePath+"/"+pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("integration: go build %s: %v\n%s", pkg, err, b)
+	}
+	buildCache[pkg] = out
+	return out, nil
+}
+
+// cacheDir is where built binaries live: $DISTLOCK_CACHE, or distlock/ in
+// the user's cache directory.
+func cacheDir() (string, error) {
+	dir := os.Getenv("DISTLOCK_CACHE")
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(base, "distlock")
+	}
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// goTool finds the go command: $GOROOT/bin/go of the running toolchain when
+// it exists, else whatever "go" is on PATH.
+func goTool() string {
+	if root := os.Getenv("GOROOT"); root != "" {
+		if p := filepath.Join(root, "bin", "go"); fileExists(p) {
+			return p
+		}
+	}
+	return "go"
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// moduleVersion returns the version of a dependency this binary was built
+// with ("dev" when unknown), to name cached binaries.
+func moduleVersion(path string) string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == path {
+				return m.Version
+			}
+		}
+	}
+	return "dev"
+}

@@ -1,0 +1,372 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// EtcdCluster is a real etcd cluster run by the harness: N members, each
+// behind two proxies (one for clients, one for the other members), so that
+// a member can be cut off without resetting any connection.
+type EtcdCluster struct {
+	cfg     config
+	net     *Network
+	procs   *procs
+	dir     string
+	Members []*EtcdMember
+
+	mu      sync.Mutex
+	clients []*clientv3.Client
+	closed  bool
+}
+
+// EtcdMember is one member of an EtcdCluster.
+type EtcdMember struct {
+	// Name is the member's name, also its name in the cluster's Network.
+	Name string
+
+	c           *EtcdCluster
+	srv         server
+	clientAddr  string // where the member really listens for clients
+	clientProxy *Proxy
+	peerProxy   *Proxy
+}
+
+// ClientURL returns the URL clients use to reach the member (through its
+// proxy).
+func (m *EtcdMember) ClientURL() string { return "http://" + m.clientProxy.Addr() }
+
+// PID returns the member's process ID (0 when it is not running). For a
+// container it is the container's main process as the host sees it.
+func (m *EtcdMember) PID() int { return m.srv.pid() }
+
+// NewEtcd starts an etcd cluster for a test and stops it when the test
+// ends. It fails the test if the cluster cannot start: under CI a missing
+// server is a failure, never a skip.
+func NewEtcd(t testing.TB, opts ...Option) *EtcdCluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := StartEtcd(ctx, append([]Option{WithLogger(testLogger(t))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+// StartEtcd builds the etcd server (once per process, from the module
+// proxy at the version this module requires), starts a cluster, and waits
+// until a quorum has a leader. Close stops it and removes its files.
+func StartEtcd(ctx context.Context, opts ...Option) (*EtcdCluster, error) {
+	cfg := newConfig(opts)
+	if cfg.size < 1 {
+		return nil, fmt.Errorf("integration: etcd cluster of %d members", cfg.size)
+	}
+	bin, err := buildBinary(ctx, "integration/internal/etcdserver")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := makeTempDir("etcd")
+	if err != nil {
+		return nil, err
+	}
+	c := &EtcdCluster{cfg: cfg, net: newNetwork(), procs: newProcs(), dir: dir}
+	if err := c.start(ctx, bin); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *EtcdCluster) start(ctx context.Context, bin string) error {
+	type ports struct{ client, peer string }
+	real := make([]ports, c.cfg.size)
+	var initial []string
+	for i := range c.cfg.size {
+		name := fmt.Sprintf("etcd%d", i)
+		cp, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		pp, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		real[i] = ports{cp, pp}
+		m := &EtcdMember{Name: name, c: c, clientAddr: cp}
+		if m.clientProxy, err = newProxy(c.net, name, cp, c.procs.identify); err != nil {
+			return err
+		}
+		if m.peerProxy, err = newProxy(c.net, name, pp, c.procs.identify); err != nil {
+			return err
+		}
+		c.Members = append(c.Members, m)
+		initial = append(initial, fmt.Sprintf("%s=http://%s", name, m.peerProxy.Addr()))
+	}
+	token := filepath.Base(c.dir)
+	for i, m := range c.Members {
+		data := filepath.Join(c.dir, m.Name)
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			return err
+		}
+		srv, err := c.cfg.newServer(serverSpec{
+			name: m.Name,
+			argv: []string{bin,
+				"--name", m.Name,
+				"--data-dir", data,
+				"--listen-client-urls", "http://" + real[i].client,
+				"--advertise-client-urls", m.ClientURL(),
+				"--listen-peer-urls", "http://" + real[i].peer,
+				"--initial-advertise-peer-urls", "http://" + m.peerProxy.Addr(),
+				"--initial-cluster", strings.Join(initial, ","),
+				"--initial-cluster-state", "new",
+				"--initial-cluster-token", token,
+				// Fast failure detection keeps fault tests short.
+				"--heartbeat-interval", "50",
+				"--election-timeout", "500",
+				"--log-level", "warn",
+			},
+			log:  filepath.Join(c.dir, m.Name+".log"),
+			dirs: []string{data},
+		})
+		if err != nil {
+			return err
+		}
+		m.srv = srv
+	}
+	for _, m := range c.Members {
+		if err := m.run(); err != nil {
+			return err
+		}
+	}
+	c.cfg.logger.Info("integration: etcd cluster starting", "members", c.cfg.size, "dir", c.dir, "provider", c.cfg.provider)
+	return c.WaitHealthy(ctx)
+}
+
+func (m *EtcdMember) run() error {
+	if err := m.srv.start(); err != nil {
+		return err
+	}
+	m.c.procs.set(m.Name, m.srv.pid())
+	return nil
+}
+
+// freeAddr returns a loopback address with a port that is free now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Network returns the faults the cluster's proxies apply, for faults
+// beyond Cut and Heal (dropping or delaying bytes, one direction only).
+func (c *EtcdCluster) Network() *Network { return c.net }
+
+// Endpoints returns every member's client URL (through the proxies).
+func (c *EtcdCluster) Endpoints() []string {
+	eps := make([]string, len(c.Members))
+	for i, m := range c.Members {
+		eps[i] = m.ClientURL()
+	}
+	return eps
+}
+
+// Client returns a client of the given members (all when none are given),
+// closed with the cluster.
+func (c *EtcdCluster) Client(members ...int) (*clientv3.Client, error) {
+	eps := c.Endpoints()
+	if len(members) > 0 {
+		eps = nil
+		for _, i := range members {
+			eps = append(eps, c.Members[i].ClientURL())
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clients = append(c.clients, cli)
+	return cli, nil
+}
+
+// status asks member m directly (not through its proxy, so faults do not
+// blind the harness) for its status.
+func (m *EtcdMember) status(ctx context.Context) (*clientv3.StatusResponse, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + m.clientAddr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return cli.Status(sctx, "http://"+m.clientAddr)
+}
+
+// Leader returns the index of the member that a majority of the members
+// report as leader; it waits until there is one.
+func (c *EtcdCluster) Leader(ctx context.Context) (int, error) {
+	var lead int
+	err := poll(ctx, 50*time.Millisecond, func(ctx context.Context) error {
+		votes := map[uint64]int{}
+		ids := map[uint64]int{}
+		for i, m := range c.Members {
+			st, err := m.status(ctx)
+			if err != nil {
+				continue
+			}
+			ids[st.Header.MemberId] = i
+			if st.Leader != 0 {
+				votes[st.Leader]++
+			}
+		}
+		for id, n := range votes {
+			if i, ok := ids[id]; ok && n > len(c.Members)/2 {
+				lead = i
+				return nil
+			}
+		}
+		return errors.New("no leader agreed on by a majority of the members")
+	})
+	if err != nil {
+		return -1, fmt.Errorf("integration: etcd leader: %w", err)
+	}
+	return lead, nil
+}
+
+// WaitHealthy waits until a majority agrees on a leader and every running
+// member answers.
+func (c *EtcdCluster) WaitHealthy(ctx context.Context) error {
+	if _, err := c.Leader(ctx); err != nil {
+		return c.explain(err)
+	}
+	for _, m := range c.Members {
+		if m.srv.pid() == 0 {
+			continue
+		}
+		if err := poll(ctx, 50*time.Millisecond, func(ctx context.Context) error {
+			_, err := m.status(ctx)
+			return err
+		}); err != nil {
+			return c.explain(fmt.Errorf("integration: %s not answering: %w", m.Name, err))
+		}
+	}
+	c.cfg.logger.Info("integration: etcd cluster healthy")
+	return nil
+}
+
+// explain adds the members' recent log output to a startup error.
+func (c *EtcdCluster) explain(err error) error {
+	var b strings.Builder
+	for _, m := range c.Members {
+		if m.srv != nil {
+			fmt.Fprintf(&b, "\n--- %s log:\n%s", m.Name, m.srv.tail())
+		}
+	}
+	return fmt.Errorf("%w%s", err, b.String())
+}
+
+// Kill sends SIGKILL to member i and waits until it is gone. Its data stays
+// for Restart.
+func (c *EtcdCluster) Kill(i int) error {
+	m := c.Members[i]
+	err := m.srv.kill()
+	c.procs.set(m.Name, 0)
+	return err
+}
+
+// Restart starts a killed member again with its data and waits until it
+// answers.
+func (c *EtcdCluster) Restart(ctx context.Context, i int) error {
+	m := c.Members[i]
+	if err := m.run(); err != nil {
+		return err
+	}
+	return poll(ctx, 50*time.Millisecond, func(ctx context.Context) error {
+		_, err := m.status(ctx)
+		return err
+	})
+}
+
+// StopLeader kills the current leader and returns its index.
+func (c *EtcdCluster) StopLeader(ctx context.Context) (int, error) {
+	i, err := c.Leader(ctx)
+	if err != nil {
+		return -1, err
+	}
+	return i, c.Kill(i)
+}
+
+// Pause stops member i with SIGSTOP: it holds its connections but answers
+// nothing, like a process in a long GC pause.
+func (c *EtcdCluster) Pause(i int) error { return c.Members[i].srv.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused member with SIGCONT.
+func (c *EtcdCluster) Resume(i int) error { return c.Members[i].srv.signal(syscall.SIGCONT) }
+
+// Cut partitions member i from clients and the other members: its proxies
+// hold every byte to and from it, connections stay open, and Heal delivers
+// what was held.
+func (c *EtcdCluster) Cut(i int) {
+	c.cfg.logger.Info("integration: cut", "node", c.Members[i].Name)
+	c.net.Set(c.Members[i].Name, Fault{Hold: true})
+}
+
+// Heal ends any fault on member i's traffic.
+func (c *EtcdCluster) Heal(i int) {
+	c.cfg.logger.Info("integration: heal", "node", c.Members[i].Name)
+	c.net.Clear(c.Members[i].Name)
+}
+
+// Close stops every member, closes the clients and proxies, and removes the
+// cluster's files. It is safe to call more than once.
+func (c *EtcdCluster) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	clients := c.clients
+	c.mu.Unlock()
+	for _, cli := range clients {
+		cli.Close()
+	}
+	var errs []error
+	for _, m := range c.Members {
+		if m.srv != nil {
+			errs = append(errs, m.srv.kill())
+		}
+	}
+	for _, m := range c.Members {
+		if m.clientProxy != nil {
+			m.clientProxy.Close()
+		}
+		if m.peerProxy != nil {
+			m.peerProxy.Close()
+		}
+	}
+	errs = append(errs, os.RemoveAll(c.dir))
+	return errors.Join(errs...)
+}

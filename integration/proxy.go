@@ -1,0 +1,150 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+)
+
+// Proxy forwards TCP connections from a loopback address to one server
+// address, applying its Network's faults to the bytes. Every connection to
+// a server in a harness cluster — clients' and the other servers' — goes
+// through the server's proxy, so faults never need to reset a connection.
+type Proxy struct {
+	ln       net.Listener
+	upstream string
+	node     string
+	net      *Network
+	identify func(remote net.Addr) string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+}
+
+// newProxy listens on a free loopback port for node's server at upstream.
+// identify names the node a connection comes from ("" for clients).
+func newProxy(nw *Network, node, upstream string, identify func(net.Addr) string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{ln: ln, upstream: upstream, node: node, net: nw, identify: identify,
+		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	return p, nil
+}
+
+// Addr returns the proxy's listening address, host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Close stops listening and closes every connection through the proxy.
+func (p *Proxy) Close() error {
+	p.cancel()
+	err := p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx.Err() != nil {
+		c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.conns, c)
+	c.Close()
+}
+
+func (p *Proxy) serve() {
+	defer p.wg.Done()
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !p.track(in) {
+			return
+		}
+		p.wg.Add(1)
+		go p.handle(in)
+	}
+}
+
+func (p *Proxy) handle(in net.Conn) {
+	defer p.wg.Done()
+	defer p.untrack(in)
+	src := ""
+	if p.identify != nil {
+		src = p.identify(in.RemoteAddr())
+	}
+	// A new connection is admitted like a byte: while the node is cut
+	// off, it waits here (a real partition would leave the SYN unanswered).
+	if ok, err := p.net.admit(p.ctx, src, p.node); !ok || err != nil {
+		return
+	}
+	out, err := (&net.Dialer{}).DialContext(p.ctx, "tcp", p.upstream)
+	if err != nil {
+		return
+	}
+	if !p.track(out) {
+		return
+	}
+	defer p.untrack(out)
+	done := make(chan struct{}, 2)
+	go func() { p.pump(out, in, src, p.node); done <- struct{}{} }()
+	go func() { p.pump(in, out, p.node, src); done <- struct{}{} }()
+	// When either direction ends, end both: closing both sockets unblocks
+	// the other pump.
+	<-done
+	in.Close()
+	out.Close()
+	<-done
+}
+
+// pump copies bytes from r to w, one chunk at a time, as the network allows.
+func (p *Proxy) pump(w io.Writer, r io.Reader, src, dst string) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			ok, aerr := p.net.admit(p.ctx, src, dst)
+			if aerr != nil {
+				return
+			}
+			if ok {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return
+			}
+			if cw, ok := w.(interface{ CloseWrite() error }); ok {
+				cw.CloseWrite()
+			}
+			return
+		}
+	}
+}
