@@ -1,12 +1,23 @@
-# The test command of README.md, run by .ci/run. It needs only Go: the etcd
-# clusters of the tests run in-process (go.etcd.io/etcd/tests/v3), built from
-# the Go module proxy like any dependency.
+# The test command of README.md, run by .ci/run. It installs what the tests
+# need: etcd is built from the Go module proxy by the tests themselves
+# (in-process clusters through go.etcd.io/etcd/tests/v3, real member
+# processes through ./integration); ZooKeeper comes from Debian's
+# `zookeeper` package, installed here when missing (set ZOOKEEPER_HOME to use
+# another installation). The container tests need a running Docker engine.
 GO ?= go
 
-.PHONY: test check bench example
+.PHONY: test check deps bench example
 
-test: check
-	$(GO) test -race -count=1 -timeout 30m ./...
+test: deps check
+	$(GO) test -race -count=1 -timeout 60m ./...
+
+deps:
+	@if [ -z "$$ZOOKEEPER_HOME" ] && [ ! -f /usr/share/java/zookeeper.jar ]; then \
+		echo "installing Debian's zookeeper package"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zookeeper >/dev/null; \
+	fi
+	@command -v java >/dev/null || { echo "java is missing (apt-get install default-jre-headless)"; exit 1; }
 
 # gofmt and go vet, failing on any finding.
 check:

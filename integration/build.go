@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sync"
 )
@@ -35,13 +36,24 @@ func buildBinary(ctx context.Context, pkg string) (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, filepath.Base(pkg)+"-"+moduleVersion("go.etcd.io/etcd/server/v3"))
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, ModulePath+"/"+pkg)
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, "./"+pkg)
+	// From this module's own source tree (a checkout, or the module cache
+	// when the harness is imported by another module), so the build does
+	// not depend on the caller's working directory.
+	cmd.Dir = moduleRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("integration: go build %s: %v\n%s", pkg, err, b)
 	}
 	buildCache[pkg] = out
 	return out, nil
+}
+
+// moduleRoot is the directory of this module's source: build.go sits in
+// integration/ right below it.
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
 }
 
 // cacheDir is where built binaries live: $DISTLOCK_CACHE, or distlock/ in
