@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"sync"
 )
 
@@ -35,15 +34,23 @@ func buildBinary(ctx context.Context, pkg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, filepath.Base(pkg)+"-"+moduleVersion("go.etcd.io/etcd/server/v3"))
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, "./"+pkg)
+	out := filepath.Join(dir, filepath.Base(pkg))
+	// Built under a name of its own and renamed into place: test binaries
+	// of several packages build at once, and one may be running the
+	// previous binary.
+	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", tmp, "./"+pkg)
 	// From this module's own source tree (a checkout, or the module cache
 	// when the harness is imported by another module), so the build does
 	// not depend on the caller's working directory.
 	cmd.Dir = moduleRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
 		return "", fmt.Errorf("integration: go build %s: %v\n%s", pkg, err, b)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return "", err
 	}
 	buildCache[pkg] = out
 	return out, nil
@@ -84,17 +91,4 @@ func goTool() string {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// moduleVersion returns the version of a dependency this binary was built
-// with ("dev" when unknown), to name cached binaries.
-func moduleVersion(path string) string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, m := range bi.Deps {
-			if m.Path == path {
-				return m.Version
-			}
-		}
-	}
-	return "dev"
 }

@@ -224,6 +224,13 @@ func (m *EtcdMember) status(ctx context.Context) (*clientv3.StatusResponse, erro
 	return cli.Status(sctx, "http://"+m.clientAddr)
 }
 
+// Status asks member i for its status directly, bypassing its proxy: what
+// the member itself has (its raft indexes, its view of the leader), even
+// while it is cut off.
+func (c *EtcdCluster) Status(ctx context.Context, i int) (*clientv3.StatusResponse, error) {
+	return c.Members[i].status(ctx)
+}
+
 // Leader returns the index of the member that a majority of the members
 // report as leader; it waits until there is one.
 func (c *EtcdCluster) Leader(ctx context.Context) (int, error) {

@@ -124,10 +124,26 @@ func testEtcdFaults(t *testing.T, provider integration.Provider) {
 			t.Fatalf("write through a cut-off member: %v, want a timeout", err)
 		}
 		// The rest of the cluster writes on, and the cut-off member does
-		// not see it.
+		// not see it: asked directly, it has applied none of it.
+		before, err := c.Status(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
 		rest, _ := c.Client(lead)
+		for i := range 5 {
+			if err := putGet(ctx, rest, fmt.Sprintf("during-cut-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := putGet(ctx, rest, "during-cut"); err != nil {
 			t.Fatal(err)
+		}
+		after, err := c.Status(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.RaftAppliedIndex != before.RaftAppliedIndex {
+			t.Fatalf("cut-off member applied entries %d..%d", before.RaftAppliedIndex, after.RaftAppliedIndex)
 		}
 		c.Heal(f)
 		if err := poll(ctx, func() error {
