@@ -235,6 +235,13 @@ func (s *Session) track(name, key string, rev int64) *entry {
 		// From history: no read per acquisition, and a few more
 		// milliseconds to notice a foreign delete do not matter.
 		if s.waitDeleted(alive, key, rev, rev, true) == nil {
+			// Past the session's deadline, the lease expiring is the likely
+			// cause (the process may just have woken from a pause), and the
+			// one to report, whichever of the two news came first.
+			if !time.Now().Before(s.Deadline()) {
+				kill(fmt.Errorf("%w: lease %x past its client-side deadline; key %s deleted", distlock.ErrSessionExpired, int64(s.id), key))
+				return
+			}
 			kill(fmt.Errorf("%w: key %s", distlock.ErrEntryGone, key))
 		}
 	})

@@ -224,6 +224,12 @@ func (s *Session) keepalive() {
 			return
 		case <-next.C:
 			expire.Stop()
+			// Both timers can be overdue at once (the process was stopped
+			// past the deadline): the deadline wins, no keepalive goes out.
+			if !time.Now().Before(deadline) {
+				s.expire(deadline)
+				return
+			}
 		}
 		sent := time.Now()
 		ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(s.ctx), deadline)
