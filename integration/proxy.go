@@ -138,7 +138,10 @@ func (p *Proxy) pump(w io.Writer, r io.Reader, src, dst string) {
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
+			// A close is news from the other end too: while the node is
+			// held it must wait like bytes, or a partition would let
+			// hang-ups through.
+			if _, aerr := p.net.admit(p.ctx, src, dst); aerr != nil || !errors.Is(err, io.EOF) {
 				return
 			}
 			if cw, ok := w.(interface{ CloseWrite() error }); ok {
