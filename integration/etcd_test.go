@@ -49,7 +49,9 @@ func testEtcdFaults(t *testing.T, provider integration.Provider) {
 		if err := c.Kill(1); err != nil {
 			t.Fatal(err)
 		}
-		if err := putGet(ctx, cli, "killed"); err != nil {
+		// Retried: the first write may wait on a proposal the dead member
+		// never got.
+		if err := poll(ctx, func() error { return putGet(ctx, cli, "killed") }); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.Restart(ctx, 1); err != nil {
@@ -75,7 +77,9 @@ func testEtcdFaults(t *testing.T, provider integration.Provider) {
 		if err != nil || lead == old {
 			t.Fatalf("leader after stopping %d: %d, %v", old, lead, err)
 		}
-		if err := putGet(ctx, cli, "new-leader"); err != nil {
+		// Retried: the first write may wait on a proposal the dead member
+		// never got.
+		if err := poll(ctx, func() error { return putGet(ctx, cli, "new-leader") }); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.Restart(ctx, old); err != nil {
