@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,16 +82,27 @@ func StartEtcd(ctx context.Context, opts ...Option) (*EtcdCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := makeTempDir("etcd")
-	if err != nil {
-		return nil, err
-	}
-	c := &EtcdCluster{cfg: cfg, net: newNetwork(), procs: newProcs(), dir: dir}
-	if err := c.start(ctx, bin); err != nil {
+	// A member that cannot bind its port (another process took it) exits at
+	// once; the whole start is then tried again on new ports.
+	var errs []error
+	for range 3 {
+		dir, err := makeTempDir("etcd")
+		if err != nil {
+			return nil, err
+		}
+		c := &EtcdCluster{cfg: cfg, net: newNetwork(), procs: newProcs(), dir: dir}
+		err = c.start(ctx, bin)
+		if err == nil {
+			return c, nil
+		}
 		c.Close()
-		return nil, err
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+		cfg.logger.Warn("integration: etcd cluster failed to start; retrying", "err", err)
 	}
-	return c, nil
+	return nil, errors.Join(errs...)
 }
 
 func (c *EtcdCluster) start(ctx context.Context, bin string) error {
@@ -157,7 +167,18 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 		}
 	}
 	c.cfg.logger.Info("integration: etcd cluster starting", "members", c.cfg.size, "dir", c.dir, "provider", c.cfg.provider)
-	return c.WaitHealthy(ctx)
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	for _, m := range c.Members {
+		go func() {
+			select {
+			case <-m.srv.exited():
+				cancel(fmt.Errorf("integration: %s exited during startup", m.Name))
+			case <-wctx.Done():
+			}
+		}()
+	}
+	return c.WaitHealthy(wctx)
 }
 
 func (m *EtcdMember) run() error {
@@ -168,9 +189,10 @@ func (m *EtcdMember) run() error {
 	return nil
 }
 
-// freeAddr returns a loopback address with a port that is free now.
+// freeAddr returns a loopback address with a port that is free now, for a
+// server to bind (see serverListener).
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := serverListener()
 	if err != nil {
 		return "", err
 	}

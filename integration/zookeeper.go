@@ -174,7 +174,7 @@ func (e *ZooKeeperEnsemble) start(ctx context.Context, java, cp string) error {
 		}
 	}()
 	reserve := func() (string, error) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := serverListener()
 		if err != nil {
 			return "", err
 		}
