@@ -31,18 +31,13 @@ func (l *eventLog) list() []string {
 	return append([]string(nil), l.events...)
 }
 
-// TestPartitionedHolderHearsFirst cuts the holder's client off from the
-// only member it talks to. The holder must be told it lost the lock before
-// the successor's Lock returns: the session's client-side deadline runs out
-// before the server can expire the lease.
-func TestPartitionedHolderHearsFirst(t *testing.T) {
-	clus := newCluster(t)
-	hs := newSession(t, newClient(t, clus, 0), etcdlock.WithTTL(etcdlock.MinTTL))
-	holder := mustLock(t, newMutex(t, hs, "partition"))
-	qw := watchQueue(t, clus.Client(1), "partition")
-	res := lockAsync(testCtx(t), newMutex(t, newSession(t, newClient(t, clus, 1)), "partition"))
-	qw.nextPut()
-
+// holderHearsFirst applies fault (which must cut the holder off), waits
+// until both the holder's Done and the successor's Lock have come back,
+// heals, and checks that the holder was told first, with its session
+// expired, and that the successor got a newer token. It returns the
+// successor's lease.
+func holderHearsFirst(t *testing.T, holder *distlock.Lease, res <-chan result, fault, heal func()) *distlock.Lease {
+	t.Helper()
 	var log eventLog
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -57,15 +52,14 @@ func TestPartitionedHolderHearsFirst(t *testing.T) {
 		succ = recv(t, res, "successor")
 		log.add("successor acquired")
 	}()
-	clus.Members[0].Bridge().Blackhole()
+	fault()
 	wg.Wait()
-	clus.Members[0].Bridge().Unblackhole()
-
+	heal()
 	if succ.err != nil {
 		t.Fatal(succ.err)
 	}
 	if got := log.list(); got[0] != "holder lost" {
-		t.Fatalf("events %v: the successor acquired before the partitioned holder was told", got)
+		t.Fatalf("events %v: the successor acquired before the cut-off holder was told", got)
 	}
 	if err := holder.Err(); !errors.Is(err, distlock.ErrSessionExpired) || !errors.Is(err, distlock.ErrLost) {
 		t.Fatalf("holder Err: %v, want ErrLost and ErrSessionExpired", err)
@@ -73,7 +67,24 @@ func TestPartitionedHolderHearsFirst(t *testing.T) {
 	if !succ.lease.Token().Newer(holder.Token()) {
 		t.Fatal("successor's token is not newer")
 	}
-	mustUnlock(t, succ.lease)
+	return succ.lease
+}
+
+// TestPartitionedHolderHearsFirst cuts the holder's client off from the
+// only member it talks to. The holder must be told it lost the lock before
+// the successor's Lock returns: the session's client-side deadline runs out
+// before the server can expire the lease.
+func TestPartitionedHolderHearsFirst(t *testing.T) {
+	clus := newCluster(t)
+	hs := newSession(t, newClient(t, clus, 0), etcdlock.WithTTL(etcdlock.MinTTL))
+	holder := mustLock(t, newMutex(t, hs, "partition"))
+	qw := watchQueue(t, clus.Client(1), "partition")
+	res := lockAsync(testCtx(t), newMutex(t, newSession(t, newClient(t, clus, 1)), "partition"))
+	qw.nextPut()
+
+	succ := holderHearsFirst(t, holder, res,
+		clus.Members[0].Bridge().Blackhole, clus.Members[0].Bridge().Unblackhole)
+	mustUnlock(t, succ)
 }
 
 // TestLeaderStoppedWhileHeld stops the cluster leader while a lock is held

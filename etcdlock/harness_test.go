@@ -1,11 +1,8 @@
 package etcdlock_test
 
 import (
-	"errors"
-	"sync"
 	"testing"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
 )
@@ -42,36 +39,8 @@ func TestHolderMemberCutOff(t *testing.T) {
 			res := lockAsync(ctx, newMutex(t, newSession(t, wcli), "cut"))
 			qw.nextPut()
 
-			var log eventLog
-			var wg sync.WaitGroup
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				<-holder.Done()
-				log.add("holder lost")
-			}()
-			var succ result
-			go func() {
-				defer wg.Done()
-				succ = recv(t, res, "successor")
-				log.add("successor acquired")
-			}()
-			c.Cut(h)
-			wg.Wait()
-			c.Heal(h)
-			if succ.err != nil {
-				t.Fatal(succ.err)
-			}
-			if got := log.list(); got[0] != "holder lost" {
-				t.Fatalf("events %v: the successor acquired before the cut-off holder was told", got)
-			}
-			if !errors.Is(holder.Err(), distlock.ErrSessionExpired) {
-				t.Fatalf("holder Err: %v", holder.Err())
-			}
-			if !succ.lease.Token().Newer(holder.Token()) {
-				t.Fatal("successor's token is not newer")
-			}
-			mustUnlock(t, succ.lease)
+			succ := holderHearsFirst(t, holder, res, func() { c.Cut(h) }, func() { c.Heal(h) })
+			mustUnlock(t, succ)
 		})
 	}
 }
