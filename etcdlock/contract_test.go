@@ -1,0 +1,88 @@
+package etcdlock_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/internal/locktest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/tests/v3/framework/integration"
+)
+
+// TestContract runs the backend-neutral lock contract on a real 3-member
+// etcd cluster per case; each session gets a client of its own, on the
+// members in turn.
+func TestContract(t *testing.T) {
+	locktest.Run(t, func(t *testing.T) locktest.Backend {
+		return &etcdBackend{clus: newCluster(t)}
+	})
+}
+
+type etcdBackend struct {
+	clus *integration.Cluster
+	n    int
+}
+
+func (b *etcdBackend) Session(t *testing.T) locktest.Session {
+	cli := newClient(t, b.clus, b.n%3)
+	b.n++
+	return &etcdSession{s: newSession(t, cli), admin: b.clus.Client(0)}
+}
+
+func (b *etcdBackend) Entries(t *testing.T, name string) []string {
+	return queueKeys(t, b.clus.Client(0), name)
+}
+
+// WaitEntries watches the lock's queue from the revision it read, so no
+// enqueue between the read and the watch is missed.
+func (b *etcdBackend) WaitEntries(t *testing.T, name string, n int) {
+	t.Helper()
+	cli := b.clus.Client(0)
+	dir := etcdlock.DefaultPrefix + name + "/@"
+	ctx := testCtx(t)
+	resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := resp.Count
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := cli.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	for have < int64(n) {
+		r, ok := <-wch
+		if !ok {
+			t.Fatalf("lock %q: %d entries, want %d: %v", name, have, n, ctx.Err())
+		}
+		for _, ev := range r.Events {
+			if ev.Type == clientv3.EventTypePut {
+				have++
+			} else {
+				have--
+			}
+		}
+	}
+}
+
+type etcdSession struct {
+	s     *etcdlock.Session
+	admin *clientv3.Client
+}
+
+func (s *etcdSession) Mutex(name string) (distlock.Locker, error) {
+	return etcdlock.NewMutex(s.s, name)
+}
+
+// End revokes the lease from another client, as its expiry would.
+func (s *etcdSession) End(t *testing.T) {
+	if _, err := s.admin.Revoke(testCtx(t), s.s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *etcdSession) Close(t *testing.T) {
+	if err := s.s.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+}

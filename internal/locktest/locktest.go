@@ -1,0 +1,382 @@
+// Package locktest is the contract every distlock backend's Mutex must
+// meet, as one suite of tests run against real servers: FIFO order, TryLock
+// races, failure paths that leave nothing behind, sessions that end while
+// waiting or holding, double unlock, bad names. A backend's tests call Run
+// with a factory for its store; what differs between stores (how to list a
+// lock's entries, how to end a session on the server) stays behind the
+// Backend interface.
+package locktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// Timeout bounds every wait in the suite: a failure bound, not a timing
+// assertion.
+const Timeout = 30 * time.Second
+
+// Backend is one store, fresh for each case.
+type Backend interface {
+	// Session opens a new session on a client of its own, as another
+	// process would; it is closed when the test ends.
+	Session(t *testing.T) Session
+	// Entries lists the entries queued for lock name, oldest first.
+	Entries(t *testing.T, name string) []string
+	// WaitEntries blocks until lock name has at least n entries, waiting on
+	// the store's notifications, not on time.
+	WaitEntries(t *testing.T, name string, n int)
+}
+
+// Session is one backend session.
+type Session interface {
+	// Mutex returns the lock called name on this session.
+	Mutex(name string) (distlock.Locker, error)
+	// End ends the session on the server, as if it had expired (etcd:
+	// revoke its lease; ZooKeeper: expire its session), without telling the
+	// client first.
+	End(t *testing.T)
+	// Close closes the session as its owner would.
+	Close(t *testing.T)
+}
+
+// Run runs every case of the contract, each on a new Backend.
+func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, b Backend)
+	}{
+		{"FIFOOrder", fifoOrder},
+		{"TryLockExactlyOne", tryLockExactlyOne},
+		{"CancelWaitingLeavesNothing", cancelWaiting},
+		{"WaiterSessionEnds", waiterSessionEnds},
+		{"HolderSessionEnds", holderSessionEnds},
+		{"MiddleWaiterDies", middleWaiterDies},
+		{"SameSessionExcludes", sameSessionExcludes},
+		{"NamesDoNotInterfere", namesDoNotInterfere},
+		{"DoubleUnlock", doubleUnlock},
+		{"Do", do},
+		{"InvalidNames", invalidNames},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
+	}
+}
+
+// Ctx returns a context bounded by Timeout, cancelled when the test ends.
+func Ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mutex(t *testing.T, s Session, name string) distlock.Locker {
+	t.Helper()
+	m, err := s.Mutex(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func lock(t *testing.T, m distlock.Locker) *distlock.Lease {
+	t.Helper()
+	l, err := m.Lock(Ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func unlock(t *testing.T, l *distlock.Lease) {
+	t.Helper()
+	if err := l.Unlock(Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type result struct {
+	lease *distlock.Lease
+	err   error
+}
+
+func lockAsync(ctx context.Context, m distlock.Locker) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		ch <- result{l, err}
+	}()
+	return ch
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(Timeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// successor waits for a background Lock and checks that it acquired with
+// a token newer than prev.
+func successor(t *testing.T, res <-chan result, prev distlock.Token, what string) *distlock.Lease {
+	t.Helper()
+	r := recv(t, res, what)
+	if r.err != nil {
+		t.Fatalf("%s: %v", what, r.err)
+	}
+	if !r.lease.Token().Newer(prev) {
+		t.Fatalf("%s: token %v not newer than %v", what, r.lease.Token(), prev)
+	}
+	return r.lease
+}
+
+// notYet fails if any of the background Locks has returned.
+func notYet(t *testing.T, what string, results ...<-chan result) {
+	t.Helper()
+	for _, ch := range results {
+		select {
+		case r := <-ch:
+			t.Fatalf("%s returned (err %v) while the lock is held", what, r.err)
+		default:
+		}
+	}
+}
+
+func wantEntries(t *testing.T, b Backend, name string, n int, why string) {
+	t.Helper()
+	if e := b.Entries(t, name); len(e) != n {
+		t.Fatalf("%s: entries %v, want %d", why, e, n)
+	}
+}
+
+func fifoOrder(t *testing.T, b Backend) {
+	holder := lock(t, mutex(t, b.Session(t), "fifo"))
+	const n = 5
+	results := make([]<-chan result, n)
+	for i := range n {
+		// Each waiter has its own session, like a separate process; the
+		// next one starts only once this one is queued.
+		results[i] = lockAsync(Ctx(t), mutex(t, b.Session(t), "fifo"))
+		b.WaitEntries(t, "fifo", i+2)
+	}
+	prev := holder.Token()
+	unlock(t, holder)
+	for i := range n {
+		l := successor(t, results[i], prev, fmt.Sprintf("waiter %d", i))
+		notYet(t, fmt.Sprintf("a waiter behind %d", i), results[i+1:]...)
+		prev = l.Token()
+		unlock(t, l)
+	}
+	wantEntries(t, b, "fifo", 0, "after all released")
+}
+
+func tryLockExactlyOne(t *testing.T, b Backend) {
+	const n = 5
+	muts := make([]distlock.Locker, n)
+	for i := range muts {
+		muts[i] = mutex(t, b.Session(t), "try")
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		won    []*distlock.Lease
+		locked int
+	)
+	start := make(chan struct{})
+	for _, m := range muts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			l, err := m.TryLock(Ctx(t))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won = append(won, l)
+			case errors.Is(err, distlock.ErrLocked):
+				locked++
+			default:
+				t.Errorf("TryLock: %v", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(won) != 1 || locked != n-1 {
+		t.Fatalf("%d winners, %d ErrLocked; want 1 and %d", len(won), locked, n-1)
+	}
+	wantEntries(t, b, "try", 1, "losers left entries behind")
+	_, err := muts[0].TryLock(Ctx(t))
+	var le *distlock.LockError
+	if !errors.As(err, &le) || le.Name != "try" || le.Op != "trylock" {
+		t.Fatalf("TryLock error %v: want a *LockError for lock \"try\"", err)
+	}
+	unlock(t, won[0])
+	l, err := muts[1].TryLock(Ctx(t))
+	if err != nil {
+		t.Fatalf("TryLock after release: %v", err)
+	}
+	unlock(t, l)
+}
+
+func cancelWaiting(t *testing.T, b Backend) {
+	holder := lock(t, mutex(t, b.Session(t), "cancel"))
+	ctx, cancel := context.WithCancel(context.Background())
+	res := lockAsync(ctx, mutex(t, b.Session(t), "cancel"))
+	b.WaitEntries(t, "cancel", 2)
+	cancel()
+	if r := recv(t, res, "cancelled Lock"); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Lock after cancel: %v, want context.Canceled", r.err)
+	}
+	wantEntries(t, b, "cancel", 1, "after cancel")
+
+	// A deadline that passes while waiting is the same failure path.
+	dctx, dcancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer dcancel()
+	if _, err := mutex(t, b.Session(t), "cancel").Lock(dctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock past deadline: %v", err)
+	}
+	wantEntries(t, b, "cancel", 1, "after deadline")
+	unlock(t, holder)
+}
+
+func waiterSessionEnds(t *testing.T, b Backend) {
+	holder := lock(t, mutex(t, b.Session(t), "ends"))
+
+	ws := b.Session(t)
+	res := lockAsync(Ctx(t), mutex(t, ws, "ends"))
+	b.WaitEntries(t, "ends", 2)
+	ws.End(t)
+	r := recv(t, res, "Lock of the waiter whose session ended")
+	if r.err == nil {
+		t.Fatal("Lock reported acquired after its session ended")
+	}
+	if !errors.Is(r.err, distlock.ErrEntryGone) && !errors.Is(r.err, distlock.ErrSessionExpired) {
+		t.Fatalf("Lock after its session ended: %v, want ErrEntryGone or ErrSessionExpired", r.err)
+	}
+
+	cs := b.Session(t)
+	res = lockAsync(Ctx(t), mutex(t, cs, "ends"))
+	b.WaitEntries(t, "ends", 2)
+	cs.Close(t)
+	if r := recv(t, res, "Lock of the closed waiter"); !errors.Is(r.err, distlock.ErrSessionClosed) {
+		t.Fatalf("Lock after Close: %v, want ErrSessionClosed", r.err)
+	}
+	if _, err := mutex(t, cs, "ends").Lock(Ctx(t)); !errors.Is(err, distlock.ErrSessionClosed) {
+		t.Fatalf("Lock on a closed session: %v", err)
+	}
+	wantEntries(t, b, "ends", 1, "after the waiters' sessions ended")
+	unlock(t, holder)
+}
+
+func holderSessionEnds(t *testing.T, b Backend) {
+	hs := b.Session(t)
+	holder := lock(t, mutex(t, hs, "lost"))
+	res := lockAsync(Ctx(t), mutex(t, b.Session(t), "lost"))
+	b.WaitEntries(t, "lost", 2)
+	hs.End(t)
+	recv(t, holder.Done(), "holder's Done")
+	if err := holder.Err(); !errors.Is(err, distlock.ErrLost) {
+		t.Fatalf("holder Err: %v, want ErrLost", err)
+	}
+	l := successor(t, res, holder.Token(), "successor")
+	if err := holder.Unlock(Ctx(t)); !errors.Is(err, distlock.ErrLost) {
+		t.Fatalf("Unlock of a lost lock: %v, want ErrLost", err)
+	}
+	wantEntries(t, b, "lost", 1, "the lost holder's Unlock touched the successor's entry")
+	unlock(t, l)
+}
+
+func middleWaiterDies(t *testing.T, b Backend) {
+	holder := lock(t, mutex(t, b.Session(t), "middle"))
+	var sessions []Session
+	var results []<-chan result
+	for i := range 3 {
+		s := b.Session(t)
+		sessions = append(sessions, s)
+		results = append(results, lockAsync(Ctx(t), mutex(t, s, "middle")))
+		b.WaitEntries(t, "middle", i+2)
+	}
+	// The middle waiter's process dies: nothing of it cleans up, the
+	// server ends its session.
+	sessions[1].End(t)
+	if r := recv(t, results[1], "dead waiter"); r.err == nil {
+		t.Fatal("the dead waiter acquired")
+	}
+	unlock(t, holder)
+	first := successor(t, results[0], holder.Token(), "first waiter")
+	notYet(t, "the last waiter", results[2])
+	unlock(t, first)
+	unlock(t, successor(t, results[2], first.Token(), "last waiter"))
+}
+
+func sameSessionExcludes(t *testing.T, b Backend) {
+	m := mutex(t, b.Session(t), "one-session")
+	first := lock(t, m)
+	res := lockAsync(Ctx(t), m)
+	b.WaitEntries(t, "one-session", 2) // the second goroutine's own entry
+	notYet(t, "a second Lock on the same session", res)
+	unlock(t, first)
+	unlock(t, successor(t, res, first.Token(), "second Lock"))
+}
+
+func namesDoNotInterfere(t *testing.T, b Backend) {
+	s := b.Session(t)
+	a := lock(t, mutex(t, s, "a"))
+	ab := lock(t, mutex(t, s, "a/b"))
+	if _, err := mutex(t, s, "a").TryLock(Ctx(t)); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryLock a: %v", err)
+	}
+	unlock(t, a)
+	l, err := mutex(t, s, "a").TryLock(Ctx(t))
+	if err != nil {
+		t.Fatalf("TryLock a while a/b is held: %v", err)
+	}
+	unlock(t, l)
+	unlock(t, ab)
+}
+
+func doubleUnlock(t *testing.T, b Backend) {
+	l := lock(t, mutex(t, b.Session(t), "twice"))
+	unlock(t, l)
+	if err := l.Unlock(Ctx(t)); !errors.Is(err, distlock.ErrReleased) {
+		t.Fatalf("second Unlock: %v, want ErrReleased", err)
+	}
+	if !errors.Is(l.Err(), distlock.ErrReleased) {
+		t.Fatalf("Err after Unlock: %v", l.Err())
+	}
+}
+
+func do(t *testing.T, b Backend) {
+	m := mutex(t, b.Session(t), "do")
+	var got distlock.Token
+	err := distlock.Do(Ctx(t), m, func(ctx context.Context, tok distlock.Token) error {
+		got = tok
+		wantEntries(t, b, "do", 1, "while held")
+		return nil
+	})
+	if err != nil || got.Name != "do" || got.Seq <= 0 {
+		t.Fatalf("Do: err %v, token %v", err, got)
+	}
+	wantEntries(t, b, "do", 0, "after Do")
+}
+
+func invalidNames(t *testing.T, b Backend) {
+	s := b.Session(t)
+	for _, name := range []string{"", "/a", "a/", "a//b", "a/../b", "a@1", "a b", "ä"} {
+		if _, err := s.Mutex(name); !errors.Is(err, distlock.ErrInvalidName) {
+			t.Errorf("name %q: %v, want ErrInvalidName", name, err)
+		}
+	}
+}
