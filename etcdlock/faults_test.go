@@ -55,8 +55,8 @@ func holderHearsFirst(t *testing.T, holder *distlock.Lease, res <-chan result, f
 	fault()
 	wg.Wait()
 	heal()
-	if succ.err != nil {
-		t.Fatal(succ.err)
+	if succ.Err != nil {
+		t.Fatal(succ.Err)
 	}
 	if got := log.list(); got[0] != "holder lost" {
 		t.Fatalf("events %v: the successor acquired before the cut-off holder was told", got)
@@ -64,10 +64,10 @@ func holderHearsFirst(t *testing.T, holder *distlock.Lease, res <-chan result, f
 	if err := holder.Err(); !errors.Is(err, distlock.ErrSessionExpired) || !errors.Is(err, distlock.ErrLost) {
 		t.Fatalf("holder Err: %v, want ErrLost and ErrSessionExpired", err)
 	}
-	if !succ.lease.Token().Newer(holder.Token()) {
+	if !succ.Lease.Token().Newer(holder.Token()) {
 		t.Fatal("successor's token is not newer")
 	}
-	return succ.lease
+	return succ.Lease
 }
 
 // TestPartitionedHolderHearsFirst cuts the holder's client off from the
@@ -110,14 +110,14 @@ func TestLeaderStoppedWhileHeld(t *testing.T) {
 	}
 	mustUnlock(t, holder)
 	r := recv(t, res, "waiter under the new leader")
-	if r.err != nil {
-		t.Fatal(r.err)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
-	prev := r.lease.Token()
+	prev := r.Lease.Token()
 	if !prev.Newer(holder.Token()) {
 		t.Fatalf("token %v not newer than %v", prev, holder.Token())
 	}
-	mustUnlock(t, r.lease)
+	mustUnlock(t, r.Lease)
 
 	if err := clus.Members[lead].Restart(t); err != nil {
 		t.Fatal(err)

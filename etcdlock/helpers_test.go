@@ -7,6 +7,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"go.uber.org/zap"
@@ -14,7 +15,22 @@ import (
 
 // testTimeout bounds every wait in these tests: generous, since it is a
 // failure bound, not a timing assertion.
-const testTimeout = 30 * time.Second
+const testTimeout = locktest.Timeout
+
+// The background-Lock helpers of the contract suite serve these tests too.
+type result = locktest.Result
+
+var lockAsync = locktest.LockAsync
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	return locktest.Recv(t, ch, what)
+}
+
+func successor(t *testing.T, res <-chan result, prev distlock.Token, what string) *distlock.Lease {
+	t.Helper()
+	return locktest.Successor(t, res, prev, what)
+}
 
 // newCluster starts a real 3-member etcd cluster in this process, with a
 // bridge in front of each member so tests can cut clients off. The etcd
@@ -127,22 +143,6 @@ func (w *queueWatcher) nextPut() string {
 	}
 }
 
-// result is what a Lock running in a goroutine returned.
-type result struct {
-	lease *distlock.Lease
-	err   error
-}
-
-// lockAsync runs m.Lock(ctx) in a goroutine.
-func lockAsync(ctx context.Context, m *etcdlock.Mutex) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		l, err := m.Lock(ctx)
-		ch <- result{l, err}
-	}()
-	return ch
-}
-
 func mustLock(t *testing.T, m *etcdlock.Mutex) *distlock.Lease {
 	t.Helper()
 	l, err := m.Lock(testCtx(t))
@@ -157,29 +157,4 @@ func mustUnlock(t *testing.T, l *distlock.Lease) {
 	if err := l.Unlock(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(testTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
-// successor waits for a Lock running in the background and checks that it
-// acquired with a token newer than prev.
-func successor(t *testing.T, res <-chan result, prev distlock.Token, what string) *distlock.Lease {
-	t.Helper()
-	r := recv(t, res, what)
-	if r.err != nil {
-		t.Fatalf("%s: %v", what, r.err)
-	}
-	if !r.lease.Token().Newer(prev) {
-		t.Fatalf("%s: token %v not newer than %v", what, r.lease.Token(), prev)
-	}
-	return r.lease
 }

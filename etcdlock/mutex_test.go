@@ -46,15 +46,15 @@ func TestCompactionWhileWaiting(t *testing.T) {
 	}
 	mustUnlock(t, holder)
 	r := recv(t, res, "waiter after compaction")
-	if r.err != nil {
-		t.Fatal(r.err)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
 	// The new holder still notices its entry going after the compaction.
 	keys := queueKeys(t, cli, "compact")
 	if _, err := cli.Delete(testCtx(t), keys[0]); err != nil {
 		t.Fatal(err)
 	}
-	recv(t, r.lease.Done(), "Done after compaction")
+	recv(t, r.Lease.Done(), "Done after compaction")
 }
 
 func TestBadInput(t *testing.T) {

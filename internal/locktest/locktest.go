@@ -101,21 +101,24 @@ func unlock(t *testing.T, l *distlock.Lease) {
 	}
 }
 
-type result struct {
-	lease *distlock.Lease
-	err   error
+// Result is what a Lock running in the background returned.
+type Result struct {
+	Lease *distlock.Lease
+	Err   error
 }
 
-func lockAsync(ctx context.Context, m distlock.Locker) <-chan result {
-	ch := make(chan result, 1)
+// LockAsync runs m.Lock(ctx) in a goroutine.
+func LockAsync(ctx context.Context, m distlock.Locker) <-chan Result {
+	ch := make(chan Result, 1)
 	go func() {
 		l, err := m.Lock(ctx)
-		ch <- result{l, err}
+		ch <- Result{l, err}
 	}()
 	return ch
 }
 
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
+// Recv receives from ch, failing the test after Timeout.
+func Recv[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-ch:
@@ -126,27 +129,27 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// successor waits for a background Lock and checks that it acquired with
+// Successor waits for a background Lock and checks that it acquired with
 // a token newer than prev.
-func successor(t *testing.T, res <-chan result, prev distlock.Token, what string) *distlock.Lease {
+func Successor(t *testing.T, res <-chan Result, prev distlock.Token, what string) *distlock.Lease {
 	t.Helper()
-	r := recv(t, res, what)
-	if r.err != nil {
-		t.Fatalf("%s: %v", what, r.err)
+	r := Recv(t, res, what)
+	if r.Err != nil {
+		t.Fatalf("%s: %v", what, r.Err)
 	}
-	if !r.lease.Token().Newer(prev) {
-		t.Fatalf("%s: token %v not newer than %v", what, r.lease.Token(), prev)
+	if !r.Lease.Token().Newer(prev) {
+		t.Fatalf("%s: token %v not newer than %v", what, r.Lease.Token(), prev)
 	}
-	return r.lease
+	return r.Lease
 }
 
 // notYet fails if any of the background Locks has returned.
-func notYet(t *testing.T, what string, results ...<-chan result) {
+func notYet(t *testing.T, what string, results ...<-chan Result) {
 	t.Helper()
 	for _, ch := range results {
 		select {
 		case r := <-ch:
-			t.Fatalf("%s returned (err %v) while the lock is held", what, r.err)
+			t.Fatalf("%s returned (err %v) while the lock is held", what, r.Err)
 		default:
 		}
 	}
@@ -162,17 +165,17 @@ func wantEntries(t *testing.T, b Backend, name string, n int, why string) {
 func fifoOrder(t *testing.T, b Backend) {
 	holder := lock(t, mutex(t, b.Session(t), "fifo"))
 	const n = 5
-	results := make([]<-chan result, n)
+	results := make([]<-chan Result, n)
 	for i := range n {
 		// Each waiter has its own session, like a separate process; the
 		// next one starts only once this one is queued.
-		results[i] = lockAsync(Ctx(t), mutex(t, b.Session(t), "fifo"))
+		results[i] = LockAsync(Ctx(t), mutex(t, b.Session(t), "fifo"))
 		b.WaitEntries(t, "fifo", i+2)
 	}
 	prev := holder.Token()
 	unlock(t, holder)
 	for i := range n {
-		l := successor(t, results[i], prev, fmt.Sprintf("waiter %d", i))
+		l := Successor(t, results[i], prev, fmt.Sprintf("waiter %d", i))
 		notYet(t, fmt.Sprintf("a waiter behind %d", i), results[i+1:]...)
 		prev = l.Token()
 		unlock(t, l)
@@ -233,11 +236,11 @@ func tryLockExactlyOne(t *testing.T, b Backend) {
 func cancelWaiting(t *testing.T, b Backend) {
 	holder := lock(t, mutex(t, b.Session(t), "cancel"))
 	ctx, cancel := context.WithCancel(context.Background())
-	res := lockAsync(ctx, mutex(t, b.Session(t), "cancel"))
+	res := LockAsync(ctx, mutex(t, b.Session(t), "cancel"))
 	b.WaitEntries(t, "cancel", 2)
 	cancel()
-	if r := recv(t, res, "cancelled Lock"); !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("Lock after cancel: %v, want context.Canceled", r.err)
+	if r := Recv(t, res, "cancelled Lock"); !errors.Is(r.Err, context.Canceled) {
+		t.Fatalf("Lock after cancel: %v, want context.Canceled", r.Err)
 	}
 	wantEntries(t, b, "cancel", 1, "after cancel")
 
@@ -255,23 +258,23 @@ func waiterSessionEnds(t *testing.T, b Backend) {
 	holder := lock(t, mutex(t, b.Session(t), "ends"))
 
 	ws := b.Session(t)
-	res := lockAsync(Ctx(t), mutex(t, ws, "ends"))
+	res := LockAsync(Ctx(t), mutex(t, ws, "ends"))
 	b.WaitEntries(t, "ends", 2)
 	ws.End(t)
-	r := recv(t, res, "Lock of the waiter whose session ended")
-	if r.err == nil {
+	r := Recv(t, res, "Lock of the waiter whose session ended")
+	if r.Err == nil {
 		t.Fatal("Lock reported acquired after its session ended")
 	}
-	if !errors.Is(r.err, distlock.ErrEntryGone) && !errors.Is(r.err, distlock.ErrSessionExpired) {
-		t.Fatalf("Lock after its session ended: %v, want ErrEntryGone or ErrSessionExpired", r.err)
+	if !errors.Is(r.Err, distlock.ErrEntryGone) && !errors.Is(r.Err, distlock.ErrSessionExpired) {
+		t.Fatalf("Lock after its session ended: %v, want ErrEntryGone or ErrSessionExpired", r.Err)
 	}
 
 	cs := b.Session(t)
-	res = lockAsync(Ctx(t), mutex(t, cs, "ends"))
+	res = LockAsync(Ctx(t), mutex(t, cs, "ends"))
 	b.WaitEntries(t, "ends", 2)
 	cs.Close(t)
-	if r := recv(t, res, "Lock of the closed waiter"); !errors.Is(r.err, distlock.ErrSessionClosed) {
-		t.Fatalf("Lock after Close: %v, want ErrSessionClosed", r.err)
+	if r := Recv(t, res, "Lock of the closed waiter"); !errors.Is(r.Err, distlock.ErrSessionClosed) {
+		t.Fatalf("Lock after Close: %v, want ErrSessionClosed", r.Err)
 	}
 	if _, err := mutex(t, cs, "ends").Lock(Ctx(t)); !errors.Is(err, distlock.ErrSessionClosed) {
 		t.Fatalf("Lock on a closed session: %v", err)
@@ -283,14 +286,14 @@ func waiterSessionEnds(t *testing.T, b Backend) {
 func holderSessionEnds(t *testing.T, b Backend) {
 	hs := b.Session(t)
 	holder := lock(t, mutex(t, hs, "lost"))
-	res := lockAsync(Ctx(t), mutex(t, b.Session(t), "lost"))
+	res := LockAsync(Ctx(t), mutex(t, b.Session(t), "lost"))
 	b.WaitEntries(t, "lost", 2)
 	hs.End(t)
-	recv(t, holder.Done(), "holder's Done")
+	Recv(t, holder.Done(), "holder's Done")
 	if err := holder.Err(); !errors.Is(err, distlock.ErrLost) {
 		t.Fatalf("holder Err: %v, want ErrLost", err)
 	}
-	l := successor(t, res, holder.Token(), "successor")
+	l := Successor(t, res, holder.Token(), "successor")
 	if err := holder.Unlock(Ctx(t)); !errors.Is(err, distlock.ErrLost) {
 		t.Fatalf("Unlock of a lost lock: %v, want ErrLost", err)
 	}
@@ -301,34 +304,34 @@ func holderSessionEnds(t *testing.T, b Backend) {
 func middleWaiterDies(t *testing.T, b Backend) {
 	holder := lock(t, mutex(t, b.Session(t), "middle"))
 	var sessions []Session
-	var results []<-chan result
+	var results []<-chan Result
 	for i := range 3 {
 		s := b.Session(t)
 		sessions = append(sessions, s)
-		results = append(results, lockAsync(Ctx(t), mutex(t, s, "middle")))
+		results = append(results, LockAsync(Ctx(t), mutex(t, s, "middle")))
 		b.WaitEntries(t, "middle", i+2)
 	}
 	// The middle waiter's process dies: nothing of it cleans up, the
 	// server ends its session.
 	sessions[1].End(t)
-	if r := recv(t, results[1], "dead waiter"); r.err == nil {
+	if r := Recv(t, results[1], "dead waiter"); r.Err == nil {
 		t.Fatal("the dead waiter acquired")
 	}
 	unlock(t, holder)
-	first := successor(t, results[0], holder.Token(), "first waiter")
+	first := Successor(t, results[0], holder.Token(), "first waiter")
 	notYet(t, "the last waiter", results[2])
 	unlock(t, first)
-	unlock(t, successor(t, results[2], first.Token(), "last waiter"))
+	unlock(t, Successor(t, results[2], first.Token(), "last waiter"))
 }
 
 func sameSessionExcludes(t *testing.T, b Backend) {
 	m := mutex(t, b.Session(t), "one-session")
 	first := lock(t, m)
-	res := lockAsync(Ctx(t), m)
+	res := LockAsync(Ctx(t), m)
 	b.WaitEntries(t, "one-session", 2) // the second goroutine's own entry
 	notYet(t, "a second Lock on the same session", res)
 	unlock(t, first)
-	unlock(t, successor(t, res, first.Token(), "second Lock"))
+	unlock(t, Successor(t, res, first.Token(), "second Lock"))
 }
 
 func namesDoNotInterfere(t *testing.T, b Backend) {

@@ -1,0 +1,72 @@
+// Package zklock implements distlock's recipes on ZooKeeper
+// (github.com/go-zookeeper/zk): a Session that follows the state of a
+// *zk.Conn the caller already has, and a fair FIFO queue Mutex whose fencing
+// token is the holder znode's czxid.
+//
+// # Znodes
+//
+// A lock named N under the session's prefix P ("/distlock" by default)
+// keeps its queue in the directory P + "/" + N. Each acquisition attempt
+// creates one ephemeral sequential child "@w-<guid>-<seq>" ("@r-…" is kept
+// for readers): the "@" cannot occur in a lock-name segment (see
+// distlock.ValidateName), so the entries of lock "a" are never mistaken for
+// the sub-directory of lock "a/b", and children that do not parse as
+// entries are ignored. The GUID (protected mode) lets a Lock whose create
+// was cut off by a connection loss find its node again; it adopts it only
+// if the node's ephemeral owner is the session's ID, and deletes it
+// otherwise. Directories are created on demand as container nodes, which
+// the server removes once they are empty (persistent nodes on servers
+// without containers).
+//
+// Sequence numbers order the entries of one directory incarnation only:
+// they restart when the directory is deleted and recreated. The fencing
+// token is therefore the holder node's czxid, which grows across every
+// write of the ensemble and is never reused.
+//
+// # Handoff
+//
+// Lock creates its node, reads its own node's Stat with a watch (the czxid,
+// the ephemeral owner), lists the directory once and waits on its
+// immediate predecessor only, with GetW (which, unlike ExistsW, leaves no
+// watch behind on a node that is already gone). While entries older than
+// the predecessor remain in the snapshot, it follows the nearest of them
+// too, and when one goes it checks the rest with pipelined Exists calls,
+// so that when the predecessor goes the waiter usually knows nothing older
+// is left and holds the lock without another request. The directory is
+// never listed again.
+//
+// # Session state
+//
+// go-zookeeper delivers session events either on the channel returned by
+// zk.Connect or to a callback set at Connect time. NewSession takes neither:
+// it must not take the caller's channel away, and a callback can only be
+// set when dialing. Instead a Session observes the connection:
+//
+//   - every 50 ms it reads conn.SessionID() and conn.State(); a different
+//     session ID (the client library starts a new session by itself after
+//     an expiry) or zk.StateExpired ends the Session with
+//     distlock.ErrSessionExpired. Watches report the expiry at once too
+//     (zk.EventNotWatching with zk.ErrSessionExpired).
+//   - every sixth of the session timeout it sends a Sync, which is
+//     answered only after it went through the leader. The client-side
+//     deadline is the send time of the last answered Sync plus two thirds
+//     of the session timeout. The server expires a session a full timeout
+//     after it last heard from the client, and the client cannot know when
+//     that was more precisely than "after I sent a request that was
+//     answered"; the remaining third covers the delay of followers
+//     reporting session activity to the leader (every half tick) and is
+//     the same fraction after which go-zookeeper itself declares a silent
+//     connection dead (its receive timeout is 2/3 of the session timeout).
+//     When the deadline passes, the Session ends with ErrSessionExpired and
+//     its nodes are deleted best effort, so a partitioned holder is told
+//     before the server can hand the lock on.
+//
+// A reconnect within the session (a dropped TCP connection, a server
+// restart) is not a loss: the session, its ephemeral nodes and its watches
+// survive, and held locks stay held.
+//
+// The session timeout the deadline is computed from is the one the
+// connection negotiated. go-zookeeper v1.0.4 does not export it; pass it
+// with WithSessionTimeout, or NewSession reads it from the connection
+// (reflection on the unexported field, failing clearly if it is absent).
+package zklock

@@ -1,0 +1,610 @@
+package zklock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/go-zookeeper/zk"
+)
+
+// abandonTimeout bounds the cleanup a failed Lock does before returning;
+// if the delete has not gone through by then, it is retried in the
+// background for as long as the session lives.
+const abandonTimeout = time.Second
+
+// Entry-name kind markers. '@' cannot start a lock-name segment.
+const (
+	exclusiveMark = 'w'
+	sharedMark    = 'r'
+	guidLen       = 32
+)
+
+var errReleased = errors.New("entry released")
+
+// dir returns the znode under which lock name keeps its entries.
+func (s *Session) dir(name string) string { return s.prefix + "/" + name }
+
+func kindMark(k distlock.Kind) byte {
+	if k == distlock.Shared {
+		return sharedMark
+	}
+	return exclusiveMark
+}
+
+// entryBase returns the name, without the sequence suffix the server
+// appends, of a new entry: "@w-<guid>-".
+func entryBase(k distlock.Kind, guid string) string {
+	return "@" + string(kindMark(k)) + "-" + guid + "-"
+}
+
+// parseEntry parses a child name "@<kind>-<guid>-<seq>". ok is false for
+// anything else: foreign znodes in a lock's directory are ignored.
+func parseEntry(child string) (kind distlock.Kind, guid string, seq int64, ok bool) {
+	const head = 3 // "@w-"
+	if len(child) < head+guidLen+2 || child[0] != '@' || child[2] != '-' || child[head+guidLen] != '-' {
+		return 0, "", 0, false
+	}
+	switch child[1] {
+	case exclusiveMark:
+		kind = distlock.Exclusive
+	case sharedMark:
+		kind = distlock.Shared
+	default:
+		return 0, "", 0, false
+	}
+	guid = child[head : head+guidLen]
+	for _, c := range guid {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return 0, "", 0, false
+		}
+	}
+	num := child[head+guidLen+1:]
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return 0, "", 0, false
+		}
+	}
+	seq, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || num == "" {
+		return 0, "", 0, false
+	}
+	return kind, guid, seq, true
+}
+
+func newGUID() string {
+	var b [guidLen / 2]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// entry is one of this session's nodes in a lock's queue.
+type entry struct {
+	s       *Session
+	name    string
+	path    string
+	seq     int64
+	czxid   int64 // the fencing token once it holds
+	version int32
+	own     <-chan zk.Event // the watch on the node, until track's goroutine takes over
+	// alive is cancelled when the node is deleted by anyone but its owner,
+	// when the session ends, or when the owner releases it; the cause says
+	// which.
+	alive context.Context
+	kill  context.CancelCauseFunc
+}
+
+// acquire is Lock and TryLock.
+func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, try bool) (*distlock.Lease, error) {
+	op := "lock"
+	if try {
+		op = "trylock"
+	}
+	fail := func(err error) error { return &distlock.LockError{Name: name, Op: op, Err: err} }
+	if err := s.Err(); err != nil {
+		return nil, fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fail(context.Cause(ctx))
+	}
+	if !s.ours() {
+		return nil, fail(s.expired("expired (the connection reports another session)"))
+	}
+	// Requests stop when the session ends, too.
+	rctx, rcancel := context.WithCancelCause(ctx)
+	defer rcancel(nil)
+	stop := context.AfterFunc(s.ctx, func() { rcancel(context.Cause(s.ctx)) })
+	defer stop()
+
+	dir := s.dir(name)
+	guid := newGUID()
+	path, err := s.create(rctx, dir, entryBase(kind, guid), guid)
+	if err != nil {
+		return nil, fail(err)
+	}
+	_, _, seq, _ := parseEntry(path[len(dir)+1:])
+	e, err := s.track(rctx, name, path, seq)
+	if err != nil {
+		return nil, fail(err)
+	}
+	children, err := retry(rctx, func() ([]string, error) {
+		c, _, err := s.conn.Children(dir)
+		return c, err
+	})
+	if err != nil {
+		err = s.storeErr(err)
+		e.abandon(err)
+		return nil, fail(err)
+	}
+	all := make([]distlock.Entry, 0, len(children))
+	for _, c := range children {
+		if k, _, sq, ok := parseEntry(c); ok {
+			all = append(all, distlock.Entry{Key: dir + "/" + c, Seq: sq, Kind: k})
+		}
+	}
+	q := distlock.NewQueue(distlock.Entry{Key: path, Seq: seq, Kind: kind}, all)
+	if try {
+		if p, more := q.Next(); more {
+			err := fmt.Errorf("%w (entry %s)", distlock.ErrLocked, p.Key)
+			e.abandon(err)
+			return nil, fail(err)
+		}
+	} else {
+		s.log.Debug("zklock: enqueued", "lock", name, "node", path, "ahead", len(q.Ahead()))
+		if err := e.wait(rctx, q); err != nil {
+			e.abandon(err)
+			return nil, fail(err)
+		}
+	}
+	if err := e.check(); err != nil {
+		e.abandon(err)
+		return nil, fail(err)
+	}
+	s.log.Debug("zklock: acquired", "lock", name, "node", path, "token", e.czxid)
+	return e.hold(), nil
+}
+
+// create creates an entry node named base plus a sequence number in dir,
+// creating dir as needed. A create cut off by a connection loss may have
+// happened: the node is then looked for by its GUID. On failure nothing is
+// left behind (a cleanup runs on in the background if needed).
+func (s *Session) create(ctx context.Context, dir, base, guid string) (string, error) {
+	type result struct {
+		path string
+		err  error
+	}
+	for {
+		ch := make(chan result, 1)
+		go func() {
+			p, err := s.conn.Create(dir+"/"+base, []byte(s.holder), zk.FlagEphemeral|zk.FlagSequence, s.acl)
+			ch <- result{p, err}
+		}()
+		var r result
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			s.abandonCreate(ch, dir, guid)
+			return "", context.Cause(ctx)
+		}
+		switch {
+		case r.err == nil:
+			s.remember(r.path)
+			return r.path, nil
+		case errors.Is(r.err, zk.ErrNoNode):
+			if err := s.ensureDir(ctx, dir); err != nil {
+				return "", err
+			}
+		case errors.Is(r.err, zk.ErrConnectionClosed):
+			// Sent, maybe applied: look for it once the client is back.
+			p, err := s.findGUID(ctx, dir, guid)
+			if err != nil {
+				s.abandonGUID(dir, guid)
+				return "", err
+			}
+			if p != "" {
+				s.remember(p)
+				return p, nil
+			}
+		case transient(r.err):
+			// Never sent.
+			if err := sleepCtx(ctx, retryDelay); err != nil {
+				return "", err
+			}
+		default:
+			return "", s.storeErr(r.err)
+		}
+	}
+}
+
+// ensureDir creates dir and its parents as container nodes (persistent
+// nodes where the server has no containers).
+func (s *Session) ensureDir(ctx context.Context, dir string) error {
+	for i := 1; i <= len(dir); i++ {
+		if i < len(dir) && dir[i] != '/' {
+			continue
+		}
+		p := dir[:i]
+		_, err := retry(ctx, func() (string, error) {
+			return s.conn.CreateContainer(p, nil, zk.FlagContainer, s.acl)
+		})
+		if errors.Is(err, zk.ErrUnimplemented) || errors.Is(err, zk.ErrAPIError) {
+			_, err = retry(ctx, func() (string, error) { return s.conn.Create(p, nil, zk.FlagPersistent, s.acl) })
+		}
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", p, s.storeErr(err))
+		}
+	}
+	return nil
+}
+
+// findGUID looks for the entry with guid in dir, after a sync so that the
+// server answering has seen every write the leader committed before.
+func (s *Session) findGUID(ctx context.Context, dir, guid string) (string, error) {
+	if _, err := retry(ctx, func() (string, error) { return s.conn.Sync(dir) }); err != nil {
+		return "", s.storeErr(err)
+	}
+	children, err := retry(ctx, func() ([]string, error) {
+		c, _, err := s.conn.Children(dir)
+		return c, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", s.storeErr(err)
+	}
+	for _, c := range children {
+		if _, g, _, ok := parseEntry(c); ok && g == guid {
+			return dir + "/" + c, nil
+		}
+	}
+	return "", nil
+}
+
+// track reads the new node's Stat with a watch: its czxid is the token, and
+// its ephemeral owner must be this session (the client starts a new
+// session by itself after an expiry, and a create sent then belongs to
+// it). Then it follows the node for deletion by others.
+func (s *Session) track(ctx context.Context, name, path string, seq int64) (*entry, error) {
+	w, ok, err := s.getW(ctx, path)
+	if err != nil {
+		s.abandon(path)
+		return nil, err
+	}
+	if !ok {
+		s.forget(path)
+		return nil, s.goneCause(path)
+	}
+	if w.stat.EphemeralOwner != s.id {
+		s.abandon(path)
+		return nil, s.expired(fmt.Sprintf("expired (node %s belongs to session %#x)", path, w.stat.EphemeralOwner))
+	}
+	alive, kill := context.WithCancelCause(s.ctx)
+	e := &entry{s: s, name: name, path: path, seq: seq, czxid: w.stat.Czxid, version: w.stat.Version,
+		own: w.ch, alive: alive, kill: kill}
+	ch := w.ch
+	s.goBackground(func(context.Context) {
+		for {
+			select {
+			case <-alive.Done():
+				return
+			case ev := <-ch:
+				switch ev.Type {
+				case zk.EventNodeDeleted:
+					kill(s.goneCause(path))
+					return
+				case zk.EventNotWatching:
+					kill(s.watchErr(ev))
+					return
+				}
+				w, ok, err := s.getW(alive, path)
+				switch {
+				case err != nil:
+					kill(err)
+					return
+				case !ok:
+					kill(s.goneCause(path))
+					return
+				}
+				ch = w.ch
+			}
+		}
+	})
+	if s.ctx.Err() != nil {
+		kill(s.Err())
+	}
+	return e, nil
+}
+
+// check is the last look before "acquired": the node's own watch may have
+// fired without its goroutine having run yet.
+func (e *entry) check() error {
+	if len(e.own) > 0 && e.alive.Err() == nil {
+		return e.s.goneCause(e.path)
+	}
+	if e.alive.Err() != nil {
+		return context.Cause(e.alive)
+	}
+	if !e.s.ours() {
+		return e.s.expired("expired while acquiring")
+	}
+	return nil
+}
+
+// wait blocks until q says its owner holds the lock, watching one entry
+// ahead at a time (and the nearest older one, see waitGone). It fails when
+// ctx ends or when e is no longer alive.
+func (e *entry) wait(ctx context.Context, q *distlock.Queue) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(e.alive, func() { cancel(context.Cause(e.alive)) })
+	defer stop()
+	for {
+		p, ok := q.Next()
+		if !ok {
+			break
+		}
+		if err := e.waitGone(wctx, q, p); err != nil {
+			if e.alive.Err() != nil {
+				return context.Cause(e.alive)
+			}
+			return err
+		}
+		q.Gone(p.Key)
+		if _, more := q.Next(); more {
+			e.survivors(wctx, q, p.Seq)
+		}
+	}
+	if e.alive.Err() != nil {
+		return context.Cause(e.alive)
+	}
+	return nil
+}
+
+// waitGone waits until entry p of q is gone. Meanwhile, while entries older
+// than p may remain, it follows the nearest of them as well, and when that
+// one goes, checks the rest at once (survivors): in a FIFO queue the entry
+// before p goes when p acquires, long before p releases, so when p goes
+// the waiter usually knows that nothing older is left.
+func (e *entry) waitGone(ctx context.Context, q *distlock.Queue, p distlock.Entry) error {
+	pw, ok, err := e.s.getW(ctx, p.Key)
+	if err != nil || !ok {
+		return err
+	}
+	pch := pw.ch
+	var och <-chan zk.Event
+	var older string
+	for {
+		if och == nil {
+			if o, ok := q.After(p); ok {
+				ow, exists, err := e.s.getW(ctx, o.Key)
+				if err != nil {
+					return err
+				}
+				if !exists {
+					q.Gone(o.Key)
+					e.survivors(ctx, q, p.Seq)
+					continue
+				}
+				och, older = ow.ch, o.Key
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case ev := <-pch:
+			switch ev.Type {
+			case zk.EventNodeDeleted:
+				return nil
+			case zk.EventNotWatching:
+				return e.s.watchErr(ev)
+			}
+			pw, ok, err := e.s.getW(ctx, p.Key)
+			if err != nil || !ok {
+				return err
+			}
+			pch = pw.ch
+		case ev := <-och:
+			och = nil
+			switch ev.Type {
+			case zk.EventNotWatching:
+				return e.s.watchErr(ev)
+			case zk.EventNodeDeleted:
+				q.Gone(older)
+				e.survivors(ctx, q, p.Seq)
+			}
+		}
+	}
+}
+
+// survivors checks, with concurrent (pipelined) Exists requests, which
+// entries of q older than below are still there, and drops the others from
+// q. An entry found absent is absent for good: nothing rejoins the queue
+// ahead of a waiter. An error leaves an entry in q, which only means more
+// watching.
+func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
+	var check []distlock.Entry
+	for _, a := range q.Ahead() {
+		if a.Seq < below && distlock.Conflicts(q.Me().Kind, a.Kind) {
+			check = append(check, a)
+		}
+	}
+	if len(check) == 0 {
+		return
+	}
+	gone := make([]bool, len(check))
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for i, a := range check {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ok, err := call(ctx, func() (bool, error) {
+				ok, _, err := e.s.conn.Exists(a.Key)
+				return ok, err
+			})
+			gone[i] = err == nil && !ok
+		}()
+	}
+	wg.Wait()
+	for i, a := range check {
+		if gone[i] {
+			q.Gone(a.Key)
+		}
+	}
+}
+
+// hold turns an acquired entry into a Lease that is lost when the entry is.
+func (e *entry) hold() *distlock.Lease {
+	lease, lose := distlock.NewLease(distlock.Token{Name: e.name, Seq: e.czxid}, e.release)
+	context.AfterFunc(e.alive, func() {
+		if cause := context.Cause(e.alive); !errors.Is(cause, errReleased) {
+			e.s.log.Info("zklock: lock lost", "lock", e.name, "token", e.czxid, "cause", cause)
+			lose(cause)
+		}
+	})
+	return lease
+}
+
+// release deletes the node by its exact path and version. It is the
+// Lease's release function.
+func (e *entry) release(ctx context.Context) error {
+	known := e.alive.Err() != nil
+	e.kill(errReleased)
+	del := func(v int32) error {
+		_, err := retry(ctx, func() (struct{}, error) { return struct{}{}, e.s.conn.Delete(e.path, v) })
+		return err
+	}
+	err := del(e.version)
+	if errors.Is(err, zk.ErrBadVersion) {
+		// Someone set the node's data. The path, with its GUID and
+		// sequence number, is still this acquisition's alone.
+		err = del(-1)
+	}
+	switch {
+	case err == nil:
+		e.s.forget(e.path)
+	case errors.Is(err, zk.ErrNoNode):
+		e.s.forget(e.path)
+		if !known {
+			return distlock.Lost(fmt.Errorf("%w: node %s was already gone at unlock", distlock.ErrEntryGone, e.path))
+		}
+	default:
+		e.s.removeLater(e.path)
+		return fmt.Errorf("delete %s: %w (retrying in the background while the session lives)", e.path, err)
+	}
+	e.s.log.Debug("zklock: released", "lock", e.name, "token", e.czxid)
+	return nil
+}
+
+// abandon is the failure path of a Lock that had created its node.
+func (e *entry) abandon(cause error) {
+	e.kill(cause)
+	e.s.abandon(e.path)
+}
+
+// abandon deletes a node of this session before a failed Lock returns. A
+// node that cannot be deleted within abandonTimeout is left to a
+// background retry, so that it never blocks the queue for longer than the
+// session lives.
+func (s *Session) abandon(path string) {
+	if !s.ours() {
+		s.forget(path) // gone with the session
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	defer cancel()
+	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
+	if err == nil || errors.Is(err, zk.ErrNoNode) {
+		s.forget(path)
+		return
+	}
+	s.log.Warn("zklock: cleanup failed; retrying in the background", "node", path, "err", err)
+	s.removeLater(path)
+}
+
+// removeLater deletes path in the background, retrying until it succeeds or
+// the session ends.
+func (s *Session) removeLater(path string) {
+	s.goBackground(func(ctx context.Context) {
+		for delay := retryDelay; s.ours(); delay = min(2*delay, s.timeout/6) {
+			_, err := call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
+			if err == nil || errors.Is(err, zk.ErrNoNode) {
+				s.forget(path)
+				return
+			}
+			if sleepCtx(ctx, delay) != nil {
+				return
+			}
+		}
+	})
+}
+
+// abandonCreate cleans up after a Lock that gave up while its create was in
+// flight: it waits (up to abandonTimeout, then in the background) for the
+// create's result and deletes whatever it made.
+func (s *Session) abandonCreate(ch <-chan struct {
+	path string
+	err  error
+}, dir, guid string) {
+	finish := func(r struct {
+		path string
+		err  error
+	}) {
+		switch {
+		case r.err == nil:
+			s.remember(r.path)
+			s.abandon(r.path)
+		case errors.Is(r.err, zk.ErrConnectionClosed):
+			s.abandonGUID(dir, guid)
+		}
+	}
+	t := time.NewTimer(abandonTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		finish(r)
+	case <-t.C:
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			select {
+			case r := <-ch:
+				finish(r)
+			case <-s.ctx.Done():
+			}
+		}()
+	}
+}
+
+// abandonGUID deletes, in the background, the entry with guid in dir if a
+// create cut off by a connection loss made it.
+func (s *Session) abandonGUID(dir, guid string) {
+	s.goBackground(func(ctx context.Context) {
+		for s.ours() {
+			p, err := s.findGUID(ctx, dir, guid)
+			if err == nil {
+				if p != "" {
+					s.remember(p)
+					s.abandon(p)
+				}
+				return
+			}
+			if sleepCtx(ctx, retryDelay) != nil {
+				return
+			}
+		}
+	})
+}
+
+// entryName returns the last segment of a path.
+func entryName(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }

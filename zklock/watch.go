@@ -1,0 +1,105 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/go-zookeeper/zk"
+)
+
+// retryDelay spaces out retries of a request that failed because the client
+// was between servers.
+const retryDelay = 50 * time.Millisecond
+
+// call runs f, a blocking go-zookeeper request, and returns its result, or
+// ctx's cause as soon as ctx ends (the request then completes unobserved).
+func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, context.Cause(ctx)
+	}
+}
+
+// retry runs f until it succeeds or fails other than transiently, or ctx
+// ends.
+func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	for {
+		v, err := call(ctx, f)
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return v, err
+		}
+		if err := sleepCtx(ctx, retryDelay); err != nil {
+			return v, err
+		}
+	}
+}
+
+// watched is what a GetW returned.
+type watched struct {
+	ch   <-chan zk.Event
+	stat *zk.Stat
+}
+
+// getW reads path with a data watch. ok is false when path does not exist
+// (and then no watch is left behind, unlike ExistsW).
+func (s *Session) getW(ctx context.Context, path string) (w watched, ok bool, err error) {
+	w, err = retry(ctx, func() (watched, error) {
+		_, st, ch, err := s.conn.GetW(path)
+		return watched{ch, st}, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return watched{}, false, nil
+	}
+	if err != nil {
+		return watched{}, false, s.storeErr(err)
+	}
+	return w, true, nil
+}
+
+// watchErr is the error for a watch that ended without the node going:
+// the session expired or the connection was closed.
+func (s *Session) watchErr(ev zk.Event) error {
+	if ev.Err != nil {
+		return s.storeErr(ev.Err)
+	}
+	return s.expired("ended (watch cancelled)")
+}
+
+// goneCause says why one of this session's nodes was deleted: with the
+// session, or by someone else.
+func (s *Session) goneCause(path string) error {
+	if !s.ours() {
+		return s.expired("expired (its node " + path + " was deleted)")
+	}
+	if !time.Now().Before(s.Deadline()) {
+		return fmt.Errorf("%w: past the client-side deadline; node %s deleted", distlock.ErrSessionExpired, path)
+	}
+	return fmt.Errorf("%w: node %s", distlock.ErrEntryGone, path)
+}
+
+// sleepCtx waits d or until ctx ends, whichever is first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
