@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,10 +19,7 @@ import (
 // behind two proxies (one for clients, one for the other members), so that
 // a member can be cut off without resetting any connection.
 type EtcdCluster struct {
-	cfg     config
-	net     *Network
-	procs   *procs
-	dir     string
+	cluster
 	Members []*EtcdMember
 
 	mu      sync.Mutex
@@ -33,11 +29,9 @@ type EtcdCluster struct {
 
 // EtcdMember is one member of an EtcdCluster.
 type EtcdMember struct {
-	// Name is the member's name, also its name in the cluster's Network.
-	Name string
+	node
 
 	c           *EtcdCluster
-	srv         server
 	clientAddr  string // where the member really listens for clients
 	clientProxy *Proxy
 	peerProxy   *Proxy
@@ -46,10 +40,6 @@ type EtcdMember struct {
 // ClientURL returns the URL clients use to reach the member (through its
 // proxy).
 func (m *EtcdMember) ClientURL() string { return "http://" + m.clientProxy.Addr() }
-
-// PID returns the member's process ID (0 when it is not running). For a
-// container it is the container's main process as the host sees it.
-func (m *EtcdMember) PID() int { return m.srv.pid() }
 
 // NewEtcd starts an etcd cluster for a test and stops it when the test
 // ends. It fails the test if the cluster cannot start: under CI a missing
@@ -90,7 +80,7 @@ func StartEtcd(ctx context.Context, opts ...Option) (*EtcdCluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := &EtcdCluster{cfg: cfg, net: newNetwork(), procs: newProcs(), dir: dir}
+		c := &EtcdCluster{cluster: newCluster(cfg, dir)}
 		err = c.start(ctx, bin)
 		if err == nil {
 			return c, nil
@@ -120,7 +110,7 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 			return err
 		}
 		real[i] = ports{cp, pp}
-		m := &EtcdMember{Name: name, c: c, clientAddr: cp}
+		m := &EtcdMember{node: node{Name: name, procs: c.procs}, c: c, clientAddr: cp}
 		if m.clientProxy, err = newProxy(c.net, name, cp, c.procs.identify); err != nil {
 			return err
 		}
@@ -128,6 +118,7 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 			return err
 		}
 		c.Members = append(c.Members, m)
+		c.nodes = append(c.nodes, &m.node)
 		initial = append(initial, fmt.Sprintf("%s=http://%s", name, m.peerProxy.Addr()))
 	}
 	token := filepath.Base(c.dir)
@@ -181,14 +172,6 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 	return c.WaitHealthy(wctx)
 }
 
-func (m *EtcdMember) run() error {
-	if err := m.srv.start(); err != nil {
-		return err
-	}
-	m.c.procs.set(m.Name, m.srv.pid())
-	return nil
-}
-
 // freeAddr returns a loopback address with a port that is free now, for a
 // server to bind (see serverListener).
 func freeAddr() (string, error) {
@@ -199,10 +182,6 @@ func freeAddr() (string, error) {
 	defer l.Close()
 	return l.Addr().String(), nil
 }
-
-// Network returns the faults the cluster's proxies apply, for faults
-// beyond Cut and Heal (dropping or delaying bytes, one direction only).
-func (c *EtcdCluster) Network() *Network { return c.net }
 
 // Endpoints returns every member's client URL (through the proxies).
 func (c *EtcdCluster) Endpoints() []string {
@@ -305,26 +284,6 @@ func (c *EtcdCluster) WaitHealthy(ctx context.Context) error {
 	return nil
 }
 
-// explain adds the members' recent log output to a startup error.
-func (c *EtcdCluster) explain(err error) error {
-	var b strings.Builder
-	for _, m := range c.Members {
-		if m.srv != nil {
-			fmt.Fprintf(&b, "\n--- %s log:\n%s", m.Name, m.srv.tail())
-		}
-	}
-	return fmt.Errorf("%w%s", err, b.String())
-}
-
-// Kill sends SIGKILL to member i and waits until it is gone. Its data stays
-// for Restart.
-func (c *EtcdCluster) Kill(i int) error {
-	m := c.Members[i]
-	err := m.srv.kill()
-	c.procs.set(m.Name, 0)
-	return err
-}
-
 // Restart starts a killed member again with its data and waits until it
 // answers.
 func (c *EtcdCluster) Restart(ctx context.Context, i int) error {
@@ -345,27 +304,6 @@ func (c *EtcdCluster) StopLeader(ctx context.Context) (int, error) {
 		return -1, err
 	}
 	return i, c.Kill(i)
-}
-
-// Pause stops member i with SIGSTOP: it holds its connections but answers
-// nothing, like a process in a long GC pause.
-func (c *EtcdCluster) Pause(i int) error { return c.Members[i].srv.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused member with SIGCONT.
-func (c *EtcdCluster) Resume(i int) error { return c.Members[i].srv.signal(syscall.SIGCONT) }
-
-// Cut partitions member i from clients and the other members: its proxies
-// hold every byte to and from it, connections stay open, and Heal delivers
-// what was held.
-func (c *EtcdCluster) Cut(i int) {
-	c.cfg.logger.Info("integration: cut", "node", c.Members[i].Name)
-	c.net.Set(c.Members[i].Name, Fault{Hold: true})
-}
-
-// Heal ends any fault on member i's traffic.
-func (c *EtcdCluster) Heal(i int) {
-	c.cfg.logger.Info("integration: heal", "node", c.Members[i].Name)
-	c.net.Clear(c.Members[i].Name)
 }
 
 // Close stops every member, closes the clients and proxies, and removes the

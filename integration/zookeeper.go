@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,10 +36,7 @@ import (
 // around the proxies and from giving up on a leader whose port is not
 // bound yet.
 type ZooKeeperEnsemble struct {
-	cfg     config
-	net     *Network
-	procs   *procs
-	dir     string
+	cluster
 	Servers []*ZooKeeperServer
 
 	mu            sync.Mutex
@@ -52,13 +48,11 @@ type ZooKeeperEnsemble struct {
 
 // ZooKeeperServer is one server of a ZooKeeperEnsemble.
 type ZooKeeperServer struct {
-	// Name is the server's name, also its name in the ensemble's Network.
-	Name string
+	node
 	// ID is the server's myid (its index in Servers plus one).
 	ID int
 
 	e             *ZooKeeperEnsemble
-	srv           server
 	dir           string // the server's directory: zoo.cfg, log configs, data/
 	clientAddr    string // where the server really listens for clients
 	quorumAddr    string // where it really listens for followers (2888-style)
@@ -73,10 +67,6 @@ type ZooKeeperServer struct {
 // Addr returns the address, host:port, clients use to reach the server
 // (through its proxy).
 func (s *ZooKeeperServer) Addr() string { return s.clientProxy.Addr() }
-
-// PID returns the server's process ID (0 when it is not running). For a
-// container it is the container's main process as the host sees it.
-func (s *ZooKeeperServer) PID() int { return s.srv.pid() }
 
 // Mode asks the server directly (not through its proxy, so faults do not
 // blind the harness) what it is, with the four-letter word srvr: "leader",
@@ -144,7 +134,7 @@ func StartZooKeeper(ctx context.Context, opts ...Option) (*ZooKeeperEnsemble, er
 	if err != nil {
 		return nil, err
 	}
-	e := &ZooKeeperEnsemble{cfg: cfg, net: newNetwork(), procs: newProcs(), dir: dir,
+	e := &ZooKeeperEnsemble{cluster: newCluster(cfg, dir),
 		sessions: map[*zk.Conn]*zkSession{}, stop: make(chan struct{})}
 	if err := e.start(ctx, java, cp); err != nil {
 		e.Close()
@@ -182,9 +172,10 @@ func (e *ZooKeeperEnsemble) start(ctx context.Context, java, cp string) error {
 		return l.Addr().String(), nil
 	}
 	for i := range n {
-		s := &ZooKeeperServer{Name: fmt.Sprintf("zk%d", i), ID: i + 1, e: e}
+		s := &ZooKeeperServer{node: node{Name: fmt.Sprintf("zk%d", i), procs: e.procs}, ID: i + 1, e: e}
 		s.dir = filepath.Join(e.dir, s.Name)
 		e.Servers = append(e.Servers, s)
+		e.nodes = append(e.nodes, &s.node)
 		var err error
 		if s.clientAddr, err = reserve(); err != nil {
 			return err
@@ -332,19 +323,6 @@ func (e *ZooKeeperEnsemble) electionProxyAddr(sid int64) string {
 	return e.electionAddrs[sid]
 }
 
-func (s *ZooKeeperServer) run() error {
-	if err := s.srv.start(); err != nil {
-		return err
-	}
-	s.e.procs.set(s.Name, s.srv.pid())
-	return nil
-}
-
-// Network returns the faults the ensemble's proxies apply, for faults
-// beyond Cut and Heal (dropping or delaying bytes, one direction only).
-// A server's client, quorum and election proxies all carry its name.
-func (e *ZooKeeperEnsemble) Network() *Network { return e.net }
-
 // Addrs returns every server's client address (through the proxies).
 func (e *ZooKeeperEnsemble) Addrs() []string {
 	addrs := make([]string, len(e.Servers))
@@ -435,26 +413,6 @@ func (s *ZooKeeperServer) waitServing(ctx context.Context) error {
 	return nil
 }
 
-// explain adds the servers' recent log output to an error.
-func (e *ZooKeeperEnsemble) explain(err error) error {
-	var b strings.Builder
-	for _, s := range e.Servers {
-		if s.srv != nil {
-			fmt.Fprintf(&b, "\n--- %s log:\n%s", s.Name, s.srv.tail())
-		}
-	}
-	return fmt.Errorf("%w%s", err, b.String())
-}
-
-// Kill sends SIGKILL to server i and waits until it is gone. Its data
-// stays for Restart.
-func (e *ZooKeeperEnsemble) Kill(i int) error {
-	s := e.Servers[i]
-	err := s.srv.kill()
-	e.procs.set(s.Name, 0)
-	return err
-}
-
 // Restart starts a killed server again, with its data directory and myid,
 // and waits until it answers; when a majority of the servers runs, until
 // it serves (has joined the quorum).
@@ -491,27 +449,6 @@ func (e *ZooKeeperEnsemble) StopLeader(ctx context.Context) (int, error) {
 		return -1, err
 	}
 	return i, e.Kill(i)
-}
-
-// Pause stops server i with SIGSTOP: it holds its connections but answers
-// nothing, like a JVM in a long GC pause.
-func (e *ZooKeeperEnsemble) Pause(i int) error { return e.Servers[i].srv.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server with SIGCONT.
-func (e *ZooKeeperEnsemble) Resume(i int) error { return e.Servers[i].srv.signal(syscall.SIGCONT) }
-
-// Cut partitions server i from clients and the other servers: the proxies
-// hold every byte to and from it (client, quorum and election traffic),
-// connections stay open, and Heal delivers what was held.
-func (e *ZooKeeperEnsemble) Cut(i int) {
-	e.cfg.logger.Info("integration: cut", "node", e.Servers[i].Name)
-	e.net.Set(e.Servers[i].Name, Fault{Hold: true})
-}
-
-// Heal ends any fault on server i's traffic.
-func (e *ZooKeeperEnsemble) Heal(i int) {
-	e.cfg.logger.Info("integration: heal", "node", e.Servers[i].Name)
-	e.net.Clear(e.Servers[i].Name)
 }
 
 // Close closes the connections made by Connect, stops every server, closes
