@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -87,4 +89,46 @@ func (c *cluster) explain(err error) error {
 		}
 	}
 	return fmt.Errorf("%w%s", err, b.String())
+}
+
+// startAttempts is how many times a cluster start is tried, each time on
+// new ports and a new directory: a server whose port was taken between the
+// harness choosing it and the server binding it dies at once.
+const startAttempts = 3
+
+// startWithRetry calls try until it returns a cluster or ctx ends,
+// attempting startAttempts times.
+func startWithRetry[C any](ctx context.Context, cfg config, kind string, try func() (C, error)) (C, error) {
+	var errs []error
+	for range startAttempts {
+		c, err := try()
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+		cfg.logger.Warn("integration: start failed; retrying on new ports", "kind", kind, "err", err)
+	}
+	var zero C
+	return zero, errors.Join(errs...)
+}
+
+// untilExit returns a context cancelled, with the reason, when ctx ends or
+// any server exits, so that waiting for a healthy cluster fails at once
+// instead of timing out.
+func (c *cluster) untilExit(ctx context.Context) (context.Context, context.CancelCauseFunc) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	for _, n := range c.nodes {
+		exited := n.srv.exited()
+		go func() {
+			select {
+			case <-exited:
+				cancel(fmt.Errorf("integration: %s exited during startup", n.Name))
+			case <-wctx.Done():
+			}
+		}()
+	}
+	return wctx, cancel
 }

@@ -72,27 +72,18 @@ func StartEtcd(ctx context.Context, opts ...Option) (*EtcdCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A member that cannot bind its port (another process took it) exits at
-	// once; the whole start is then tried again on new ports.
-	var errs []error
-	for range 3 {
+	return startWithRetry(ctx, cfg, "etcd", func() (*EtcdCluster, error) {
 		dir, err := makeTempDir("etcd")
 		if err != nil {
 			return nil, err
 		}
 		c := &EtcdCluster{cluster: newCluster(cfg, dir)}
-		err = c.start(ctx, bin)
-		if err == nil {
-			return c, nil
+		if err := c.start(ctx, bin); err != nil {
+			c.Close()
+			return nil, err
 		}
-		c.Close()
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			break
-		}
-		cfg.logger.Warn("integration: etcd cluster failed to start; retrying", "err", err)
-	}
-	return nil, errors.Join(errs...)
+		return c, nil
+	})
 }
 
 func (c *EtcdCluster) start(ctx context.Context, bin string) error {
@@ -158,17 +149,8 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 		}
 	}
 	c.cfg.logger.Info("integration: etcd cluster starting", "members", c.cfg.size, "dir", c.dir, "provider", c.cfg.provider)
-	wctx, cancel := context.WithCancelCause(ctx)
+	wctx, cancel := c.untilExit(ctx)
 	defer cancel(nil)
-	for _, m := range c.Members {
-		go func() {
-			select {
-			case <-m.srv.exited():
-				cancel(fmt.Errorf("integration: %s exited during startup", m.Name))
-			case <-wctx.Done():
-			}
-		}()
-	}
 	return c.WaitHealthy(wctx)
 }
 

@@ -130,17 +130,19 @@ func StartZooKeeper(ctx context.Context, opts ...Option) (*ZooKeeperEnsemble, er
 	if err != nil {
 		return nil, err
 	}
-	dir, err := makeTempDir("zk")
-	if err != nil {
-		return nil, err
-	}
-	e := &ZooKeeperEnsemble{cluster: newCluster(cfg, dir),
-		sessions: map[*zk.Conn]*zkSession{}, stop: make(chan struct{})}
-	if err := e.start(ctx, java, cp); err != nil {
-		e.Close()
-		return nil, err
-	}
-	return e, nil
+	return startWithRetry(ctx, cfg, "zookeeper", func() (*ZooKeeperEnsemble, error) {
+		dir, err := makeTempDir("zk")
+		if err != nil {
+			return nil, err
+		}
+		e := &ZooKeeperEnsemble{cluster: newCluster(cfg, dir),
+			sessions: map[*zk.Conn]*zkSession{}, stop: make(chan struct{})}
+		if err := e.start(ctx, java, cp); err != nil {
+			e.Close()
+			return nil, err
+		}
+		return e, nil
+	})
 }
 
 // ZooKeeper's timing, in ticks of zkTick: fast enough that a fault test
@@ -269,7 +271,9 @@ func (e *ZooKeeperEnsemble) start(ctx context.Context, java, cp string) error {
 		}
 	}
 	e.cfg.logger.Info("integration: ZooKeeper ensemble starting", "servers", n, "dir", e.dir, "provider", e.cfg.provider)
-	return e.WaitHealthy(ctx)
+	wctx, cancel := e.untilExit(ctx)
+	defer cancel(nil)
+	return e.WaitHealthy(wctx)
 }
 
 // zooCfg is server s's configuration: its own entry with the ports it
