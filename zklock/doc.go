@@ -25,15 +25,35 @@
 //
 // # Handoff
 //
-// Lock creates its node, reads its own node's Stat with a watch (the czxid,
-// the ephemeral owner), lists the directory once and waits on its
-// immediate predecessor only, with GetW (which, unlike ExistsW, leaves no
+// Lock creates its node, then at once reads its own node's Stat with a
+// watch (the czxid, the ephemeral owner) and lists the directory, and waits
+// on its immediate predecessor only, with GetW (which, unlike ExistsW, leaves no
 // watch behind on a node that is already gone). While entries older than
 // the predecessor remain in the snapshot, it follows the nearest of them
 // too, and when one goes it checks the rest with pipelined Exists calls,
 // so that when the predecessor goes the waiter usually knows nothing older
 // is left and holds the lock without another request. The directory is
 // never listed again.
+//
+// TryLock cannot compare the children and create in one operation on
+// ZooKeeper: it creates its node, lists the directory and, when anything
+// is ahead, deletes its node before returning distlock.ErrLocked. It may
+// therefore lose to a holder that releases at the same moment, and a
+// losing TryLock costs three requests.
+//
+// # Failures
+//
+// Every failed Lock or TryLock deletes its node before returning (within a
+// second, then in the background for as long as the session lives). A
+// create cut off by a connection loss is looked up by its GUID after a
+// Sync. The node's own watch reports its deletion; since the deletions of
+// an expired or closed session's ephemeral nodes can reach the client
+// before the news that the session is gone, a deletion is blamed on
+// someone else (distlock.ErrEntryGone) only after a Sync answered on the
+// same session proves the session outlived it, and on the session
+// (distlock.ErrSessionExpired) otherwise. Unlock deletes the node by its
+// exact path and the version read when it was created; a second Unlock
+// returns distlock.ErrReleased.
 //
 // # Session state
 //

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -130,14 +129,27 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 		return nil, fail(err)
 	}
 	_, _, seq, _ := parseEntry(path[len(dir)+1:])
+	// The listing and the read of my node's Stat go out together: both
+	// follow the create on the session's ordered channel, so the listing
+	// sees every entry created before mine.
+	type listing struct {
+		children []string
+		err      error
+	}
+	lch := make(chan listing, 1)
+	go func() {
+		c, err := retry(rctx, func() ([]string, error) {
+			c, _, err := s.conn.Children(dir)
+			return c, err
+		})
+		lch <- listing{c, err}
+	}()
 	e, err := s.track(rctx, name, path, seq)
 	if err != nil {
 		return nil, fail(err)
 	}
-	children, err := retry(rctx, func() ([]string, error) {
-		c, _, err := s.conn.Children(dir)
-		return c, err
-	})
+	l := <-lch
+	children, err := l.children, l.err
 	if err != nil {
 		err = s.storeErr(err)
 		e.abandon(err)
@@ -163,7 +175,7 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 			return nil, fail(err)
 		}
 	}
-	if err := e.check(); err != nil {
+	if err := e.check(rctx); err != nil {
 		e.abandon(err)
 		return nil, fail(err)
 	}
@@ -176,17 +188,13 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 // happened: the node is then looked for by its GUID. On failure nothing is
 // left behind (a cleanup runs on in the background if needed).
 func (s *Session) create(ctx context.Context, dir, base, guid string) (string, error) {
-	type result struct {
-		path string
-		err  error
-	}
 	for {
-		ch := make(chan result, 1)
+		ch := make(chan createResult, 1)
 		go func() {
 			p, err := s.conn.Create(dir+"/"+base, []byte(s.holder), zk.FlagEphemeral|zk.FlagSequence, s.acl)
-			ch <- result{p, err}
+			ch <- createResult{p, err}
 		}()
-		var r result
+		var r createResult
 		select {
 		case r = <-ch:
 		case <-ctx.Done():
@@ -234,7 +242,7 @@ func (s *Session) ensureDir(ctx context.Context, dir string) error {
 		_, err := retry(ctx, func() (string, error) {
 			return s.conn.CreateContainer(p, nil, zk.FlagContainer, s.acl)
 		})
-		if errors.Is(err, zk.ErrUnimplemented) || errors.Is(err, zk.ErrAPIError) {
+		if unimplemented(err) {
 			_, err = retry(ctx, func() (string, error) { return s.conn.Create(p, nil, zk.FlagPersistent, s.acl) })
 		}
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
@@ -280,7 +288,7 @@ func (s *Session) track(ctx context.Context, name, path string, seq int64) (*ent
 	}
 	if !ok {
 		s.forget(path)
-		return nil, s.goneCause(path)
+		return nil, s.goneCause(ctx, path)
 	}
 	if w.stat.EphemeralOwner != s.id {
 		s.abandon(path)
@@ -298,7 +306,7 @@ func (s *Session) track(ctx context.Context, name, path string, seq int64) (*ent
 			case ev := <-ch:
 				switch ev.Type {
 				case zk.EventNodeDeleted:
-					kill(s.goneCause(path))
+					kill(s.goneCause(alive, path))
 					return
 				case zk.EventNotWatching:
 					kill(s.watchErr(ev))
@@ -310,7 +318,7 @@ func (s *Session) track(ctx context.Context, name, path string, seq int64) (*ent
 					kill(err)
 					return
 				case !ok:
-					kill(s.goneCause(path))
+					kill(s.goneCause(alive, path))
 					return
 				}
 				ch = w.ch
@@ -325,9 +333,20 @@ func (s *Session) track(ctx context.Context, name, path string, seq int64) (*ent
 
 // check is the last look before "acquired": the node's own watch may have
 // fired without its goroutine having run yet.
-func (e *entry) check() error {
+func (e *entry) check(ctx context.Context) error {
 	if len(e.own) > 0 && e.alive.Err() == nil {
-		return e.s.goneCause(e.path)
+		// An event is pending on the node's watch: a deletion, or a data
+		// change. Look.
+		ok, err := retry(ctx, func() (bool, error) {
+			ok, _, err := e.s.conn.Exists(e.path)
+			return ok, err
+		})
+		if err != nil {
+			return e.s.storeErr(err)
+		}
+		if !ok {
+			return e.s.goneCause(ctx, e.path)
+		}
 	}
 	if e.alive.Err() != nil {
 		return context.Cause(e.alive)
@@ -424,43 +443,45 @@ func (e *entry) waitGone(ctx context.Context, q *distlock.Queue, p distlock.Entr
 	}
 }
 
-// survivors checks, with concurrent (pipelined) Exists requests, which
-// entries of q older than below are still there, and drops the others from
-// q. An entry found absent is absent for good: nothing rejoins the queue
-// ahead of a waiter. An error leaves an entry in q, which only means more
-// watching.
+// survivors lists the lock's directory once and drops from q the entries
+// older than below that are gone, keeping the nearest one still there (see
+// distlock.Queue.Observed). One request, whatever the depth of the queue:
+// checking entries one by one made draining a deep queue quadratic (every
+// waiter re-checked every entry that left before it). The listing is made
+// when the entry before the predecessor goes — in a FIFO queue, when the
+// predecessor acquires — so it is off the handoff itself; its size grows
+// with the queue, which is left to do better (see the README). An error
+// leaves q as it was, which only means more watching.
 func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
-	var check []distlock.Entry
+	var older []distlock.Entry
 	for _, a := range q.Ahead() {
 		if a.Seq < below && distlock.Conflicts(q.Me().Kind, a.Kind) {
-			check = append(check, a)
+			older = append(older, a)
 		}
 	}
-	if len(check) == 0 {
+	if len(older) == 0 {
 		return
 	}
-	gone := make([]bool, len(check))
-	sem := make(chan struct{}, 64)
-	var wg sync.WaitGroup
-	for i, a := range check {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			ok, err := call(ctx, func() (bool, error) {
-				ok, _, err := e.s.conn.Exists(a.Key)
-				return ok, err
-			})
-			gone[i] = err == nil && !ok
-		}()
+	dir := e.s.dir(e.name)
+	kids, err := call(ctx, func() ([]string, error) {
+		k, _, err := e.s.conn.Children(dir)
+		return k, err
+	})
+	if err != nil {
+		return
 	}
-	wg.Wait()
-	for i, a := range check {
-		if gone[i] {
-			q.Gone(a.Key)
+	present := make(map[string]bool, len(kids))
+	for _, k := range kids {
+		present[dir+"/"+k] = true
+	}
+	var nearest distlock.Entry
+	found := false
+	for _, a := range older { // oldest first: the last present one is the nearest
+		if present[a.Key] {
+			nearest, found = a, true
 		}
 	}
+	q.Observed(below, nearest, found)
 }
 
 // hold turns an acquired entry into a Lease that is lost when the entry is.
@@ -552,14 +573,8 @@ func (s *Session) removeLater(path string) {
 // abandonCreate cleans up after a Lock that gave up while its create was in
 // flight: it waits (up to abandonTimeout, then in the background) for the
 // create's result and deletes whatever it made.
-func (s *Session) abandonCreate(ch <-chan struct {
-	path string
-	err  error
-}, dir, guid string) {
-	finish := func(r struct {
-		path string
-		err  error
-	}) {
+func (s *Session) abandonCreate(ch <-chan createResult, dir, guid string) {
+	finish := func(r createResult) {
 		switch {
 		case r.err == nil:
 			s.remember(r.path)
@@ -606,5 +621,15 @@ func (s *Session) abandonGUID(dir, guid string) {
 	})
 }
 
-// entryName returns the last segment of a path.
-func entryName(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }
+// createResult is the outcome of a create request.
+type createResult struct {
+	path string
+	err  error
+}
+
+// unimplemented reports whether the server refused a container create
+// because it has no containers (before 3.5.3).
+func unimplemented(err error) bool {
+	// go-zookeeper has no error for code -6 (Unimplemented).
+	return err != nil && (strings.HasSuffix(err.Error(), "unknown error: -6") || strings.Contains(strings.ToLower(err.Error()), "unimplemented"))
+}

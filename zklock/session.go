@@ -233,7 +233,7 @@ func (s *Session) expired(why string) error {
 	return s.Err()
 }
 
-// alive reports whether the connection still has this session.
+// ours reports whether the connection still has this session.
 func (s *Session) ours() bool {
 	return s.conn.SessionID() == s.id && s.conn.State() != zk.StateExpired
 }
@@ -241,6 +241,11 @@ func (s *Session) ours() bool {
 // deleteNodes deletes the session's remaining lock nodes while the
 // connection still has the session.
 func (s *Session) deleteNodes(ctx context.Context) error {
+	// Bounded even when ctx is not: the caller may have closed the
+	// connection already, and then the session is gone by the time this
+	// gives up.
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	s.mu.Lock()
 	paths := make([]string, 0, len(s.nodes))
 	for p := range s.nodes {
@@ -306,8 +311,8 @@ func (s *Session) monitor() {
 				}
 				s.mu.Unlock()
 				next = time.Now().Add(interval)
-			case errors.Is(r.err, zk.ErrSessionExpired):
-				s.expired("expired (reported by the server)")
+			case errors.Is(r.err, zk.ErrSessionExpired), errors.Is(r.err, zk.ErrClosing):
+				s.storeErr(r.err)
 				return
 			default:
 				s.log.Debug("zklock: sync failed", "err", r.err)

@@ -81,15 +81,44 @@ func (s *Session) watchErr(ev zk.Event) error {
 }
 
 // goneCause says why one of this session's nodes was deleted: with the
-// session, or by someone else.
-func (s *Session) goneCause(path string) error {
-	if !s.ours() {
-		return s.expired("expired (its node " + path + " was deleted)")
+// session, or by someone else. When a session is closed or expired on the
+// servers, its ephemeral nodes' deletions can reach the client before the
+// client learns that its session is gone, so the deletion alone does not
+// tell. goneCause asks: a Sync answered on this session after the deletion
+// event (answers and events arrive in order on one connection) proves the
+// session outlived the deletion; the session ending, or the server
+// reporting it expired, proves the opposite. It returns ctx's cause if ctx
+// ends first.
+func (s *Session) goneCause(ctx context.Context, path string) error {
+	for {
+		if !s.ours() {
+			return s.expired("expired (its node " + path + " was deleted)")
+		}
+		if err := s.Err(); err != nil {
+			return err
+		}
+		_, err := call(ctx, func() (string, error) { return s.conn.Sync("/") })
+		switch {
+		case err == nil && s.ours():
+			if !time.Now().Before(s.Deadline()) {
+				return fmt.Errorf("%w: past the client-side deadline; node %s deleted", distlock.ErrSessionExpired, path)
+			}
+			return fmt.Errorf("%w: node %s", distlock.ErrEntryGone, path)
+		case errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrClosing):
+			return s.storeErr(err)
+		case ctx.Err() != nil:
+			if err := s.Err(); err != nil {
+				return err
+			}
+			return context.Cause(ctx)
+		}
+		if err := sleepCtx(ctx, retryDelay); err != nil {
+			if serr := s.Err(); serr != nil {
+				return serr
+			}
+			return err
+		}
 	}
-	if !time.Now().Before(s.Deadline()) {
-		return fmt.Errorf("%w: past the client-side deadline; node %s deleted", distlock.ErrSessionExpired, path)
-	}
-	return fmt.Errorf("%w: node %s", distlock.ErrEntryGone, path)
 }
 
 // sleepCtx waits d or until ctx ends, whichever is first.

@@ -1,0 +1,258 @@
+package zklock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/internal/locktest"
+	"github.com/distlock/distlock/zklock"
+	"github.com/go-zookeeper/zk"
+)
+
+// testTimeout bounds every wait in these tests: generous, since it is a
+// failure bound, not a timing assertion.
+const testTimeout = 60 * time.Second
+
+var prefixes atomic.Int64
+
+// newPrefix returns a znode prefix no other test uses, so that tests can
+// share one ensemble.
+func newPrefix() string { return fmt.Sprintf("/t%d", prefixes.Add(1)) }
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// connect opens a connection with a session of its own to the ensemble (to
+// the given servers only, if any), closed when the test ends.
+func connect(t *testing.T, ens *integration.ZooKeeperEnsemble, servers ...int) (*zk.Conn, <-chan zk.Event) {
+	t.Helper()
+	conn, events, err := ens.Connect(testCtx(t), servers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn, events
+}
+
+func newSession(t *testing.T, conn *zk.Conn, opts ...zklock.Option) *zklock.Session {
+	t.Helper()
+	s, err := zklock.NewSession(testCtx(t), conn, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+func newMutex(t *testing.T, s *zklock.Session, name string) *zklock.Mutex {
+	t.Helper()
+	m, err := zklock.NewMutex(s, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// isEntry reports whether a child of a lock's directory is a lock entry.
+func isEntry(child string) bool {
+	return (strings.HasPrefix(child, "@w-") || strings.HasPrefix(child, "@r-")) && len(child) == 3+32+1+10
+}
+
+// entries lists the lock entries in dir, oldest first, as the leader sees
+// them (a sync first).
+func entries(t *testing.T, conn *zk.Conn, dir string) []string {
+	t.Helper()
+	for {
+		_, err := conn.Sync(dir)
+		var children []string
+		if err == nil {
+			children, _, err = conn.Children(dir)
+		}
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err == nil {
+			var out []string
+			for _, c := range children {
+				if isEntry(c) {
+					out = append(out, c)
+				}
+			}
+			slices.SortFunc(out, func(a, b string) int { return strings.Compare(a[len(a)-10:], b[len(b)-10:]) })
+			return out
+		}
+		if !errors.Is(err, zk.ErrConnectionClosed) && !errors.Is(err, zk.ErrNoServer) {
+			t.Fatalf("list %s: %v", dir, err)
+		}
+		if testCtx(t).Err() != nil {
+			t.Fatalf("list %s: %v", dir, err)
+		}
+	}
+}
+
+// waitEntries blocks until dir has at least n lock entries, waiting on
+// watches.
+func waitEntries(t *testing.T, conn *zk.Conn, dir string, n int) {
+	t.Helper()
+	ctx := testCtx(t)
+	for {
+		children, _, ch, err := conn.ChildrenW(dir)
+		if errors.Is(err, zk.ErrNoNode) {
+			var ok bool
+			ok, _, ch, err = conn.ExistsW(dir)
+			if err == nil && ok {
+				continue
+			}
+		}
+		if err != nil {
+			t.Fatalf("watch %s: %v", dir, err)
+		}
+		have := 0
+		for _, c := range children {
+			if isEntry(c) {
+				have++
+			}
+		}
+		if have >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%s: %d entries, want %d: %v", dir, have, n, ctx.Err())
+		}
+	}
+}
+
+// awaitState reads a connection's events until it reports want.
+func awaitState(t *testing.T, events <-chan zk.Event, want zk.State) {
+	t.Helper()
+	ctx := testCtx(t)
+	var seen []zk.State
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("events closed before %v (saw %v)", want, seen)
+			}
+			if ev.Type != zk.EventSession {
+				continue
+			}
+			seen = append(seen, ev.State)
+			if ev.State == want {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("waiting for %v: %v (saw %v)", want, ctx.Err(), seen)
+		}
+	}
+}
+
+// drain discards a connection's events in the background.
+func drain(events <-chan zk.Event) {
+	go func() {
+		for range events {
+		}
+	}()
+}
+
+func mustLock(t *testing.T, m *zklock.Mutex) *distlock.Lease {
+	t.Helper()
+	l, err := m.Lock(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func mustUnlock(t *testing.T, l *distlock.Lease) {
+	t.Helper()
+	if err := l.Unlock(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// zkBackend runs the shared lock contract on one ensemble, each case under
+// a prefix of its own.
+type zkBackend struct {
+	ens    *integration.ZooKeeperEnsemble
+	admin  *zk.Conn
+	prefix string
+	n      int
+}
+
+func newBackend(t *testing.T, ens *integration.ZooKeeperEnsemble, admin *zk.Conn) *zkBackend {
+	return &zkBackend{ens: ens, admin: admin, prefix: newPrefix()}
+}
+
+func (b *zkBackend) Session(t *testing.T) locktest.Session {
+	conn, events := connect(t, b.ens, b.n%3)
+	drain(events)
+	b.n++
+	return &zkSession{ens: b.ens, conn: conn, s: newSession(t, conn, zklock.WithPrefix(b.prefix))}
+}
+
+func (b *zkBackend) Entries(t *testing.T, name string) []string {
+	return entries(t, b.admin, b.prefix+"/"+name)
+}
+
+func (b *zkBackend) WaitEntries(t *testing.T, name string, n int) {
+	waitEntries(t, b.admin, b.prefix+"/"+name, n)
+}
+
+type zkSession struct {
+	ens  *integration.ZooKeeperEnsemble
+	conn *zk.Conn
+	s    *zklock.Session
+}
+
+func (s *zkSession) Mutex(name string) (distlock.Locker, error) { return zklock.NewMutex(s.s, name) }
+
+// End expires the session on the servers, for real.
+func (s *zkSession) End(t *testing.T) {
+	if err := s.ens.ExpireSession(testCtx(t), s.conn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *zkSession) Close(t *testing.T) {
+	if err := s.s.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type result struct {
+	lease *distlock.Lease
+	err   error
+}
+
+func lockAsync(ctx context.Context, m distlock.Locker) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		ch <- result{l, err}
+	}()
+	return ch
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
