@@ -30,10 +30,11 @@
 // on its immediate predecessor only, with GetW (which, unlike ExistsW, leaves no
 // watch behind on a node that is already gone). While entries older than
 // the predecessor remain in the snapshot, it follows the nearest of them
-// too, and when one goes it checks the rest with pipelined Exists calls,
-// so that when the predecessor goes the waiter usually knows nothing older
-// is left and holds the lock without another request. The directory is
-// never listed again.
+// too, and when one goes it lists the directory once to learn which older
+// entries are left, so that when the predecessor goes the waiter usually
+// knows nothing older is left and holds the lock without another request.
+// That listing happens when the predecessor acquires, off the handoff; its
+// size grows with the queue (see the README's open points).
 //
 // TryLock cannot compare the children and create in one operation on
 // ZooKeeper: it creates its node, lists the directory and, when anything
