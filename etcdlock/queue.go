@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -307,7 +308,7 @@ func (s *Session) removeLater(key string) {
 			dctx, cancel := context.WithTimeout(ctx, s.ttl/3)
 			_, err := s.client.Delete(dctx, key)
 			cancel()
-			if err == nil || sleepCtx(ctx, delay) != nil {
+			if err == nil || ctxwait.Sleep(ctx, delay) != nil {
 				return
 			}
 		}

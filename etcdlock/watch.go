@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/distlock/distlock/internal/ctxwait"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 )
@@ -43,7 +44,7 @@ func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known 
 			return err
 		}
 		known, fromHistory = seen, false
-		if err := sleepCtx(ctx, retryDelay); err != nil {
+		if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
 			return err
 		}
 	}
@@ -106,16 +107,4 @@ func (s *Session) existsAt(ctx context.Context, key string, createRev, rev int64
 		}
 	}
 	return len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == createRev, nil
-}
-
-// sleepCtx waits d or until ctx ends, whichever is first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }

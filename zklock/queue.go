@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -222,7 +223,7 @@ func (s *Session) create(ctx context.Context, dir, base, guid string) (string, e
 			}
 		case transient(r.err):
 			// Never sent.
-			if err := sleepCtx(ctx, retryDelay); err != nil {
+			if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
 				return "", err
 			}
 		default:
@@ -563,7 +564,7 @@ func (s *Session) removeLater(path string) {
 				s.forget(path)
 				return
 			}
-			if sleepCtx(ctx, delay) != nil {
+			if ctxwait.Sleep(ctx, delay) != nil {
 				return
 			}
 		}
@@ -614,7 +615,7 @@ func (s *Session) abandonGUID(dir, guid string) {
 				}
 				return
 			}
-			if sleepCtx(ctx, retryDelay) != nil {
+			if ctxwait.Sleep(ctx, retryDelay) != nil {
 				return
 			}
 		}

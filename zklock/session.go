@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -109,7 +110,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 		o.logger = slog.New(slog.DiscardHandler)
 	}
 	for conn.State() != zk.StateHasSession {
-		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+		if err := ctxwait.Sleep(ctx, 10*time.Millisecond); err != nil {
 			return nil, fmt.Errorf("zklock: new session: waiting for the connection to have a session (state %v): %w", conn.State(), err)
 		}
 	}
@@ -264,7 +265,7 @@ func (s *Session) deleteNodes(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("zklock: delete %s: %w", p, err))
 				break
 			}
-			if sleepCtx(ctx, retryDelay) != nil {
+			if ctxwait.Sleep(ctx, retryDelay) != nil {
 				break
 			}
 		}

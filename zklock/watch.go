@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -43,7 +44,7 @@ func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			return v, err
 		}
-		if err := sleepCtx(ctx, retryDelay); err != nil {
+		if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
 			return v, err
 		}
 	}
@@ -112,23 +113,11 @@ func (s *Session) goneCause(ctx context.Context, path string) error {
 			}
 			return context.Cause(ctx)
 		}
-		if err := sleepCtx(ctx, retryDelay); err != nil {
+		if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
 			if serr := s.Err(); serr != nil {
 				return serr
 			}
 			return err
 		}
-	}
-}
-
-// sleepCtx waits d or until ctx ends, whichever is first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
 	}
 }
