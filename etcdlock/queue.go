@@ -132,37 +132,12 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 	return e.hold(), nil
 }
 
-// wait blocks until q says its owner holds the lock, watching one entry
-// ahead at a time. It fails when ctx ends or when e is no longer alive.
+// wait blocks until q says its owner holds the lock (distlock.WaitTurn),
+// watching the predecessor and the nearest older entry (waitGone).
 func (e *entry) wait(ctx context.Context, q *distlock.Queue) error {
-	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(e.alive, func() { cancel(context.Cause(e.alive)) })
-	defer stop()
-
-	for {
-		p, ok := q.Next()
-		if !ok {
-			break
-		}
-		if err := e.waitGone(wctx, q, p); err != nil {
-			return err
-		}
-		q.Gone(p.Key)
-		if _, more := q.Next(); more {
-			// p went before we learnt that nothing older was left: it died
-			// waiting, or released before the read in waitGone came back.
-			e.survivors(wctx, q, p.Seq)
-		}
-	}
-	// My own entry's watch runs behind the predecessor's; anything it has
-	// already reported, or the session's end, wins over "acquired". (A
-	// foreign delete of my key racing the handoff can still be reported
-	// just after Lock returns, through the Lease's Done.)
-	if e.alive.Err() != nil {
-		return context.Cause(e.alive)
-	}
-	return nil
+	return distlock.WaitTurn(ctx, e.alive, q,
+		func(ctx context.Context, p distlock.Entry) error { return e.waitGone(ctx, q, p) },
+		func(ctx context.Context, below int64) { e.survivors(ctx, q, below) })
 }
 
 // waitGone waits until entry p of q is gone. Meanwhile, while entries older

@@ -358,34 +358,12 @@ func (e *entry) check(ctx context.Context) error {
 	return nil
 }
 
-// wait blocks until q says its owner holds the lock, watching one entry
-// ahead at a time (and the nearest older one, see waitGone). It fails when
-// ctx ends or when e is no longer alive.
+// wait blocks until q says its owner holds the lock (distlock.WaitTurn),
+// watching the predecessor and the nearest older entry (waitGone).
 func (e *entry) wait(ctx context.Context, q *distlock.Queue) error {
-	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(e.alive, func() { cancel(context.Cause(e.alive)) })
-	defer stop()
-	for {
-		p, ok := q.Next()
-		if !ok {
-			break
-		}
-		if err := e.waitGone(wctx, q, p); err != nil {
-			if e.alive.Err() != nil {
-				return context.Cause(e.alive)
-			}
-			return err
-		}
-		q.Gone(p.Key)
-		if _, more := q.Next(); more {
-			e.survivors(wctx, q, p.Seq)
-		}
-	}
-	if e.alive.Err() != nil {
-		return context.Cause(e.alive)
-	}
-	return nil
+	return distlock.WaitTurn(ctx, e.alive, q,
+		func(ctx context.Context, p distlock.Entry) error { return e.waitGone(ctx, q, p) },
+		func(ctx context.Context, below int64) { e.survivors(ctx, q, below) })
 }
 
 // waitGone waits until entry p of q is gone. Meanwhile, while entries older
