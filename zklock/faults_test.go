@@ -17,6 +17,60 @@ func TestFaults(t *testing.T) {
 	admin, events := connect(t, ens)
 	drain(events)
 
+	t.Run("LeaderKilledWhileHeldAndWaited", func(t *testing.T) {
+		prefix := newPrefix()
+		lead, err := ens.Leader(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := (lead+1)%3, (lead+2)%3
+		hconn, hev := connect(t, ens, a)
+		drain(hev)
+		holder := mustLock(t, newMutex(t, newSession(t, hconn, zklock.WithPrefix(prefix)), "leader"))
+		wconn, wev := connect(t, ens, b)
+		drain(wev)
+		waiter := newMutex(t, newSession(t, wconn, zklock.WithPrefix(prefix)), "leader")
+		res := lockAsync(testCtx(t), waiter)
+		waitEntries(t, admin, prefix+"/leader", 2)
+
+		if err := ens.Kill(lead); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ens.Leader(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		// A leader change is no reason to give up a lock: the sessions
+		// live on, on the surviving servers.
+		if err := holder.Err(); err != nil {
+			t.Fatalf("holder lost the lock on a leader change: %v", err)
+		}
+		select {
+		case r := <-res:
+			t.Fatalf("the waiter returned (err %v) while the lock is held", r.Err)
+		default:
+		}
+		mustUnlock(t, holder)
+		r := recv(t, res, "the waiter under the new leader")
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if !r.Lease.Token().Newer(holder.Token()) {
+			t.Fatalf("token %v not newer than %v", r.Lease.Token(), holder.Token())
+		}
+		mustUnlock(t, r.Lease)
+		if err := ens.Restart(testCtx(t), lead); err != nil {
+			t.Fatal(err)
+		}
+		// Through the old leader, back as a follower, tokens keep growing.
+		oconn, oev := connect(t, ens, lead)
+		drain(oev)
+		l := mustLock(t, newMutex(t, newSession(t, oconn, zklock.WithPrefix(prefix)), "leader"))
+		if !l.Token().Newer(r.Lease.Token()) {
+			t.Fatalf("token %v after the restart not newer than %v", l.Token(), r.Lease.Token())
+		}
+		mustUnlock(t, l)
+	})
+
 	t.Run("WaiterExpiredNeverAcquires", func(t *testing.T) {
 		prefix := newPrefix()
 		hconn, hev := connect(t, ens, 0)
@@ -31,11 +85,11 @@ func TestFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := recv(t, res, "the expired waiter's Lock")
-		if r.err == nil {
+		if r.Err == nil {
 			t.Fatal("Lock reported acquired after its session expired")
 		}
-		if !errors.Is(r.err, distlock.ErrSessionExpired) && !errors.Is(r.err, distlock.ErrEntryGone) {
-			t.Fatalf("Lock: %v, want ErrSessionExpired or ErrEntryGone", r.err)
+		if !errors.Is(r.Err, distlock.ErrSessionExpired) && !errors.Is(r.Err, distlock.ErrEntryGone) {
+			t.Fatalf("Lock: %v, want ErrSessionExpired or ErrEntryGone", r.Err)
 		}
 		recv(t, ws.Done(), "the waiter session's Done")
 		if !errors.Is(ws.Err(), distlock.ErrSessionExpired) {
@@ -69,19 +123,19 @@ func TestFaults(t *testing.T) {
 		}
 		recv(t, hs.Done(), "the holder session's Done")
 		r := recv(t, res, "successor")
-		if r.err != nil {
-			t.Fatal(r.err)
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
-		if !r.lease.Token().Newer(holder.Token()) {
-			t.Fatalf("successor token %v not newer than %v", r.lease.Token(), holder.Token())
+		if !r.Lease.Token().Newer(holder.Token()) {
+			t.Fatalf("successor token %v not newer than %v", r.Lease.Token(), holder.Token())
 		}
 		if err := holder.Unlock(testCtx(t)); !errors.Is(err, distlock.ErrLost) {
 			t.Fatalf("Unlock of the lost lock: %v, want ErrLost", err)
 		}
-		if r.lease.Err() != nil {
-			t.Fatalf("the lost holder's Unlock hurt the successor: %v", r.lease.Err())
+		if r.Lease.Err() != nil {
+			t.Fatalf("the lost holder's Unlock hurt the successor: %v", r.Lease.Err())
 		}
-		mustUnlock(t, r.lease)
+		mustUnlock(t, r.Lease)
 	})
 
 	t.Run("DropConnectionKeepsLock", func(t *testing.T) {
@@ -109,7 +163,7 @@ func TestFaults(t *testing.T) {
 		}
 		select {
 		case r := <-res:
-			t.Fatalf("waiter returned (%v) while the lock is held", r.err)
+			t.Fatalf("waiter returned (%v) while the lock is held", r.Err)
 		default:
 		}
 		// The held lock still works: a TryLock of the same lock loses, and
@@ -119,13 +173,13 @@ func TestFaults(t *testing.T) {
 		}
 		mustUnlock(t, holder)
 		r := recv(t, res, "successor")
-		if r.err != nil {
-			t.Fatal(r.err)
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
-		if !r.lease.Token().Newer(holder.Token()) {
-			t.Fatalf("successor token %v not newer than %v", r.lease.Token(), holder.Token())
+		if !r.Lease.Token().Newer(holder.Token()) {
+			t.Fatalf("successor token %v not newer than %v", r.Lease.Token(), holder.Token())
 		}
-		mustUnlock(t, r.lease)
+		mustUnlock(t, r.Lease)
 	})
 
 	t.Run("PartitionedHolderHearsFirst", func(t *testing.T) {
@@ -147,8 +201,8 @@ func TestFaults(t *testing.T) {
 		ens.Cut(f)
 		defer ens.Heal(f)
 		r := recv(t, res, "successor")
-		if r.err != nil {
-			t.Fatal(r.err)
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
 		// The holder's Done closed before the successor's Lock returned.
 		select {
@@ -159,10 +213,10 @@ func TestFaults(t *testing.T) {
 		if err := holder.Err(); !errors.Is(err, distlock.ErrLost) || !errors.Is(err, distlock.ErrSessionExpired) {
 			t.Fatalf("holder Err %v, want ErrLost and ErrSessionExpired", err)
 		}
-		if !r.lease.Token().Newer(holder.Token()) {
-			t.Fatalf("successor token %v not newer than %v", r.lease.Token(), holder.Token())
+		if !r.Lease.Token().Newer(holder.Token()) {
+			t.Fatalf("successor token %v not newer than %v", r.Lease.Token(), holder.Token())
 		}
 		ens.Heal(f)
-		mustUnlock(t, r.lease)
+		mustUnlock(t, r.Lease)
 	})
 }

@@ -232,27 +232,12 @@ func (s *zkSession) Close(t *testing.T) {
 	}
 }
 
-type result struct {
-	lease *distlock.Lease
-	err   error
-}
+// The background-Lock helpers of the contract suite serve these tests too.
+type result = locktest.Result
 
-func lockAsync(ctx context.Context, m distlock.Locker) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		l, err := m.Lock(ctx)
-		ch <- result{l, err}
-	}()
-	return ch
-}
+var lockAsync = locktest.LockAsync
 
 func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(testTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
+	return locktest.Recv(t, ch, what)
 }

@@ -105,10 +105,10 @@ func TestMutex(t *testing.T) {
 		waitEntries(t, admin, dir, 2)
 		mustUnlock(t, l)
 		r := recv(t, res, "second Lock")
-		if r.err != nil {
-			t.Fatal(r.err)
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
-		mustUnlock(t, r.lease)
+		mustUnlock(t, r.Lease)
 		children, _, err := admin.Children(dir)
 		if err != nil || len(children) != 5 {
 			t.Fatalf("children %v (%v), want the 5 foreign ones", children, err)
@@ -150,8 +150,8 @@ func TestMutex(t *testing.T) {
 		if err := admin.Delete(m.Dir()+"/"+es[1], -1); err != nil {
 			t.Fatal(err)
 		}
-		if r := recv(t, res, "the waiter's Lock"); !errors.Is(r.err, distlock.ErrEntryGone) {
-			t.Fatalf("Lock with its node deleted: %v, want ErrEntryGone", r.err)
+		if r := recv(t, res, "the waiter's Lock"); !errors.Is(r.Err, distlock.ErrEntryGone) {
+			t.Fatalf("Lock with its node deleted: %v, want ErrEntryGone", r.Err)
 		}
 		if holder.Err() != nil {
 			t.Fatalf("holder: %v", holder.Err())
