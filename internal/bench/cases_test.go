@@ -161,44 +161,14 @@ func (e *env) runContended(im impl, n int) *contendedResult {
 	defer func() { r.errs.add(closeAll(hs)) }()
 
 	var (
-		log   acqLog
-		count atomic.Int64
-		wg    sync.WaitGroup
+		log acqLog
+		wg  sync.WaitGroup
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), contendedWindow)
 	defer cancel()
 	term := e.term()
 	start := time.Now()
-	for i, h := range hs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				a := acquisition{who: i, lockStart: time.Now()}
-				if err := h.Lock(ctx); err != nil {
-					if ctx.Err() == nil {
-						r.errs.add(fmt.Errorf("lock: %w", err))
-					}
-					return
-				}
-				a.lockReturn = time.Now()
-				a.token = h.token()
-				uctx, ucancel := context.WithTimeout(context.Background(), opTimeout)
-				a.unlockStart = time.Now()
-				err := h.Unlock(uctx)
-				a.unlockEnd = time.Now()
-				ucancel()
-				log.add(a)
-				if err != nil {
-					r.errs.add(fmt.Errorf("unlock: %w", err))
-					return
-				}
-				if count.Add(1) >= contendedMaxAcq {
-					cancel()
-				}
-			}
-		}()
-	}
+	contend(ctx, cancel, hs, &log, &r.errs, &wg)
 	<-ctx.Done()
 	stop := time.Now()
 	r.elected = e.term() != term
@@ -392,4 +362,41 @@ func (e *env) queuedRound(im impl, c string, hs []handle, cs *clientSet, want in
 		r.critical.add(cs.between(h.prev.unlockStart, h.next.lockReturn))
 	}
 	return nil
+}
+
+// contend starts, for each handle, a loop that locks and at once unlocks
+// until ctx ends, logging every acquisition and cancelling ctx after
+// contendedMaxAcq of them in all; wg counts the loops.
+func contend(ctx context.Context, cancel context.CancelFunc, hs []handle, log *acqLog, errs *errList, wg *sync.WaitGroup) {
+	var count atomic.Int64
+	for i, h := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				a := acquisition{who: i, lockStart: time.Now()}
+				if err := h.Lock(ctx); err != nil {
+					if ctx.Err() == nil {
+						errs.add(fmt.Errorf("lock: %w", err))
+					}
+					return
+				}
+				a.lockReturn = time.Now()
+				a.token = h.token()
+				uctx, ucancel := context.WithTimeout(context.Background(), opTimeout)
+				a.unlockStart = time.Now()
+				err := h.Unlock(uctx)
+				a.unlockEnd = time.Now()
+				ucancel()
+				log.add(a)
+				if err != nil {
+					errs.add(fmt.Errorf("unlock: %w", err))
+					return
+				}
+				if count.Add(1) >= contendedMaxAcq {
+					cancel()
+				}
+			}
+		}()
+	}
 }

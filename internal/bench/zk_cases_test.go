@@ -112,44 +112,17 @@ func (e *zkEnv) runContended(im zkImpl, n int) (r *contendedResult, reqs int) {
 	defer func() { r.errs.add(closeClients(cs)) }()
 
 	var (
-		log   acqLog
-		count atomic.Int64
-		wg    sync.WaitGroup
+		log acqLog
+		wg  sync.WaitGroup
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), contendedWindow)
 	defer cancel()
 	start := time.Now()
+	handles := make([]handle, len(cs))
 	for i, cl := range cs {
-		h := cl.h
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				a := acquisition{who: i, lockStart: time.Now()}
-				if err := h.Lock(ctx); err != nil {
-					if ctx.Err() == nil {
-						r.errs.add(fmt.Errorf("lock: %w", err))
-					}
-					return
-				}
-				a.lockReturn = time.Now()
-				a.token = h.token()
-				uctx, ucancel := context.WithTimeout(context.Background(), opTimeout)
-				a.unlockStart = time.Now()
-				err := h.Unlock(uctx)
-				a.unlockEnd = time.Now()
-				ucancel()
-				log.add(a)
-				if err != nil {
-					r.errs.add(fmt.Errorf("unlock: %w", err))
-					return
-				}
-				if count.Add(1) >= contendedMaxAcq {
-					cancel()
-				}
-			}
-		}()
+		handles[i] = cl.h
 	}
+	contend(ctx, cancel, handles, &log, &r.errs, &wg)
 	<-ctx.Done()
 	stop := time.Now()
 	if !waitTimeout(&wg, stopTimeout) {
