@@ -99,3 +99,24 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	}
 	return errors.Join(lost, err)
 }
+
+// HoldWhile is for backends: it returns a held Lease for token t that is
+// lost when alive ends, unless alive ended with ErrReleased as its cause —
+// what the backend's release function cancels it with before deleting the
+// entry. alive stands for the entry: cancelled when the entry is deleted
+// by anyone but its owner or when the session ends, with the reason as its
+// cause. lost, if not nil, is told the cause first (for logging).
+func HoldWhile(t Token, alive context.Context, release func(ctx context.Context) error, lost func(cause error)) *Lease {
+	l, lose := NewLease(t, release)
+	context.AfterFunc(alive, func() {
+		cause := context.Cause(alive)
+		if errors.Is(cause, ErrReleased) {
+			return
+		}
+		if lost != nil {
+			lost(cause)
+		}
+		lose(cause)
+	})
+	return l
+}

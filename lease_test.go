@@ -271,3 +271,27 @@ func TestLeaseConcurrentUnlock(t *testing.T) {
 		t.Errorf("Err() = %v, want ErrReleased", err)
 	}
 }
+
+func TestHoldWhile(t *testing.T) {
+	tok := distlock.Token{Name: "a", Seq: 7}
+	release := func(context.Context) error { return nil }
+
+	alive, kill := context.WithCancelCause(context.Background())
+	var told error
+	l := distlock.HoldWhile(tok, alive, release, func(cause error) { told = cause })
+	kill(distlock.ErrSessionExpired)
+	<-l.Done()
+	if !errors.Is(l.Err(), distlock.ErrLost) || !errors.Is(l.Err(), distlock.ErrSessionExpired) || !errors.Is(told, distlock.ErrSessionExpired) {
+		t.Fatalf("Err %v, told %v: want the entry's end as a loss", l.Err(), told)
+	}
+
+	// Ended by the backend's own release: not a loss.
+	alive, kill = context.WithCancelCause(context.Background())
+	l = distlock.HoldWhile(tok, alive, func(context.Context) error { kill(distlock.ErrReleased); return nil }, nil)
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(l.Err(), distlock.ErrReleased) || errors.Is(l.Err(), distlock.ErrLost) {
+		t.Fatalf("Err after Unlock: %v", l.Err())
+	}
+}

@@ -28,8 +28,6 @@ const (
 	sharedMark    = "r"
 )
 
-var errReleased = errors.New("entry released")
-
 // queueDir returns the prefix under which lock name keeps its entries.
 func (s *Session) queueDir(name string) string { return s.prefix + name + "/@" }
 
@@ -226,21 +224,16 @@ func (s *Session) track(name, key string, rev int64) *entry {
 
 // hold turns an acquired entry into a Lease that is lost when the entry is.
 func (e *entry) hold() *distlock.Lease {
-	lease, lose := distlock.NewLease(distlock.Token{Name: e.name, Seq: e.rev}, e.release)
-	context.AfterFunc(e.alive, func() {
-		if cause := context.Cause(e.alive); !errors.Is(cause, errReleased) {
-			e.s.log.Info("etcdlock: lock lost", "lock", e.name, "token", e.rev, "cause", cause)
-			lose(cause)
-		}
+	return distlock.HoldWhile(distlock.Token{Name: e.name, Seq: e.rev}, e.alive, e.release, func(cause error) {
+		e.s.log.Info("etcdlock: lock lost", "lock", e.name, "token", e.rev, "cause", cause)
 	})
-	return lease
 }
 
 // release deletes the entry if it is still this acquisition's. It is the
 // Lease's release function.
 func (e *entry) release(ctx context.Context) error {
 	known := e.alive.Err() != nil
-	e.kill(errReleased)
+	e.kill(distlock.ErrReleased)
 	resp, err := e.s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)).
 		Then(clientv3.OpDelete(e.key)).

@@ -27,8 +27,6 @@ const (
 	guidLen       = 32
 )
 
-var errReleased = errors.New("entry released")
-
 // dir returns the znode under which lock name keeps its entries.
 func (s *Session) dir(name string) string { return s.prefix + "/" + name }
 
@@ -465,21 +463,16 @@ func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
 
 // hold turns an acquired entry into a Lease that is lost when the entry is.
 func (e *entry) hold() *distlock.Lease {
-	lease, lose := distlock.NewLease(distlock.Token{Name: e.name, Seq: e.czxid}, e.release)
-	context.AfterFunc(e.alive, func() {
-		if cause := context.Cause(e.alive); !errors.Is(cause, errReleased) {
-			e.s.log.Info("zklock: lock lost", "lock", e.name, "token", e.czxid, "cause", cause)
-			lose(cause)
-		}
+	return distlock.HoldWhile(distlock.Token{Name: e.name, Seq: e.czxid}, e.alive, e.release, func(cause error) {
+		e.s.log.Info("zklock: lock lost", "lock", e.name, "token", e.czxid, "cause", cause)
 	})
-	return lease
 }
 
 // release deletes the node by its exact path and version. It is the
 // Lease's release function.
 func (e *entry) release(ctx context.Context) error {
 	known := e.alive.Err() != nil
-	e.kill(errReleased)
+	e.kill(distlock.ErrReleased)
 	del := func(v int32) error {
 		_, err := retry(ctx, func() (struct{}, error) { return struct{}{}, e.s.conn.Delete(e.path, v) })
 		return err
