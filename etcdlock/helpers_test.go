@@ -143,18 +143,7 @@ func (w *queueWatcher) nextPut() string {
 	}
 }
 
-func mustLock(t *testing.T, m *etcdlock.Mutex) *distlock.Lease {
-	t.Helper()
-	l, err := m.Lock(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-func mustUnlock(t *testing.T, l *distlock.Lease) {
-	t.Helper()
-	if err := l.Unlock(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-}
+var (
+	mustLock   = locktest.MustLock
+	mustUnlock = locktest.MustUnlock
+)

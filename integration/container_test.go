@@ -88,19 +88,20 @@ func checkNoPull(t *testing.T, cli *client.Client, since time.Time) {
 }
 
 func TestEtcdContainers(t *testing.T) {
-	requireContainers(t)
-	cli, since := dockerAPI(t), time.Now()
-	// Registered first, so it runs after the cluster's Close.
-	t.Cleanup(func() {
-		if left := ourContainers(t, cli); len(left) > 0 {
-			t.Errorf("%d containers left after Close", len(left))
-		}
-		checkNoPull(t, cli, since)
-	})
+	checkContainersAfter(t)
 	testEtcdFaults(t, integration.Containers)
 }
 
 func TestZooKeeperContainers(t *testing.T) {
+	checkContainersAfter(t)
+	testZooKeeperFaults(t, integration.Containers)
+}
+
+// checkContainersAfter requires Docker and, when the test ends — after the
+// cluster's Close, since it is registered first — checks that no container
+// of the harness is left and that no image was pulled.
+func checkContainersAfter(t *testing.T) {
+	t.Helper()
 	requireContainers(t)
 	cli, since := dockerAPI(t), time.Now()
 	t.Cleanup(func() {
@@ -109,7 +110,6 @@ func TestZooKeeperContainers(t *testing.T) {
 		}
 		checkNoPull(t, cli, since)
 	})
-	testZooKeeperFaults(t, integration.Containers)
 }
 
 // TestEtcdContainersTeardown checks that the members run in containers,

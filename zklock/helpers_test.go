@@ -167,21 +167,10 @@ func drain(events <-chan zk.Event) {
 	}()
 }
 
-func mustLock(t *testing.T, m *zklock.Mutex) *distlock.Lease {
-	t.Helper()
-	l, err := m.Lock(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-func mustUnlock(t *testing.T, l *distlock.Lease) {
-	t.Helper()
-	if err := l.Unlock(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-}
+var (
+	mustLock   = locktest.MustLock
+	mustUnlock = locktest.MustUnlock
+)
 
 // zkBackend runs the shared lock contract on one ensemble, each case under
 // a prefix of its own.

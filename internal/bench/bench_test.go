@@ -83,7 +83,9 @@ func BenchmarkCompare(b *testing.B) {
 		r.queued[n] = pair
 	}
 	r.elapsed = time.Since(began)
-	r.stray = strayGoroutines()
+	r.stray = strayGoroutines(func(g string) bool {
+		return strings.Contains(g, "github.com/distlock/distlock") || strings.Contains(g, "go.etcd.io/etcd/client/v3/concurrency")
+	})
 
 	table := r.markdown()
 	fmt.Println(table)
@@ -99,19 +101,19 @@ func BenchmarkCompare(b *testing.B) {
 	}
 }
 
-// strayGoroutines returns the stacks of goroutines still running code of
-// either lock library once every case has closed its sessions and clients:
+// strayGoroutines returns the stacks of goroutines, matched by match, still
+// running code of either lock library once every case has closed its
+// sessions and clients:
 // anything there outlived Close. It waits a little first, since goroutines
 // told to stop may need a moment to return.
-func strayGoroutines() []string {
+func strayGoroutines(match func(stack string) bool) []string {
 	var stray []string
 	for range 20 {
 		buf := make([]byte, 8<<20)
 		buf = buf[:runtime.Stack(buf, true)]
 		stray = stray[:0]
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "github.com/distlock/distlock") && !strings.Contains(g, "internal/bench.strayGoroutines") ||
-				strings.Contains(g, "go.etcd.io/etcd/client/v3/concurrency") {
+			if match(g) && !strings.Contains(g, "internal/bench.strayGoroutines") {
 				stray = append(stray, g)
 			}
 		}

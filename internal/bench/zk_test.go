@@ -89,7 +89,12 @@ func BenchmarkCompareZooKeeper(b *testing.B) {
 	}
 	obs.Close()
 	r.elapsed = time.Since(began)
-	r.stray = zkStrayGoroutines()
+	// The harness's own goroutines (proxies, relays) run until the ensemble
+	// is closed, after the benchmark, so only zklock's and go-zookeeper's
+	// count.
+	r.stray = strayGoroutines(func(g string) bool {
+		return strings.Contains(g, "github.com/distlock/distlock/zklock") || strings.Contains(g, "github.com/go-zookeeper/zk.")
+	})
 
 	table := r.markdown()
 	fmt.Println(table)
@@ -103,28 +108,6 @@ func BenchmarkCompareZooKeeper(b *testing.B) {
 		b.ReportMetric(float64(summarize(r.contended[2][i].handoffs).p50)/1e6, "handoff2-p50-ms-"+suffix)
 		b.ReportMetric(r.contended[2][i].perSecond(), "acq/s-2-"+suffix)
 	}
-}
-
-// zkStrayGoroutines is strayGoroutines for this comparison: the harness's
-// own goroutines (proxies, relays) run until the ensemble is closed, after
-// the benchmark, so only zklock's and go-zookeeper's count.
-func zkStrayGoroutines() []string {
-	var stray []string
-	for range 20 {
-		buf := make([]byte, 8<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		stray = stray[:0]
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "github.com/distlock/distlock/zklock") || strings.Contains(g, "github.com/go-zookeeper/zk.") {
-				stray = append(stray, g)
-			}
-		}
-		if len(stray) == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return stray
 }
 
 type zkReport struct {

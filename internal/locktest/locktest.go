@@ -85,7 +85,8 @@ func mutex(t *testing.T, s Session, name string) distlock.Locker {
 	return m
 }
 
-func lock(t *testing.T, m distlock.Locker) *distlock.Lease {
+// MustLock locks m or fails the test.
+func MustLock(t *testing.T, m distlock.Locker) *distlock.Lease {
 	t.Helper()
 	l, err := m.Lock(Ctx(t))
 	if err != nil {
@@ -94,7 +95,8 @@ func lock(t *testing.T, m distlock.Locker) *distlock.Lease {
 	return l
 }
 
-func unlock(t *testing.T, l *distlock.Lease) {
+// MustUnlock unlocks l or fails the test.
+func MustUnlock(t *testing.T, l *distlock.Lease) {
 	t.Helper()
 	if err := l.Unlock(Ctx(t)); err != nil {
 		t.Fatal(err)
@@ -163,7 +165,7 @@ func wantEntries(t *testing.T, b Backend, name string, n int, why string) {
 }
 
 func fifoOrder(t *testing.T, b Backend) {
-	holder := lock(t, mutex(t, b.Session(t), "fifo"))
+	holder := MustLock(t, mutex(t, b.Session(t), "fifo"))
 	const n = 5
 	results := make([]<-chan Result, n)
 	for i := range n {
@@ -173,12 +175,12 @@ func fifoOrder(t *testing.T, b Backend) {
 		b.WaitEntries(t, "fifo", i+2)
 	}
 	prev := holder.Token()
-	unlock(t, holder)
+	MustUnlock(t, holder)
 	for i := range n {
 		l := Successor(t, results[i], prev, fmt.Sprintf("waiter %d", i))
 		notYet(t, fmt.Sprintf("a waiter behind %d", i), results[i+1:]...)
 		prev = l.Token()
-		unlock(t, l)
+		MustUnlock(t, l)
 	}
 	wantEntries(t, b, "fifo", 0, "after all released")
 }
@@ -225,16 +227,16 @@ func tryLockExactlyOne(t *testing.T, b Backend) {
 	if !errors.As(err, &le) || le.Name != "try" || le.Op != "trylock" {
 		t.Fatalf("TryLock error %v: want a *LockError for lock \"try\"", err)
 	}
-	unlock(t, won[0])
+	MustUnlock(t, won[0])
 	l, err := muts[1].TryLock(Ctx(t))
 	if err != nil {
 		t.Fatalf("TryLock after release: %v", err)
 	}
-	unlock(t, l)
+	MustUnlock(t, l)
 }
 
 func cancelWaiting(t *testing.T, b Backend) {
-	holder := lock(t, mutex(t, b.Session(t), "cancel"))
+	holder := MustLock(t, mutex(t, b.Session(t), "cancel"))
 	ctx, cancel := context.WithCancel(context.Background())
 	res := LockAsync(ctx, mutex(t, b.Session(t), "cancel"))
 	b.WaitEntries(t, "cancel", 2)
@@ -251,11 +253,11 @@ func cancelWaiting(t *testing.T, b Backend) {
 		t.Fatalf("Lock past deadline: %v", err)
 	}
 	wantEntries(t, b, "cancel", 1, "after deadline")
-	unlock(t, holder)
+	MustUnlock(t, holder)
 }
 
 func waiterSessionEnds(t *testing.T, b Backend) {
-	holder := lock(t, mutex(t, b.Session(t), "ends"))
+	holder := MustLock(t, mutex(t, b.Session(t), "ends"))
 
 	ws := b.Session(t)
 	res := LockAsync(Ctx(t), mutex(t, ws, "ends"))
@@ -280,12 +282,12 @@ func waiterSessionEnds(t *testing.T, b Backend) {
 		t.Fatalf("Lock on a closed session: %v", err)
 	}
 	wantEntries(t, b, "ends", 1, "after the waiters' sessions ended")
-	unlock(t, holder)
+	MustUnlock(t, holder)
 }
 
 func holderSessionEnds(t *testing.T, b Backend) {
 	hs := b.Session(t)
-	holder := lock(t, mutex(t, hs, "lost"))
+	holder := MustLock(t, mutex(t, hs, "lost"))
 	res := LockAsync(Ctx(t), mutex(t, b.Session(t), "lost"))
 	b.WaitEntries(t, "lost", 2)
 	hs.End(t)
@@ -298,11 +300,11 @@ func holderSessionEnds(t *testing.T, b Backend) {
 		t.Fatalf("Unlock of a lost lock: %v, want ErrLost", err)
 	}
 	wantEntries(t, b, "lost", 1, "the lost holder's Unlock touched the successor's entry")
-	unlock(t, l)
+	MustUnlock(t, l)
 }
 
 func middleWaiterDies(t *testing.T, b Backend) {
-	holder := lock(t, mutex(t, b.Session(t), "middle"))
+	holder := MustLock(t, mutex(t, b.Session(t), "middle"))
 	var sessions []Session
 	var results []<-chan Result
 	for i := range 3 {
@@ -317,42 +319,42 @@ func middleWaiterDies(t *testing.T, b Backend) {
 	if r := Recv(t, results[1], "dead waiter"); r.Err == nil {
 		t.Fatal("the dead waiter acquired")
 	}
-	unlock(t, holder)
+	MustUnlock(t, holder)
 	first := Successor(t, results[0], holder.Token(), "first waiter")
 	notYet(t, "the last waiter", results[2])
-	unlock(t, first)
-	unlock(t, Successor(t, results[2], first.Token(), "last waiter"))
+	MustUnlock(t, first)
+	MustUnlock(t, Successor(t, results[2], first.Token(), "last waiter"))
 }
 
 func sameSessionExcludes(t *testing.T, b Backend) {
 	m := mutex(t, b.Session(t), "one-session")
-	first := lock(t, m)
+	first := MustLock(t, m)
 	res := LockAsync(Ctx(t), m)
 	b.WaitEntries(t, "one-session", 2) // the second goroutine's own entry
 	notYet(t, "a second Lock on the same session", res)
-	unlock(t, first)
-	unlock(t, Successor(t, res, first.Token(), "second Lock"))
+	MustUnlock(t, first)
+	MustUnlock(t, Successor(t, res, first.Token(), "second Lock"))
 }
 
 func namesDoNotInterfere(t *testing.T, b Backend) {
 	s := b.Session(t)
-	a := lock(t, mutex(t, s, "a"))
-	ab := lock(t, mutex(t, s, "a/b"))
+	a := MustLock(t, mutex(t, s, "a"))
+	ab := MustLock(t, mutex(t, s, "a/b"))
 	if _, err := mutex(t, s, "a").TryLock(Ctx(t)); !errors.Is(err, distlock.ErrLocked) {
 		t.Fatalf("TryLock a: %v", err)
 	}
-	unlock(t, a)
+	MustUnlock(t, a)
 	l, err := mutex(t, s, "a").TryLock(Ctx(t))
 	if err != nil {
 		t.Fatalf("TryLock a while a/b is held: %v", err)
 	}
-	unlock(t, l)
-	unlock(t, ab)
+	MustUnlock(t, l)
+	MustUnlock(t, ab)
 }
 
 func doubleUnlock(t *testing.T, b Backend) {
-	l := lock(t, mutex(t, b.Session(t), "twice"))
-	unlock(t, l)
+	l := MustLock(t, mutex(t, b.Session(t), "twice"))
+	MustUnlock(t, l)
 	if err := l.Unlock(Ctx(t)); !errors.Is(err, distlock.ErrReleased) {
 		t.Fatalf("second Unlock: %v, want ErrReleased", err)
 	}
