@@ -109,6 +109,11 @@ func TestMutex(t *testing.T) {
 			t.Fatal(r.Err)
 		}
 		mustUnlock(t, r.Lease)
+		// Synced first: the admin connection may be on a server that has
+		// not applied the delete yet (ZooKeeper reads are not linearizable).
+		if _, err := admin.Sync(dir); err != nil {
+			t.Fatal(err)
+		}
 		children, _, err := admin.Children(dir)
 		if err != nil || len(children) != 5 {
 			t.Fatalf("children %v (%v), want the 5 foreign ones", children, err)
