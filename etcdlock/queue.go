@@ -12,6 +12,8 @@ import (
 	"github.com/distlock/distlock/internal/ctxwait"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // abandonTimeout bounds the cleanup a failed Lock does before returning;
@@ -104,18 +106,33 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 		return e.hold(), nil
 	}
 
-	resp, err := s.client.Txn(ctx).
-		Then(put, clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())).
-		Commit()
-	if err != nil {
-		s.abandon(key)
-		return nil, fail(s.storeErr(err))
+	// The enqueue is safe to repeat: a second put of the same key keeps its
+	// create revision, and the read in the same Txn says what it is. So a
+	// member failing under the request (its answer lost, the put maybe
+	// applied) costs a retry, not the caller's Lock.
+	var resp *clientv3.TxnResponse
+	for {
+		var err error
+		resp, err = s.client.Txn(ctx).
+			Then(put, clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())).
+			Commit()
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil || ctxwait.Sleep(ctx, retryDelay) != nil {
+			s.abandon(key)
+			return nil, fail(s.storeErr(err))
+		}
+		s.log.Debug("etcdlock: enqueue failed; retrying", "lock", name, "err", err)
 	}
 	rev := resp.Header.Revision
 	kvs := resp.Responses[1].GetResponseRange().Kvs
 	all := make([]distlock.Entry, 0, len(kvs))
 	for _, kv := range kvs {
 		k := string(kv.Key)
+		if k == key {
+			rev = kv.CreateRevision // the first put's, if a retry repeated it
+		}
 		all = append(all, distlock.Entry{Key: k, Seq: kv.CreateRevision, Kind: entryKind(dir, k)})
 	}
 	q := distlock.NewQueue(distlock.Entry{Key: key, Seq: rev, Kind: kind}, all)
