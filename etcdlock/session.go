@@ -147,6 +147,10 @@ func (s *Session) Lease() clientv3.LeaseID { return s.id }
 // TTL returns the lease TTL the server granted.
 func (s *Session) TTL() time.Duration { return s.ttl }
 
+// Holder returns the value stored in the session's lock entries (see
+// WithHolder).
+func (s *Session) Holder() string { return s.holder }
+
 // Prefix returns the key prefix under which the session's locks live.
 func (s *Session) Prefix() string { return s.prefix }
 

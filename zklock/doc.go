@@ -27,20 +27,30 @@
 //
 // Lock creates its node, then at once reads its own node's Stat with a
 // watch (the czxid, the ephemeral owner) and lists the directory, and waits
-// on its immediate predecessor only, with GetW (which, unlike ExistsW, leaves no
-// watch behind on a node that is already gone). While entries older than
-// the predecessor remain in the snapshot, it follows the nearest of them
-// too, and when one goes it lists the directory once to learn which older
-// entries are left, so that when the predecessor goes the waiter usually
-// knows nothing older is left and holds the lock without another request.
-// That listing happens when the predecessor acquires, off the handoff; its
-// size grows with the queue (see the README's open points).
+// on its immediate predecessor only, with GetW (which, unlike ExistsW, leaves
+// no watch behind on a node that is already gone).
+//
+// A waiter must not take its predecessor's deletion for the handoff while
+// older entries may remain (the predecessor may have given up waiting), and
+// listing the directory again to find out costs bytes that grow with the
+// queue. So an exclusive entry that had to wait marks its node once it
+// holds the lock: a Set of the same data, in the background, which bumps
+// the node's version. The successor's data watch sees the mark (or its
+// GetW reads version > 0): nothing older is left for good, and the
+// predecessor's deletion is the handoff. In a FIFO queue every wake then
+// costs one deletion event and one re-armed watch, whatever the queue's
+// length. When an unmarked predecessor goes (it gave up, or the mark
+// failed), the waiter checks the nearest older entries of its snapshot one
+// by one (Exists), and past two gone ones lists the directory once.
+// Entry nodes must therefore not be written by anyone else: a foreign Set
+// on a waiting node reads as a mark.
 //
 // TryLock cannot compare the children and create in one operation on
-// ZooKeeper: it creates its node, lists the directory and, when anything
-// is ahead, deletes its node before returning distlock.ErrLocked. It may
-// therefore lose to a holder that releases at the same moment, and a
-// losing TryLock costs three requests.
+// ZooKeeper: it lists the directory first and loses at once, writing
+// nothing, when an entry is there; otherwise it creates its node and lists
+// again, and when an entry that came in between is ahead, deletes its node
+// before returning distlock.ErrLocked. It may therefore lose to a holder
+// that releases at the same moment.
 //
 // # Failures
 //
@@ -53,8 +63,10 @@
 // someone else (distlock.ErrEntryGone) only after a Sync answered on the
 // same session proves the session outlived it, and on the session
 // (distlock.ErrSessionExpired) otherwise. Unlock deletes the node by its
-// exact path and the version read when it was created; a second Unlock
-// returns distlock.ErrReleased.
+// exact path and its expected version (the one read when it was created,
+// or the mark's; any version while the mark is still unanswered, since
+// the two requests may then reach the server in either order); a second
+// Unlock returns distlock.ErrReleased.
 //
 // # Session state
 //

@@ -178,6 +178,110 @@ func TestMutex(t *testing.T) {
 		}
 	})
 
+	t.Run("WaitedHolderMarks", func(t *testing.T) {
+		prefix := newPrefix()
+		holder := mustLock(t, newMutex(t, session(t, prefix), "mark"))
+		m := newMutex(t, session(t, prefix), "mark")
+		res := lockAsync(testCtx(t), m)
+		waitEntries(t, admin, m.Dir(), 2)
+		mustUnlock(t, holder)
+		r := recv(t, res, "the waiter's Lock")
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		// The waiter, now holding, bumps its node's version for its
+		// successor; the data (the holder value) stays.
+		es := entries(t, admin, m.Dir())
+		if len(es) != 1 {
+			t.Fatalf("entries %v, want 1", es)
+		}
+		node := m.Dir() + "/" + es[0]
+		for {
+			data, st, ch, err := admin.GetW(node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Version > 0 {
+				if st.Version != 1 || string(data) != m.Session().Holder() {
+					t.Fatalf("marked node: version %d data %q, want 1 and %q", st.Version, data, m.Session().Holder())
+				}
+				break
+			}
+			recv(t, ch, "the mark")
+		}
+		mustUnlock(t, r.Lease)
+		if es := entries(t, admin, m.Dir()); len(es) != 0 {
+			t.Fatalf("entries left: %v", es)
+		}
+	})
+
+	// Waiters that give up in front of another are stepped over: one by one
+	// (a small read each), and past two gone ones with one listing.
+	t.Run("CancelledWaitersSkipped", func(t *testing.T) {
+		prefix := newPrefix()
+		holder := mustLock(t, newMutex(t, session(t, prefix), "skip"))
+		var cancels []context.CancelFunc
+		var quitters []<-chan result
+		m := newMutex(t, session(t, prefix), "skip")
+		for i := range 3 {
+			ctx, cancel := context.WithCancel(testCtx(t))
+			cancels = append(cancels, cancel)
+			quitters = append(quitters, lockAsync(ctx, newMutex(t, session(t, prefix), "skip")))
+			waitEntries(t, admin, m.Dir(), i+2)
+		}
+		last := lockAsync(testCtx(t), m)
+		waitEntries(t, admin, m.Dir(), 5)
+		// The oldest two first (the last waiter does not watch them), then
+		// its predecessor: it checks two gone entries, then lists.
+		for _, i := range []int{0, 1, 2} {
+			cancels[i]()
+			if r := recv(t, quitters[i], "a cancelled waiter"); !errors.Is(r.Err, context.Canceled) {
+				t.Fatalf("cancelled waiter %d: %v", i, r.Err)
+			}
+		}
+		if es := entries(t, admin, m.Dir()); len(es) != 2 {
+			t.Fatalf("entries %v, want the holder's and the last waiter's", es)
+		}
+		select {
+		case r := <-last:
+			t.Fatalf("the last waiter returned (err %v) while the lock is held", r.Err)
+		default:
+		}
+		mustUnlock(t, holder)
+		r := recv(t, last, "the last waiter")
+		if r.Err != nil || !r.Lease.Token().Newer(holder.Token()) {
+			t.Fatalf("last waiter: %v (token %v after %v)", r.Err, r.Lease, holder.Token())
+		}
+		mustUnlock(t, r.Lease)
+	})
+
+	t.Run("TryLockLosesWithoutWriting", func(t *testing.T) {
+		prefix := newPrefix()
+		m := newMutex(t, session(t, prefix), "try")
+		l := mustLock(t, m)
+		_, st, err := admin.Get(m.Dir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = newMutex(t, session(t, prefix), "try").TryLock(testCtx(t))
+		if !errors.Is(err, distlock.ErrLocked) || !strings.Contains(err.Error(), m.Dir()+"/@w-") {
+			t.Fatalf("TryLock while held: %v, want ErrLocked naming the holder's node", err)
+		}
+		// No child was created and deleted: the directory's child version
+		// is where it was.
+		if _, err := admin.Sync(m.Dir()); err != nil {
+			t.Fatal(err)
+		}
+		_, st2, err := admin.Get(m.Dir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st2.Cversion != st.Cversion {
+			t.Fatalf("the directory's cversion went from %d to %d: the losing TryLock wrote", st.Cversion, st2.Cversion)
+		}
+		mustUnlock(t, l)
+	})
+
 	t.Run("CloseWhileHeld", func(t *testing.T) {
 		s := session(t, newPrefix())
 		m := newMutex(t, s, "closed")

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -92,6 +93,11 @@ type entry struct {
 	czxid   int64 // the fencing token once it holds
 	version int32
 	own     <-chan zk.Event // the watch on the node, until track's goroutine takes over
+	// marked is closed when the mark (see mark) has been answered;
+	// markedVersion is then the node's version, or -1 if the mark failed.
+	// nil when the entry was not marked.
+	marked        chan struct{}
+	markedVersion int32
 	// alive is cancelled when the node is deleted by anyone but its owner,
 	// when the session ends, or when the owner releases it; the cause says
 	// which.
@@ -122,6 +128,15 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 	defer stop()
 
 	dir := s.dir(name)
+	if try {
+		// Look before creating: a TryLock that loses to a visible entry
+		// costs one read and writes nothing.
+		if p, found, err := s.first(rctx, dir, kind); err != nil {
+			return nil, fail(err)
+		} else if found {
+			return nil, fail(fmt.Errorf("%w (entry %s)", distlock.ErrLocked, p))
+		}
+	}
 	guid := newGUID()
 	path, err := s.create(rctx, dir, entryBase(kind, guid), guid)
 	if err != nil {
@@ -167,7 +182,9 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 			e.abandon(err)
 			return nil, fail(err)
 		}
-	} else {
+	}
+	_, waited := q.Next()
+	if waited {
 		s.log.Debug("zklock: enqueued", "lock", name, "node", path, "ahead", len(q.Ahead()))
 		if err := e.wait(rctx, q); err != nil {
 			e.abandon(err)
@@ -178,8 +195,37 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 		e.abandon(err)
 		return nil, fail(err)
 	}
+	if waited && kind == distlock.Exclusive {
+		e.mark()
+	}
 	s.log.Debug("zklock: acquired", "lock", name, "node", path, "token", e.czxid)
 	return e.hold(), nil
+}
+
+// first returns the oldest entry in dir that an entry of kind would wait
+// for, if any.
+func (s *Session) first(ctx context.Context, dir string, kind distlock.Kind) (string, bool, error) {
+	children, err := retry(ctx, func() ([]string, error) {
+		c, _, err := s.conn.Children(dir)
+		return c, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, s.storeErr(err)
+	}
+	var all []distlock.Entry
+	for _, c := range children {
+		if k, _, sq, ok := parseEntry(c); ok {
+			all = append(all, distlock.Entry{Key: dir + "/" + c, Seq: sq, Kind: k})
+		}
+	}
+	q := distlock.NewQueue(distlock.Entry{Seq: math.MaxInt64, Kind: kind}, all)
+	if p, ok := q.Next(); ok {
+		return p.Key, true, nil
+	}
+	return "", false, nil
 }
 
 // create creates an entry node named base plus a sequence number in dir,
@@ -364,71 +410,72 @@ func (e *entry) wait(ctx context.Context, q *distlock.Queue) error {
 		func(ctx context.Context, below int64) { e.survivors(ctx, q, below) })
 }
 
-// waitGone waits until entry p of q is gone. Meanwhile, while entries older
-// than p may remain, it follows the nearest of them as well, and when that
-// one goes, checks the rest at once (survivors): in a FIFO queue the entry
-// before p goes when p acquires, long before p releases, so when p goes
-// the waiter usually knows that nothing older is left.
+// mark tells this entry's successor that nothing older than it is left:
+// it bumps the node's version (same data) in the background, off the
+// handoff. A waiter whose predecessor is marked knows, when that
+// predecessor goes, that it holds the lock, without listing the queue: in
+// a FIFO drain the successor's wake costs one deletion event and the
+// re-arming of one data watch, whatever the queue's length (zk.Lock lists
+// every child on every wake).
+//
+// Only an exclusive entry that had to wait marks itself: one that held at
+// once saw nothing older, so neither can a waiter that enqueued after it
+// (or it saw a listing taken earlier, and then it checks, see survivors).
+// The mark is a hint: if it fails, the successor checks the older entries
+// itself. Entries' nodes must not be written by anyone else.
+func (e *entry) mark() {
+	e.marked = make(chan struct{})
+	e.markedVersion = -1
+	done := e.marked
+	e.s.goBackground(func(ctx context.Context) {
+		defer close(done)
+		st, err := call(ctx, func() (*zk.Stat, error) {
+			return e.s.conn.Set(e.path, []byte(e.s.holder), e.version)
+		})
+		if err == nil {
+			e.markedVersion = st.Version
+		}
+	})
+}
+
+// waitGone waits until entry p of q is gone, following its node with a
+// data watch. When p turns out to be marked (see mark), nothing older
+// than p is left: q drops it all, so that p's deletion is the handoff.
 func (e *entry) waitGone(ctx context.Context, q *distlock.Queue, p distlock.Entry) error {
-	pw, ok, err := e.s.getW(ctx, p.Key)
-	if err != nil || !ok {
-		return err
-	}
-	pch := pw.ch
-	var och <-chan zk.Event
-	var older string
 	for {
-		if och == nil {
-			if o, ok := q.After(p); ok {
-				ow, exists, err := e.s.getW(ctx, o.Key)
-				if err != nil {
-					return err
-				}
-				if !exists {
-					q.Gone(o.Key)
-					e.survivors(ctx, q, p.Seq)
-					continue
-				}
-				och, older = ow.ch, o.Key
-			}
+		pw, ok, err := e.s.getW(ctx, p.Key)
+		if err != nil || !ok {
+			return err
+		}
+		if p.Kind == distlock.Exclusive && pw.stat.Version > 0 {
+			q.Observed(p.Seq, distlock.Entry{}, false)
 		}
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case ev := <-pch:
+		case ev := <-pw.ch:
 			switch ev.Type {
 			case zk.EventNodeDeleted:
 				return nil
 			case zk.EventNotWatching:
 				return e.s.watchErr(ev)
 			}
-			pw, ok, err := e.s.getW(ctx, p.Key)
-			if err != nil || !ok {
-				return err
-			}
-			pch = pw.ch
-		case ev := <-och:
-			och = nil
-			switch ev.Type {
-			case zk.EventNotWatching:
-				return e.s.watchErr(ev)
-			case zk.EventNodeDeleted:
-				q.Gone(older)
-				e.survivors(ctx, q, p.Seq)
-			}
+			// A data change: the mark. Read it and watch again.
 		}
 	}
 }
 
-// survivors lists the lock's directory once and drops from q the entries
-// older than below that are gone, keeping the nearest one still there (see
-// distlock.Queue.Observed). One request, whatever the depth of the queue:
-// checking entries one by one made draining a deep queue quadratic (every
-// waiter re-checked every entry that left before it). The listing is made
-// when the entry before the predecessor goes — in a FIFO queue, when the
-// predecessor acquires — so it is off the handoff itself; its size grows
-// with the queue, which is left to do better (see the README). An error
-// leaves q as it was, which only means more watching.
+// walkLimit is how many gone entries survivors checks one by one before
+// it lists the directory instead.
+const walkLimit = 2
+
+// survivors runs when an entry went while older ones were still in q's
+// snapshot: the predecessor gave up waiting (or released before its mark
+// was seen). It checks the nearest older entries one by one, a small
+// request each; past walkLimit gone ones it lists the directory once (one
+// request whose size grows with the queue, but independent of how many
+// entries left since the enqueue). An error leaves q as it was, which only
+// means more watching.
 func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
 	var older []distlock.Entry
 	for _, a := range q.Ahead() {
@@ -436,9 +483,24 @@ func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
 			older = append(older, a)
 		}
 	}
-	if len(older) == 0 {
+	for i := len(older) - 1; i >= 0 && i >= len(older)-walkLimit; i-- {
+		ok, err := call(ctx, func() (bool, error) {
+			ok, _, err := e.s.conn.Exists(older[i].Key)
+			return ok, err
+		})
+		if err != nil {
+			return
+		}
+		if ok {
+			q.Observed(below, older[i], true)
+			return
+		}
+		q.Gone(older[i].Key)
+	}
+	if len(older) <= walkLimit {
 		return
 	}
+	older = older[:len(older)-walkLimit]
 	dir := e.s.dir(e.name)
 	kids, err := call(ctx, func() ([]string, error) {
 		k, _, err := e.s.conn.Children(dir)
@@ -477,7 +539,18 @@ func (e *entry) release(ctx context.Context) error {
 		_, err := retry(ctx, func() (struct{}, error) { return struct{}{}, e.s.conn.Delete(e.path, v) })
 		return err
 	}
-	err := del(e.version)
+	v := e.version
+	if e.marked != nil {
+		select {
+		case <-e.marked:
+			v = e.markedVersion
+		default:
+			// The mark is still out: it may reach the server before or
+			// after this delete, so no version can be expected.
+			v = -1
+		}
+	}
+	err := del(v)
 	if errors.Is(err, zk.ErrBadVersion) {
 		// Someone set the node's data. The path, with its GUID and
 		// sequence number, is still this acquisition's alone.

@@ -179,6 +179,10 @@ func (s *Session) ID() int64 { return s.id }
 // Timeout returns the session timeout the client-side deadline uses.
 func (s *Session) Timeout() time.Duration { return s.timeout }
 
+// Holder returns the value stored in the session's lock entries (see
+// WithHolder).
+func (s *Session) Holder() string { return s.holder }
+
 // Prefix returns the znode under which the session's locks live.
 func (s *Session) Prefix() string { return s.prefix }
 
