@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -65,7 +66,7 @@ func (s *zkSession) dial(network, address string, timeout time.Duration) (net.Co
 	if err != nil {
 		return nil, err
 	}
-	w := &zkCaptureConn{Conn: c, s: s}
+	w := &zkCaptureConn{Conn: c, s: s, closed: make(chan struct{}), holdChanged: make(chan struct{})}
 	s.mu.Lock()
 	s.conn, s.addr = w, address
 	s.mu.Unlock()
@@ -190,7 +191,9 @@ func (s *zkSession) relay(out chan<- zk.Event, stop <-chan struct{}) {
 
 // zkCaptureConn passes a connection's bytes through unchanged and parses
 // the first message the server sends, its ConnectResponse, for the
-// session's id and password.
+// session's id and password. While held (HoldReplies), its Read delivers
+// nothing: the server's bytes wait in the socket until the hold is
+// released, or are lost with the connection when it is closed first.
 type zkCaptureConn struct {
 	net.Conn
 	s *zkSession
@@ -198,15 +201,143 @@ type zkCaptureConn struct {
 	// step, then its receive loop), so these need no lock.
 	buf    []byte
 	parsed bool
+
+	closeOnce sync.Once
+	closed    chan struct{} // closed by Close
+
+	hmu         sync.Mutex
+	held        bool
+	holdChanged chan struct{} // closed and replaced when held changes
+	// deadline is the read deadline the client asked for. While held, or
+	// while a hold has interrupted a Read, the socket's own read deadline
+	// is in the past instead.
+	deadline    time.Time
+	interrupted bool
 }
 
 func (c *zkCaptureConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if !c.parsed && n > 0 {
-		c.buf = append(c.buf, p[:n]...)
-		c.parse()
+	for {
+		if err := c.awaitUnheld(); err != nil {
+			return 0, err
+		}
+		n, err := c.Conn.Read(p)
+		if n == 0 && err != nil && isTimeout(err) && c.holdInterrupted() {
+			continue // a hold cut this Read short, not the client's deadline
+		}
+		if !c.parsed && n > 0 {
+			c.buf = append(c.buf, p[:n]...)
+			c.parse()
+		}
+		return n, err
 	}
-	return n, err
+}
+
+// awaitUnheld blocks while the connection is held, until the hold is
+// released (then it restores the client's read deadline on the socket),
+// the connection is closed (net.ErrClosed), or the client's read deadline
+// passes (a timeout, as a Read with nothing arriving would return).
+func (c *zkCaptureConn) awaitUnheld() error {
+	for {
+		c.hmu.Lock()
+		if !c.held {
+			if c.interrupted {
+				c.interrupted = false
+				c.Conn.SetReadDeadline(c.deadline)
+			}
+			c.hmu.Unlock()
+			return nil
+		}
+		changed, deadline := c.holdChanged, c.deadline
+		c.hmu.Unlock()
+		var expire <-chan time.Time
+		var t *time.Timer
+		if !deadline.IsZero() {
+			t = time.NewTimer(time.Until(deadline))
+			expire = t.C
+		}
+		var err error
+		select {
+		case <-changed:
+		case <-c.closed:
+			err = net.ErrClosed
+		case <-expire:
+			err = os.ErrDeadlineExceeded
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if err != nil {
+			return &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+		}
+	}
+}
+
+// holdInterrupted reports whether a Read that timed out may have been cut
+// short by a hold (and not by the client's own deadline), so that Read
+// should wait and read again.
+func (c *zkCaptureConn) holdInterrupted() bool {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if !c.held && !c.interrupted {
+		return false
+	}
+	return c.deadline.IsZero() || time.Now().Before(c.deadline)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// hold stops Read from delivering: a Read blocked in the socket now is cut
+// short (by a read deadline in the past) and waits too.
+func (c *zkCaptureConn) hold() {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if c.held {
+		return
+	}
+	c.held, c.interrupted = true, true
+	c.Conn.SetReadDeadline(time.Unix(1, 0))
+	close(c.holdChanged)
+	c.holdChanged = make(chan struct{})
+}
+
+// release ends a hold: Read delivers what was held, then what follows.
+func (c *zkCaptureConn) release() {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if !c.held {
+		return
+	}
+	c.held = false
+	c.Conn.SetReadDeadline(c.deadline) // fails harmlessly once closed
+	close(c.holdChanged)
+	c.holdChanged = make(chan struct{})
+}
+
+func (c *zkCaptureConn) SetReadDeadline(t time.Time) error {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	c.deadline = t
+	if c.held || c.interrupted {
+		return nil // applied when the hold ends
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *zkCaptureConn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// Close closes the connection; a held Read returns at once, and what the
+// hold kept is lost.
+func (c *zkCaptureConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }
 
 func (c *zkCaptureConn) parse() {
@@ -343,6 +474,45 @@ func (e *ZooKeeperEnsemble) DropConnection(conn *zk.Conn) error {
 		return err
 	}
 	return nil
+}
+
+// HoldReplies holds what the servers send to conn: from now on, nothing
+// arriving on conn's current TCP connection reaches the client, while its
+// requests still go out and are applied. Only this client is affected —
+// other clients and the traffic between servers are not —, so it is a
+// fault on the client's side of the connection, such as a request whose
+// answer is lost. release delivers what was held, in order, and lets the
+// connection run on; if the connection is closed first (DropConnection,
+// or the client giving up on it), what was held is lost, which is how a
+// client learns of a request that was applied but never answered. Calling
+// release again, or after the connection is closed, does nothing.
+//
+// While held, the client's own read deadline still applies: a client that
+// hears nothing for its receive timeout (two thirds of the session
+// timeout) closes the connection and reconnects by itself. The hold
+// covers the TCP connection conn uses when HoldReplies is called; the
+// connection the client makes after it is not held.
+func (e *ZooKeeperEnsemble) HoldReplies(conn *zk.Conn) (release func(), err error) {
+	s, err := e.session(conn)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	c, addr, id := s.conn, s.addr, s.id
+	s.mu.Unlock()
+	cc, ok := c.(*zkCaptureConn)
+	if !ok {
+		return nil, errors.New("integration: hold replies: not connected")
+	}
+	e.cfg.logger.Info("integration: hold replies", "session", fmt.Sprintf("%#x", id), "addr", addr)
+	cc.hold()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.cfg.logger.Info("integration: release replies", "session", fmt.Sprintf("%#x", id), "addr", addr)
+			cc.release()
+		})
+	}, nil
 }
 
 // ExpireSession expires conn's session on the servers, for real: it
