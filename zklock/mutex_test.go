@@ -178,39 +178,53 @@ func TestMutex(t *testing.T) {
 		}
 	})
 
-	t.Run("WaitedHolderMarks", func(t *testing.T) {
+	// A waiter marks its node once nothing older than its predecessor is
+	// left: the data becomes the holder value, a NUL and the predecessor's
+	// name, and the version 1 (see zklock's doc).
+	t.Run("WaiterMarks", func(t *testing.T) {
 		prefix := newPrefix()
 		holder := mustLock(t, newMutex(t, session(t, prefix), "mark"))
-		m := newMutex(t, session(t, prefix), "mark")
-		res := lockAsync(testCtx(t), m)
-		waitEntries(t, admin, m.Dir(), 2)
+		var ms []*zklock.Mutex
+		var rs []<-chan result
+		for i := range 3 {
+			m := newMutex(t, session(t, prefix), "mark")
+			ms, rs = append(ms, m), append(rs, lockAsync(testCtx(t), m))
+			waitEntries(t, admin, m.Dir(), i+2)
+		}
+		dir := ms[0].Dir()
+		es := entries(t, admin, dir)
 		mustUnlock(t, holder)
-		r := recv(t, res, "the waiter's Lock")
-		if r.Err != nil {
-			t.Fatal(r.Err)
+		l1 := recv(t, rs[0], "the first waiter's Lock")
+		if l1.Err != nil {
+			t.Fatal(l1.Err)
 		}
-		// The waiter, now holding, bumps its node's version for its
-		// successor; the data (the holder value) stays.
-		es := entries(t, admin, m.Dir())
-		if len(es) != 1 {
-			t.Fatalf("entries %v, want 1", es)
-		}
-		node := m.Dir() + "/" + es[0]
+		mustUnlock(t, l1.Lease)
+		// The third waiter has seen the first go: nothing older than its
+		// predecessor is left, and its node says so.
+		node := dir + "/" + es[3]
 		for {
 			data, st, ch, err := admin.GetW(node)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if st.Version > 0 {
-				if st.Version != 1 || string(data) != m.Session().Holder() {
-					t.Fatalf("marked node: version %d data %q, want 1 and %q", st.Version, data, m.Session().Holder())
+				if want := ms[2].Session().Holder() + "\x00" + es[2]; st.Version != 1 || string(data) != want {
+					t.Fatalf("marked node: version %d data %q, want 1 and %q", st.Version, data, want)
 				}
 				break
 			}
 			recv(t, ch, "the mark")
 		}
-		mustUnlock(t, r.Lease)
-		if es := entries(t, admin, m.Dir()); len(es) != 0 {
+		prev := l1.Lease.Token()
+		for i, r := range rs[1:] {
+			l := recv(t, r, "a waiter's Lock")
+			if l.Err != nil || !l.Lease.Token().Newer(prev) {
+				t.Fatalf("waiter %d: %v (after %v)", i+2, l.Err, prev)
+			}
+			prev = l.Lease.Token()
+			mustUnlock(t, l.Lease)
+		}
+		if es := entries(t, admin, dir); len(es) != 0 {
 			t.Fatalf("entries left: %v", es)
 		}
 	})

@@ -98,6 +98,9 @@ type entry struct {
 	// nil when the entry was not marked.
 	marked        chan struct{}
 	markedVersion int32
+	// waiting is set once the entry's first wait began: an entry with
+	// nothing older than its predecessor at enqueue does not mark.
+	waiting bool
 	// alive is cancelled when the node is deleted by anyone but its owner,
 	// when the session ends, or when the owner releases it; the cause says
 	// which.
@@ -195,9 +198,6 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 		e.abandon(err)
 		return nil, fail(err)
 	}
-	if waited && kind == distlock.Exclusive {
-		e.mark()
-	}
 	s.log.Debug("zklock: acquired", "lock", name, "node", path, "token", e.czxid)
 	return e.hold(), nil
 }
@@ -264,6 +264,12 @@ func (s *Session) create(ctx context.Context, dir, base, guid string) (string, e
 			if p != "" {
 				s.remember(p)
 				return p, nil
+			}
+			// Not made. Create again only while the connection has this
+			// session: after an expiry the client starts a new session by
+			// itself, and a node created in it would belong to no Session.
+			if !s.ours() {
+				return "", s.expired("expired (a create was cut off by a connection loss)")
 			}
 		case transient(r.err):
 			// Never sent.
@@ -410,57 +416,145 @@ func (e *entry) wait(ctx context.Context, q *distlock.Queue) error {
 		func(ctx context.Context, below int64) { e.survivors(ctx, q, below) })
 }
 
-// mark tells this entry's successor that nothing older than it is left:
-// it bumps the node's version (same data) in the background, off the
-// handoff. A waiter whose predecessor is marked knows, when that
-// predecessor goes, that it holds the lock, without listing the queue: in
-// a FIFO drain the successor's wake costs one deletion event and the
-// re-arming of one data watch, whatever the queue's length (zk.Lock lists
-// every child on every wake).
+// markSep separates, in a marked node's data, the holder value from the
+// name of the predecessor the mark vouches for.
+const markSep = "\x00"
+
+// mark records on this entry's node that nothing older than its
+// predecessor p is left: a Set (in the background; the data is the holder
+// value, markSep and p's name) that bumps the node's version. It is made
+// while this entry still waits on p, so when this entry acquires and
+// releases, its successor already knows that nothing older is left and
+// takes the deletion for the handoff without listing the queue. In a FIFO
+// queue a waiter marks itself when the entry before its predecessor goes,
+// a full handoff before it acquires: off the handoff, and answered before
+// its own release. Each wake then costs one deletion event, and each
+// handoff one mark and the re-arming of two data watches, whatever the
+// queue's length (zk.Lock lists every child on every wake).
 //
-// Only an exclusive entry that had to wait marks itself: one that held at
-// once saw nothing older, so neither can a waiter that enqueued after it
-// (or it saw a listing taken earlier, and then it checks, see survivors).
-// The mark is a hint: if it fails, the successor checks the older entries
-// itself. Entries' nodes must not be written by anyone else.
-func (e *entry) mark() {
+// A mark is a hint: a waiter that sees none checks for itself (see
+// survivors). Entry nodes must not be written by anyone else.
+func (e *entry) mark(p distlock.Entry) {
+	if e.marked != nil {
+		return
+	}
 	e.marked = make(chan struct{})
 	e.markedVersion = -1
 	done := e.marked
+	data := []byte(e.s.holder + markSep + p.Key[strings.LastIndexByte(p.Key, '/')+1:])
 	e.s.goBackground(func(ctx context.Context) {
 		defer close(done)
-		st, err := call(ctx, func() (*zk.Stat, error) {
-			return e.s.conn.Set(e.path, []byte(e.s.holder), e.version)
-		})
+		st, err := call(ctx, func() (*zk.Stat, error) { return e.s.conn.Set(e.path, data, e.version) })
 		if err == nil {
 			e.markedVersion = st.Version
 		}
 	})
 }
 
-// waitGone waits until entry p of q is gone, following its node with a
-// data watch. When p turns out to be marked (see mark), nothing older
-// than p is left: q drops it all, so that p's deletion is the handoff.
+// markedAfter returns the predecessor a marked node's data vouches for
+// (see mark); ok is false if the node is not marked.
+func markedAfter(w watched) (child string, ok bool) {
+	if w.stat.Version == 0 {
+		return "", false
+	}
+	i := strings.LastIndex(string(w.data), markSep)
+	if i < 0 {
+		return "", false
+	}
+	child = string(w.data[i+len(markSep):])
+	if _, _, _, ok := parseEntry(child); !ok {
+		return "", false
+	}
+	return child, true
+}
+
+// find returns the entry of q with key, if it is there and older than
+// below.
+func find(q *distlock.Queue, key string, below int64) (distlock.Entry, bool) {
+	for _, a := range q.Ahead() {
+		if a.Key == key && a.Seq < below {
+			return a, true
+		}
+	}
+	return distlock.Entry{}, false
+}
+
+// waitGone waits until entry p of q is gone, with a data watch on p and
+// one on the nearest entry older than p. Entry p's mark (see mark) names
+// the one entry older than p that may be left, so q drops the rest; once
+// that one is gone too, nothing older than p is left: this entry marks
+// itself, and p's deletion is the handoff.
 func (e *entry) waitGone(ctx context.Context, q *distlock.Queue, p distlock.Entry) error {
+	excl := q.Me().Kind == distlock.Exclusive && p.Kind == distlock.Exclusive
+	dir := e.s.dir(e.name)
+	first := !e.waiting
+	e.waiting = true
+	var pch, och <-chan zk.Event
+	var older distlock.Entry // the entry och watches
+	followOlder := true      // watch the nearest older entry (again)
 	for {
-		pw, ok, err := e.s.getW(ctx, p.Key)
-		if err != nil || !ok {
-			return err
+		if pch == nil {
+			pw, ok, err := e.s.getW(ctx, p.Key)
+			if err != nil || !ok {
+				return err
+			}
+			pch = pw.ch
+			if child, marked := markedAfter(pw); excl && marked {
+				// Of the entries older than p, only child may be left.
+				if c, ok := find(q, dir+"/"+child, p.Seq); ok {
+					q.Observed(p.Seq, c, true)
+					q.Observed(c.Seq, distlock.Entry{}, false)
+					if och == nil || older.Key != c.Key {
+						och, followOlder = nil, true
+					}
+				} else {
+					q.Observed(p.Seq, distlock.Entry{}, false)
+				}
+			}
 		}
-		if p.Kind == distlock.Exclusive && pw.stat.Version > 0 {
-			q.Observed(p.Seq, distlock.Entry{}, false)
+		o, more := q.After(p)
+		if !more {
+			if excl && !first {
+				e.mark(p)
+			}
+		} else if followOlder {
+			followOlder = false
+			ow, exists, err := e.s.getW(ctx, o.Key)
+			if err != nil {
+				return err
+			}
+			if !exists {
+				// Gone already. Older ones may be gone too, but walking
+				// a stale snapshot costs a request per entry: wait for
+				// p's mark instead (or check when p goes).
+				q.Gone(o.Key)
+				continue
+			}
+			och, older = ow.ch, o
 		}
+		first = false
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case ev := <-pw.ch:
+		case ev := <-pch:
+			pch = nil
 			switch ev.Type {
 			case zk.EventNodeDeleted:
 				return nil
 			case zk.EventNotWatching:
 				return e.s.watchErr(ev)
 			}
-			// A data change: the mark. Read it and watch again.
+			// A data change: p's mark. Read it and watch again.
+		case ev := <-och:
+			och = nil
+			switch ev.Type {
+			case zk.EventNotWatching:
+				return e.s.watchErr(ev)
+			case zk.EventNodeDeleted:
+				q.Gone(older.Key)
+			default:
+				followOlder = true
+			}
 		}
 	}
 }
@@ -584,7 +678,7 @@ func (e *entry) abandon(cause error) {
 // session lives.
 func (s *Session) abandon(path string) {
 	if !s.ours() {
-		s.forget(path) // gone with the session
+		s.removeStray(path)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
@@ -596,6 +690,33 @@ func (s *Session) abandon(path string) {
 	}
 	s.log.Warn("zklock: cleanup failed; retrying in the background", "node", path, "err", err)
 	s.removeLater(path)
+}
+
+// removeStray is abandon once the connection no longer has this session.
+// The node went with the session, unless a create sent for this session
+// was made in the connection's next one (the client starts a new session
+// by itself after an expiry, and sends what was queued in it): such a node
+// belongs to no Session and would stay at the head of the lock's queue
+// for as long as the connection lives, so it is deleted. A node of any
+// other session is left alone.
+func (s *Session) removeStray(path string) {
+	s.forget(path)
+	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	defer cancel()
+	st, err := retry(ctx, func() (*zk.Stat, error) {
+		ok, st, err := s.conn.Exists(path)
+		if err == nil && !ok {
+			return nil, nil
+		}
+		return st, err
+	})
+	if err != nil || st == nil || st.EphemeralOwner == s.id || st.EphemeralOwner != s.conn.SessionID() {
+		return // gone, going with this session, someone else's, or unknown
+	}
+	_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, st.Version) })
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		s.log.Warn("zklock: could not delete a node made in the connection's next session", "node", path, "err", err)
+	}
 }
 
 // removeLater deletes path in the background, retrying until it succeeds or

@@ -53,6 +53,7 @@ func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 // watched is what a GetW returned.
 type watched struct {
 	ch   <-chan zk.Event
+	data []byte
 	stat *zk.Stat
 }
 
@@ -60,8 +61,8 @@ type watched struct {
 // (and then no watch is left behind, unlike ExistsW).
 func (s *Session) getW(ctx context.Context, path string) (w watched, ok bool, err error) {
 	w, err = retry(ctx, func() (watched, error) {
-		_, st, ch, err := s.conn.GetW(path)
-		return watched{ch, st}, err
+		data, st, ch, err := s.conn.GetW(path)
+		return watched{ch, data, st}, err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
 		return watched{}, false, nil
