@@ -31,19 +31,19 @@
 // no watch behind on a node that is already gone).
 //
 // A waiter must not take its predecessor's deletion for the handoff while
-// older entries may remain (the predecessor may have given up waiting), and
-// listing the directory again to find out costs bytes that grow with the
-// queue. So an exclusive entry that had to wait marks its node once it
-// holds the lock: a Set of the same data, in the background, which bumps
-// the node's version. The successor's data watch sees the mark (or its
-// GetW reads version > 0): nothing older is left for good, and the
-// predecessor's deletion is the handoff. In a FIFO queue every wake then
-// costs one deletion event and one re-armed watch, whatever the queue's
-// length. When an unmarked predecessor goes (it gave up, or the mark
-// failed), the waiter checks the nearest older entries of its snapshot one
-// by one (Exists), and past two gone ones lists the directory once.
-// Entry nodes must therefore not be written by anyone else: a foreign Set
-// on a waiting node reads as a mark.
+// older entries may remain (the predecessor may have given up waiting),
+// and listing the directory again to find out costs bytes that grow with
+// the queue (zk.Lock lists every child on every wake). So a holder of an
+// exclusive entry releases with one transaction that sets its node's data
+// and deletes it: its successor's data watch fires with a data change
+// only for a release by a holder — nothing older is left, and the wake
+// needs no request at all —, and with a plain deletion when the
+// predecessor gave up or its session ended. Only then does the waiter
+// check the nearest older entries of its snapshot one by one (Exists), and
+// past two gone ones lists the directory once. A handoff is therefore one
+// write and one event whatever the queue's length. Entry nodes must not be
+// written by anyone else: a foreign Set on a waiting node reads as a
+// release.
 //
 // TryLock cannot compare the children and create in one operation on
 // ZooKeeper: it lists the directory first and loses at once, writing
@@ -63,9 +63,8 @@
 // someone else (distlock.ErrEntryGone) only after a Sync answered on the
 // same session proves the session outlived it, and on the session
 // (distlock.ErrSessionExpired) otherwise. Unlock deletes the node by its
-// exact path and its expected version (the one read when it was created,
-// or the mark's; any version while the mark is still unanswered, since
-// the two requests may then reach the server in either order); a second
+// exact path and the version read when it was created (for an exclusive
+// entry, in the set-data + delete transaction above); a second
 // Unlock returns distlock.ErrReleased.
 //
 // # Session state

@@ -181,50 +181,38 @@ func TestMutex(t *testing.T) {
 	// A waiter marks its node once nothing older than its predecessor is
 	// left: the data becomes the holder value, a NUL and the predecessor's
 	// name, and the version 1 (see zklock's doc).
-	t.Run("WaiterMarks", func(t *testing.T) {
+	// A holder releases with set-data + delete in one transaction, so its
+	// successor's data watch says "released", while a waiter that gives up
+	// only deletes its node (see zklock's doc).
+	t.Run("ReleaseIsADataChange", func(t *testing.T) {
 		prefix := newPrefix()
-		holder := mustLock(t, newMutex(t, session(t, prefix), "mark"))
-		var ms []*zklock.Mutex
-		var rs []<-chan result
-		for i := range 3 {
-			m := newMutex(t, session(t, prefix), "mark")
-			ms, rs = append(ms, m), append(rs, lockAsync(testCtx(t), m))
-			waitEntries(t, admin, m.Dir(), i+2)
-		}
-		dir := ms[0].Dir()
-		es := entries(t, admin, dir)
-		mustUnlock(t, holder)
-		l1 := recv(t, rs[0], "the first waiter's Lock")
-		if l1.Err != nil {
-			t.Fatal(l1.Err)
-		}
-		mustUnlock(t, l1.Lease)
-		// The third waiter has seen the first go: nothing older than its
-		// predecessor is left, and its node says so.
-		node := dir + "/" + es[3]
-		for {
-			data, st, ch, err := admin.GetW(node)
+		m := newMutex(t, session(t, prefix), "rel")
+		l := mustLock(t, m)
+		ctx, cancel := context.WithCancel(testCtx(t))
+		waiter := lockAsync(ctx, newMutex(t, session(t, prefix), "rel"))
+		waitEntries(t, admin, m.Dir(), 2)
+		es := entries(t, admin, m.Dir())
+		watch := func(child string) <-chan zk.Event {
+			_, _, ch, err := admin.GetW(m.Dir() + "/" + child)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.Version > 0 {
-				if want := ms[2].Session().Holder() + "\x00" + es[2]; st.Version != 1 || string(data) != want {
-					t.Fatalf("marked node: version %d data %q, want 1 and %q", st.Version, data, want)
-				}
-				break
-			}
-			recv(t, ch, "the mark")
+			return ch
 		}
-		prev := l1.Lease.Token()
-		for i, r := range rs[1:] {
-			l := recv(t, r, "a waiter's Lock")
-			if l.Err != nil || !l.Lease.Token().Newer(prev) {
-				t.Fatalf("waiter %d: %v (after %v)", i+2, l.Err, prev)
-			}
-			prev = l.Lease.Token()
-			mustUnlock(t, l.Lease)
+		wch := watch(es[1])
+		cancel()
+		if r := recv(t, waiter, "the cancelled Lock"); !errors.Is(r.Err, context.Canceled) {
+			t.Fatalf("cancelled Lock: %v", r.Err)
 		}
-		if es := entries(t, admin, dir); len(es) != 0 {
+		if ev := recv(t, wch, "the waiter's node event"); ev.Type != zk.EventNodeDeleted {
+			t.Fatalf("a waiter that gave up: %v, want a plain deletion", ev.Type)
+		}
+		hch := watch(es[0])
+		mustUnlock(t, l)
+		if ev := recv(t, hch, "the holder's node event"); ev.Type != zk.EventNodeDataChanged {
+			t.Fatalf("a holder's release: %v, want a data change", ev.Type)
+		}
+		if es := entries(t, admin, m.Dir()); len(es) != 0 {
 			t.Fatalf("entries left: %v", es)
 		}
 	})

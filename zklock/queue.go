@@ -90,17 +90,10 @@ type entry struct {
 	name    string
 	path    string
 	seq     int64
+	kind    distlock.Kind
 	czxid   int64 // the fencing token once it holds
 	version int32
 	own     <-chan zk.Event // the watch on the node, until track's goroutine takes over
-	// marked is closed when the mark (see mark) has been answered;
-	// markedVersion is then the node's version, or -1 if the mark failed.
-	// nil when the entry was not marked.
-	marked        chan struct{}
-	markedVersion int32
-	// waiting is set once the entry's first wait began: an entry with
-	// nothing older than its predecessor at enqueue does not mark.
-	waiting bool
 	// alive is cancelled when the node is deleted by anyone but its owner,
 	// when the session ends, or when the owner releases it; the cause says
 	// which.
@@ -161,7 +154,7 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 		})
 		lch <- listing{c, err}
 	}()
-	e, err := s.track(rctx, name, path, seq)
+	e, err := s.track(rctx, name, path, seq, kind)
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -331,7 +324,7 @@ func (s *Session) findGUID(ctx context.Context, dir, guid string) (string, error
 // its ephemeral owner must be this session (the client starts a new
 // session by itself after an expiry, and a create sent then belongs to
 // it). Then it follows the node for deletion by others.
-func (s *Session) track(ctx context.Context, name, path string, seq int64) (*entry, error) {
+func (s *Session) track(ctx context.Context, name, path string, seq int64, kind distlock.Kind) (*entry, error) {
 	w, ok, err := s.getW(ctx, path)
 	if err != nil {
 		s.abandon(path)
@@ -346,7 +339,7 @@ func (s *Session) track(ctx context.Context, name, path string, seq int64) (*ent
 		return nil, s.expired(fmt.Sprintf("expired (node %s belongs to session %#x)", path, w.stat.EphemeralOwner))
 	}
 	alive, kill := context.WithCancelCause(s.ctx)
-	e := &entry{s: s, name: name, path: path, seq: seq, czxid: w.stat.Czxid, version: w.stat.Version,
+	e := &entry{s: s, name: name, path: path, seq: seq, kind: kind, czxid: w.stat.Czxid, version: w.stat.Version,
 		own: w.ch, alive: alive, kill: kill}
 	ch := w.ch
 	s.goBackground(func(context.Context) {
@@ -416,144 +409,32 @@ func (e *entry) wait(ctx context.Context, q *distlock.Queue) error {
 		func(ctx context.Context, below int64) { e.survivors(ctx, q, below) })
 }
 
-// markSep separates, in a marked node's data, the holder value from the
-// name of the predecessor the mark vouches for.
-const markSep = "\x00"
-
-// mark records on this entry's node that nothing older than its
-// predecessor p is left: a Set (in the background; the data is the holder
-// value, markSep and p's name) that bumps the node's version. It is made
-// while this entry still waits on p, so when this entry acquires and
-// releases, its successor already knows that nothing older is left and
-// takes the deletion for the handoff without listing the queue. In a FIFO
-// queue a waiter marks itself when the entry before its predecessor goes,
-// a full handoff before it acquires: off the handoff, and answered before
-// its own release. Each wake then costs one deletion event, and each
-// handoff one mark and the re-arming of two data watches, whatever the
-// queue's length (zk.Lock lists every child on every wake).
-//
-// A mark is a hint: a waiter that sees none checks for itself (see
-// survivors). Entry nodes must not be written by anyone else.
-func (e *entry) mark(p distlock.Entry) {
-	if e.marked != nil {
-		return
-	}
-	e.marked = make(chan struct{})
-	e.markedVersion = -1
-	done := e.marked
-	data := []byte(e.s.holder + markSep + p.Key[strings.LastIndexByte(p.Key, '/')+1:])
-	e.s.goBackground(func(ctx context.Context) {
-		defer close(done)
-		st, err := call(ctx, func() (*zk.Stat, error) { return e.s.conn.Set(e.path, data, e.version) })
-		if err == nil {
-			e.markedVersion = st.Version
-		}
-	})
-}
-
-// markedAfter returns the predecessor a marked node's data vouches for
-// (see mark); ok is false if the node is not marked.
-func markedAfter(w watched) (child string, ok bool) {
-	if w.stat.Version == 0 {
-		return "", false
-	}
-	i := strings.LastIndex(string(w.data), markSep)
-	if i < 0 {
-		return "", false
-	}
-	child = string(w.data[i+len(markSep):])
-	if _, _, _, ok := parseEntry(child); !ok {
-		return "", false
-	}
-	return child, true
-}
-
-// find returns the entry of q with key, if it is there and older than
-// below.
-func find(q *distlock.Queue, key string, below int64) (distlock.Entry, bool) {
-	for _, a := range q.Ahead() {
-		if a.Key == key && a.Seq < below {
-			return a, true
-		}
-	}
-	return distlock.Entry{}, false
-}
-
-// waitGone waits until entry p of q is gone, with a data watch on p and
-// one on the nearest entry older than p. Entry p's mark (see mark) names
-// the one entry older than p that may be left, so q drops the rest; once
-// that one is gone too, nothing older than p is left: this entry marks
-// itself, and p's deletion is the handoff.
+// waitGone waits until entry p of q is gone, with a data watch on p's
+// node. An exclusive holder releases with one transaction that sets its
+// node's data and deletes it (see release), so a waiter sees a data change
+// only when its predecessor released the lock it held: nothing older than
+// p is left, and the wake needs no request. A plain deletion (p gave up
+// waiting, its session ended) leaves older entries to check (survivors).
 func (e *entry) waitGone(ctx context.Context, q *distlock.Queue, p distlock.Entry) error {
-	excl := q.Me().Kind == distlock.Exclusive && p.Kind == distlock.Exclusive
-	dir := e.s.dir(e.name)
-	first := !e.waiting
-	e.waiting = true
-	var pch, och <-chan zk.Event
-	var older distlock.Entry // the entry och watches
-	followOlder := true      // watch the nearest older entry (again)
 	for {
-		if pch == nil {
-			pw, ok, err := e.s.getW(ctx, p.Key)
-			if err != nil || !ok {
-				return err
-			}
-			pch = pw.ch
-			if child, marked := markedAfter(pw); excl && marked {
-				// Of the entries older than p, only child may be left.
-				if c, ok := find(q, dir+"/"+child, p.Seq); ok {
-					q.Observed(p.Seq, c, true)
-					q.Observed(c.Seq, distlock.Entry{}, false)
-					if och == nil || older.Key != c.Key {
-						och, followOlder = nil, true
-					}
-				} else {
-					q.Observed(p.Seq, distlock.Entry{}, false)
-				}
-			}
+		pw, ok, err := e.s.getW(ctx, p.Key)
+		if err != nil || !ok {
+			return err
 		}
-		o, more := q.After(p)
-		if !more {
-			if excl && !first {
-				e.mark(p)
-			}
-		} else if followOlder {
-			followOlder = false
-			ow, exists, err := e.s.getW(ctx, o.Key)
-			if err != nil {
-				return err
-			}
-			if !exists {
-				// Gone already. Older ones may be gone too, but walking
-				// a stale snapshot costs a request per entry: wait for
-				// p's mark instead (or check when p goes).
-				q.Gone(o.Key)
-				continue
-			}
-			och, older = ow.ch, o
-		}
-		first = false
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case ev := <-pch:
-			pch = nil
+		case ev := <-pw.ch:
 			switch ev.Type {
 			case zk.EventNodeDeleted:
 				return nil
+			case zk.EventNodeDataChanged:
+				if p.Kind == distlock.Exclusive {
+					q.Observed(p.Seq, distlock.Entry{}, false)
+					return nil
+				}
 			case zk.EventNotWatching:
 				return e.s.watchErr(ev)
-			}
-			// A data change: p's mark. Read it and watch again.
-		case ev := <-och:
-			och = nil
-			switch ev.Type {
-			case zk.EventNotWatching:
-				return e.s.watchErr(ev)
-			case zk.EventNodeDeleted:
-				q.Gone(older.Key)
-			default:
-				followOlder = true
 			}
 		}
 	}
@@ -564,8 +445,8 @@ func (e *entry) waitGone(ctx context.Context, q *distlock.Queue, p distlock.Entr
 const walkLimit = 2
 
 // survivors runs when an entry went while older ones were still in q's
-// snapshot: the predecessor gave up waiting (or released before its mark
-// was seen). It checks the nearest older entries one by one, a small
+// snapshot without having released the lock (it gave up waiting, or its
+// session ended). It checks the nearest older entries one by one, a small
 // request each; past walkLimit gone ones it lists the directory once (one
 // request whose size grows with the queue, but independent of how many
 // entries left since the enqueue). An error leaves q as it was, which only
@@ -594,6 +475,7 @@ func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
 	if len(older) <= walkLimit {
 		return
 	}
+	e.s.log.Debug("zklock: listing", "node", e.path, "older", len(older))
 	older = older[:len(older)-walkLimit]
 	dir := e.s.dir(e.name)
 	kids, err := call(ctx, func() ([]string, error) {
@@ -625,30 +507,20 @@ func (e *entry) hold() *distlock.Lease {
 }
 
 // release deletes the node by its exact path and version. It is the
-// Lease's release function.
+// Lease's release function. An exclusive entry is released with one
+// transaction, set-data then delete (both version-checked): the data
+// change tells the successor's watch that the lock was released by its
+// holder, not given up by a waiter (see waitGone). One write, like a plain
+// delete; the data written is empty.
 func (e *entry) release(ctx context.Context) error {
 	known := e.alive.Err() != nil
 	e.kill(distlock.ErrReleased)
-	del := func(v int32) error {
-		_, err := retry(ctx, func() (struct{}, error) { return struct{}{}, e.s.conn.Delete(e.path, v) })
-		return err
-	}
-	v := e.version
-	if e.marked != nil {
-		select {
-		case <-e.marked:
-			v = e.markedVersion
-		default:
-			// The mark is still out: it may reach the server before or
-			// after this delete, so no version can be expected.
-			v = -1
-		}
-	}
-	err := del(v)
+	err := e.handBack(ctx)
 	if errors.Is(err, zk.ErrBadVersion) {
 		// Someone set the node's data. The path, with its GUID and
-		// sequence number, is still this acquisition's alone.
-		err = del(-1)
+		// sequence number, is still this acquisition's alone; a plain
+		// delete only makes the successor check for itself.
+		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, e.s.conn.Delete(e.path, -1) })
 	}
 	switch {
 	case err == nil:
@@ -664,6 +536,46 @@ func (e *entry) release(ctx context.Context) error {
 	}
 	e.s.log.Debug("zklock: released", "lock", e.name, "token", e.czxid)
 	return nil
+}
+
+// handBack deletes the held node, with the set-data that marks a release
+// for an exclusive entry. A request cut off by a connection loss may have
+// been applied: if the retry finds the node gone, that was this release.
+func (e *entry) handBack(ctx context.Context) error {
+	del := func() error { return e.s.conn.Delete(e.path, e.version) }
+	if e.kind == distlock.Exclusive {
+		del = func() error {
+			rs, err := e.s.conn.Multi(
+				&zk.SetDataRequest{Path: e.path, Data: nil, Version: e.version},
+				&zk.DeleteRequest{Path: e.path, Version: e.version + 1})
+			return multiErr(rs, err)
+		}
+	}
+	cut := false
+	for {
+		_, err := call(ctx, func() (struct{}, error) { return struct{}{}, del() })
+		switch {
+		case errors.Is(err, zk.ErrNoNode) && cut:
+			return nil
+		case err == nil || !transient(err) || ctx.Err() != nil:
+			return err
+		}
+		cut = cut || errors.Is(err, zk.ErrConnectionClosed)
+		if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
+			return err
+		}
+	}
+}
+
+// multiErr returns the error that made a multi fail: the failing
+// operation's own, not the marker the server puts on the others.
+func multiErr(rs []zk.MultiResponse, err error) error {
+	for _, r := range rs {
+		if errors.Is(r.Error, zk.ErrNoNode) || errors.Is(r.Error, zk.ErrBadVersion) || errors.Is(r.Error, zk.ErrNoAuth) {
+			return r.Error
+		}
+	}
+	return err
 }
 
 // abandon is the failure path of a Lock that had created its node.
