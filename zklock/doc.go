@@ -25,22 +25,30 @@
 //
 // # Handoff
 //
-// Lock creates its node, then at once reads its own node's Stat with a
-// watch (the czxid, the ephemeral owner) and lists the directory, and waits
-// on its immediate predecessor only, with GetW (which, unlike ExistsW, leaves
-// no watch behind on a node that is already gone).
+// Lock creates its node, then at once lists the directory and reads its
+// own node's Stat with a watch (the czxid, the ephemeral owner), and waits
+// on its immediate predecessor only, with GetW (which, unlike ExistsW,
+// leaves no watch behind on a node that is already gone). When nothing is
+// ahead, Lock returns after the listing alone, as zk.Lock does: the listing
+// was answered on this session and shows the node, and when the
+// directory's cversion says no child changed after the create, its pzxid
+// is the node's czxid. The Stat read then only arms the node's watch, and
+// a loss it finds (the node already deleted by someone else) is reported
+// through the Lease's Done just after Lock returned.
 //
 // A waiter must not take its predecessor's deletion for the handoff while
 // older entries may remain (the predecessor may have given up waiting),
 // and listing the directory again to find out costs bytes that grow with
-// the queue (zk.Lock lists every child on every wake). So a holder of an
-// exclusive entry releases with one transaction that sets its node's data
-// and deletes it: its successor's data watch fires with a data change
-// only for a release by a holder — nothing older is left, and the wake
-// needs no request at all —, and with a plain deletion when the
-// predecessor gave up or its session ended. Only then does the waiter
-// check the nearest older entries of its snapshot one by one (Exists), and
-// past two gone ones lists the directory once. A handoff is therefore one
+// the queue (zk.Lock lists every child on every wake). So a holder that
+// had to wait releases with one transaction that sets its node's data and
+// deletes it: its successor's data watch fires with a data change only for
+// a release by a holder — nothing older is left, and the wake needs no
+// request at all —, and with a plain deletion when the predecessor gave
+// up or its session ended. A holder that never waited deletes plainly: a
+// waiter behind it saw nothing older either (barring a listing taken just
+// before an older entry went). After a plain deletion the waiter checks
+// the nearest older entries of its snapshot one by one (Exists), and past
+// two gone ones lists the directory once. A handoff is therefore one
 // write and one event whatever the queue's length. Entry nodes must not be
 // written by anyone else: a foreign Set on a waiting node reads as a
 // release.
@@ -63,8 +71,8 @@
 // someone else (distlock.ErrEntryGone) only after a Sync answered on the
 // same session proves the session outlived it, and on the session
 // (distlock.ErrSessionExpired) otherwise. Unlock deletes the node by its
-// exact path and the version read when it was created (for an exclusive
-// entry, in the set-data + delete transaction above); a second
+// exact path and the version read when it was created (for a holder that
+// waited, in the set-data + delete transaction above); a second
 // Unlock returns distlock.ErrReleased.
 //
 // # Session state

@@ -181,16 +181,19 @@ func TestMutex(t *testing.T) {
 	// A waiter marks its node once nothing older than its predecessor is
 	// left: the data becomes the holder value, a NUL and the predecessor's
 	// name, and the version 1 (see zklock's doc).
-	// A holder releases with set-data + delete in one transaction, so its
-	// successor's data watch says "released", while a waiter that gives up
-	// only deletes its node (see zklock's doc).
+	// A holder that waited releases with set-data + delete in one
+	// transaction, so its successor's data watch says "released"; a waiter
+	// that gives up, and a holder that never waited (nobody behind it can
+	// have seen anything older), only delete their node (see zklock's doc).
 	t.Run("ReleaseIsADataChange", func(t *testing.T) {
 		prefix := newPrefix()
 		m := newMutex(t, session(t, prefix), "rel")
 		l := mustLock(t, m)
 		ctx, cancel := context.WithCancel(testCtx(t))
-		waiter := lockAsync(ctx, newMutex(t, session(t, prefix), "rel"))
+		quitter := lockAsync(ctx, newMutex(t, session(t, prefix), "rel"))
 		waitEntries(t, admin, m.Dir(), 2)
+		waiter := lockAsync(testCtx(t), newMutex(t, session(t, prefix), "rel"))
+		waitEntries(t, admin, m.Dir(), 3)
 		es := entries(t, admin, m.Dir())
 		watch := func(child string) <-chan zk.Event {
 			_, _, ch, err := admin.GetW(m.Dir() + "/" + child)
@@ -199,19 +202,28 @@ func TestMutex(t *testing.T) {
 			}
 			return ch
 		}
-		wch := watch(es[1])
+		expect := func(ch <-chan zk.Event, want zk.EventType, what string) {
+			t.Helper()
+			if ev := recv(t, ch, what); ev.Type != want {
+				t.Fatalf("%s: %v, want %v", what, ev.Type, want)
+			}
+		}
+		qch := watch(es[1])
 		cancel()
-		if r := recv(t, waiter, "the cancelled Lock"); !errors.Is(r.Err, context.Canceled) {
+		if r := recv(t, quitter, "the cancelled Lock"); !errors.Is(r.Err, context.Canceled) {
 			t.Fatalf("cancelled Lock: %v", r.Err)
 		}
-		if ev := recv(t, wch, "the waiter's node event"); ev.Type != zk.EventNodeDeleted {
-			t.Fatalf("a waiter that gave up: %v, want a plain deletion", ev.Type)
-		}
+		expect(qch, zk.EventNodeDeleted, "a waiter that gave up")
 		hch := watch(es[0])
 		mustUnlock(t, l)
-		if ev := recv(t, hch, "the holder's node event"); ev.Type != zk.EventNodeDataChanged {
-			t.Fatalf("a holder's release: %v, want a data change", ev.Type)
+		expect(hch, zk.EventNodeDeleted, "the release of a holder that never waited")
+		r := recv(t, waiter, "the waiter's Lock")
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
+		wch := watch(es[2])
+		mustUnlock(t, r.Lease)
+		expect(wch, zk.EventNodeDataChanged, "the release of a holder that waited")
 		if es := entries(t, admin, m.Dir()); len(es) != 0 {
 			t.Fatalf("entries left: %v", es)
 		}

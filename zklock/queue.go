@@ -91,6 +91,7 @@ type entry struct {
 	path    string
 	seq     int64
 	kind    distlock.Kind
+	waited  bool  // it had entries ahead when it enqueued
 	czxid   int64 // the fencing token once it holds
 	version int32
 	own     <-chan zk.Event // the watch on the node, until track's goroutine takes over
@@ -139,47 +140,71 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 		return nil, fail(err)
 	}
 	_, _, seq, _ := parseEntry(path[len(dir)+1:])
-	// The listing and the read of my node's Stat go out together: both
-	// follow the create on the session's ordered channel, so the listing
-	// sees every entry created before mine.
+	// The listing and the read of my node's Stat (with the watch that
+	// follows it) go out together: both follow the create on the session's
+	// ordered channel, so the listing sees every entry created before mine.
 	type listing struct {
 		children []string
+		stat     *zk.Stat
 		err      error
 	}
 	lch := make(chan listing, 1)
 	go func() {
-		c, err := retry(rctx, func() ([]string, error) {
-			c, _, err := s.conn.Children(dir)
-			return c, err
+		l, err := retry(rctx, func() (listing, error) {
+			c, st, err := s.conn.Children(dir)
+			return listing{c, st, err}, err
 		})
-		lch <- listing{c, err}
+		l.err = err
+		lch <- l
 	}()
-	e, err := s.track(rctx, name, path, seq, kind)
-	if err != nil {
-		return nil, fail(err)
-	}
+	och := make(chan ownRead, 1)
+	s.goBackground(func(ctx context.Context) {
+		w, ok, err := s.getW(ctx, path)
+		och <- ownRead{w, ok, err}
+	})
 	l := <-lch
-	children, err := l.children, l.err
-	if err != nil {
-		err = s.storeErr(err)
-		e.abandon(err)
+	if l.err != nil {
+		err := s.storeErr(l.err)
+		s.abandon(path)
 		return nil, fail(err)
 	}
-	all := make([]distlock.Entry, 0, len(children))
-	for _, c := range children {
+	all := make([]distlock.Entry, 0, len(l.children))
+	mine := false
+	for _, c := range l.children {
 		if k, _, sq, ok := parseEntry(c); ok {
 			all = append(all, distlock.Entry{Key: dir + "/" + c, Seq: sq, Kind: k})
+			mine = mine || dir+"/"+c == path
 		}
 	}
 	q := distlock.NewQueue(distlock.Entry{Key: path, Seq: seq, Kind: kind}, all)
-	if try {
-		if p, more := q.Next(); more {
-			err := fmt.Errorf("%w (entry %s)", distlock.ErrLocked, p.Key)
-			e.abandon(err)
+	_, waited := q.Next()
+	var e *entry
+	if !waited && mine && l.stat.Cversion == int32(seq)+1 && s.ours() {
+		// Nothing ahead, and no child of the directory was created or
+		// deleted after mine: the directory's pzxid is my node's czxid.
+		// The listing, answered on this session, showed my node: it is
+		// mine and alive. Its Stat read need not be waited for; it arms
+		// the watch that reports a later loss.
+		e = s.newEntry(name, path, seq, kind, l.stat.Pzxid, 0, nil)
+		s.goBackground(func(context.Context) { e.follow(och, true) })
+	} else {
+		var r ownRead
+		select {
+		case r = <-och:
+		case <-rctx.Done():
+			r.err = context.Cause(rctx)
+		}
+		if e, err = s.track(rctx, name, path, seq, kind, r); err != nil {
 			return nil, fail(err)
 		}
 	}
-	_, waited := q.Next()
+	e.waited = waited
+	if try && waited {
+		p, _ := q.Next()
+		err := fmt.Errorf("%w (entry %s)", distlock.ErrLocked, p.Key)
+		e.abandon(err)
+		return nil, fail(err)
+	}
 	if waited {
 		s.log.Debug("zklock: enqueued", "lock", name, "node", path, "ahead", len(q.Ahead()))
 		if err := e.wait(rctx, q); err != nil {
@@ -320,59 +345,98 @@ func (s *Session) findGUID(ctx context.Context, dir, guid string) (string, error
 	return "", nil
 }
 
-// track reads the new node's Stat with a watch: its czxid is the token, and
-// its ephemeral owner must be this session (the client starts a new
+// ownRead is the result of reading an entry's own node with a watch.
+type ownRead struct {
+	w   watched
+	ok  bool
+	err error
+}
+
+// track checks the read of the new node's Stat: its czxid is the token,
+// and its ephemeral owner must be this session (the client starts a new
 // session by itself after an expiry, and a create sent then belongs to
 // it). Then it follows the node for deletion by others.
-func (s *Session) track(ctx context.Context, name, path string, seq int64, kind distlock.Kind) (*entry, error) {
-	w, ok, err := s.getW(ctx, path)
-	if err != nil {
+func (s *Session) track(ctx context.Context, name, path string, seq int64, kind distlock.Kind, r ownRead) (*entry, error) {
+	if r.err != nil {
 		s.abandon(path)
-		return nil, err
+		return nil, r.err
 	}
-	if !ok {
+	if !r.ok {
 		s.forget(path)
 		return nil, s.goneCause(ctx, path)
 	}
-	if w.stat.EphemeralOwner != s.id {
+	if r.w.stat.EphemeralOwner != s.id {
 		s.abandon(path)
-		return nil, s.expired(fmt.Sprintf("expired (node %s belongs to session %#x)", path, w.stat.EphemeralOwner))
+		return nil, s.expired(fmt.Sprintf("expired (node %s belongs to session %#x)", path, r.w.stat.EphemeralOwner))
 	}
-	alive, kill := context.WithCancelCause(s.ctx)
-	e := &entry{s: s, name: name, path: path, seq: seq, kind: kind, czxid: w.stat.Czxid, version: w.stat.Version,
-		own: w.ch, alive: alive, kill: kill}
-	ch := w.ch
+	e := s.newEntry(name, path, seq, kind, r.w.stat.Czxid, r.w.stat.Version, r.w.ch)
 	s.goBackground(func(context.Context) {
-		for {
-			select {
-			case <-alive.Done():
-				return
-			case ev := <-ch:
-				switch ev.Type {
-				case zk.EventNodeDeleted:
-					kill(s.goneCause(alive, path))
-					return
-				case zk.EventNotWatching:
-					kill(s.watchErr(ev))
-					return
-				}
-				w, ok, err := s.getW(alive, path)
-				switch {
-				case err != nil:
-					kill(err)
-					return
-				case !ok:
-					kill(s.goneCause(alive, path))
-					return
-				}
-				ch = w.ch
-			}
-		}
+		och := make(chan ownRead, 1)
+		och <- r
+		e.follow(och, false)
 	})
+	return e, nil
+}
+
+// newEntry returns the entry for this session's node at path.
+func (s *Session) newEntry(name, path string, seq int64, kind distlock.Kind, czxid int64, version int32, own <-chan zk.Event) *entry {
+	alive, kill := context.WithCancelCause(s.ctx)
 	if s.ctx.Err() != nil {
 		kill(s.Err())
 	}
-	return e, nil
+	return &entry{s: s, name: name, path: path, seq: seq, kind: kind, czxid: czxid, version: version,
+		own: own, alive: alive, kill: kill}
+}
+
+// follow ends e.alive when e's node is deleted by anyone but its owner or
+// the session ends, given the first read of the node (with its watch) on
+// first. unchecked says that read was not checked yet (see acquire).
+func (e *entry) follow(first <-chan ownRead, unchecked bool) {
+	s, path := e.s, e.path
+	var r ownRead
+	select {
+	case r = <-first:
+	case <-e.alive.Done():
+		return
+	}
+	switch {
+	case !unchecked:
+	case r.err != nil:
+		e.kill(r.err)
+		return
+	case !r.ok:
+		e.kill(s.goneCause(e.alive, path))
+		return
+	case r.w.stat.EphemeralOwner != s.id:
+		e.kill(s.expired(fmt.Sprintf("expired (node %s belongs to session %#x)", path, r.w.stat.EphemeralOwner)))
+		return
+	}
+	ch := r.w.ch
+	for {
+		select {
+		case <-e.alive.Done():
+			return
+		case ev := <-ch:
+			switch ev.Type {
+			case zk.EventNodeDeleted:
+				e.kill(s.goneCause(e.alive, path))
+				return
+			case zk.EventNotWatching:
+				e.kill(s.watchErr(ev))
+				return
+			}
+			w, ok, err := s.getW(e.alive, path)
+			switch {
+			case err != nil:
+				e.kill(err)
+				return
+			case !ok:
+				e.kill(s.goneCause(e.alive, path))
+				return
+			}
+			ch = w.ch
+		}
+	}
 }
 
 // check is the last look before "acquired": the node's own watch may have
@@ -543,7 +607,7 @@ func (e *entry) release(ctx context.Context) error {
 // been applied: if the retry finds the node gone, that was this release.
 func (e *entry) handBack(ctx context.Context) error {
 	del := func() error { return e.s.conn.Delete(e.path, e.version) }
-	if e.kind == distlock.Exclusive {
+	if e.kind == distlock.Exclusive && e.waited {
 		del = func() error {
 			rs, err := e.s.conn.Multi(
 				&zk.SetDataRequest{Path: e.path, Data: nil, Version: e.version},
