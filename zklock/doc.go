@@ -28,13 +28,13 @@
 // Lock creates its node, then at once lists the directory and reads its
 // own node's Stat with a watch (the czxid, the ephemeral owner), and waits
 // on its immediate predecessor only, with GetW (which, unlike ExistsW,
-// leaves no watch behind on a node that is already gone). When nothing is
-// ahead, Lock returns after the listing alone, as zk.Lock does: the listing
-// was answered on this session and shows the node, and when the
-// directory's cversion says no child changed after the create, its pzxid
-// is the node's czxid. The Stat read then only arms the node's watch, and
-// a loss it finds (the node already deleted by someone else) is reported
-// through the Lease's Done just after Lock returned.
+// leaves no watch behind on a node that is already gone). The two reads
+// go out together, so an uncontended Lock costs the create's round trip
+// and one read's, as zk.Lock's create + list does; the Stat read is the
+// price of an exact token and of a lost signal when someone else deletes
+// the node. (The directory's pzxid is not a substitute: it is the czxid
+// only if no child changed after the create, which nothing in the listing
+// proves.)
 //
 // A waiter must not take its predecessor's deletion for the handoff while
 // older entries may remain (the predecessor may have given up waiting),

@@ -145,59 +145,34 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 	// ordered channel, so the listing sees every entry created before mine.
 	type listing struct {
 		children []string
-		stat     *zk.Stat
 		err      error
 	}
 	lch := make(chan listing, 1)
 	go func() {
-		l, err := retry(rctx, func() (listing, error) {
-			c, st, err := s.conn.Children(dir)
-			return listing{c, st, err}, err
+		c, err := retry(rctx, func() ([]string, error) {
+			c, _, err := s.conn.Children(dir)
+			return c, err
 		})
-		l.err = err
-		lch <- l
+		lch <- listing{c, err}
 	}()
-	och := make(chan ownRead, 1)
-	s.goBackground(func(ctx context.Context) {
-		w, ok, err := s.getW(ctx, path)
-		och <- ownRead{w, ok, err}
-	})
+	e, err := s.track(rctx, name, path, seq, kind)
+	if err != nil {
+		return nil, fail(err)
+	}
 	l := <-lch
 	if l.err != nil {
 		err := s.storeErr(l.err)
-		s.abandon(path)
+		e.abandon(err)
 		return nil, fail(err)
 	}
 	all := make([]distlock.Entry, 0, len(l.children))
-	mine := false
 	for _, c := range l.children {
 		if k, _, sq, ok := parseEntry(c); ok {
 			all = append(all, distlock.Entry{Key: dir + "/" + c, Seq: sq, Kind: k})
-			mine = mine || dir+"/"+c == path
 		}
 	}
 	q := distlock.NewQueue(distlock.Entry{Key: path, Seq: seq, Kind: kind}, all)
 	_, waited := q.Next()
-	var e *entry
-	if !waited && mine && l.stat.Cversion == int32(seq)+1 && s.ours() {
-		// Nothing ahead, and no child of the directory was created or
-		// deleted after mine: the directory's pzxid is my node's czxid.
-		// The listing, answered on this session, showed my node: it is
-		// mine and alive. Its Stat read need not be waited for; it arms
-		// the watch that reports a later loss.
-		e = s.newEntry(name, path, seq, kind, l.stat.Pzxid, 0, nil)
-		s.goBackground(func(context.Context) { e.follow(och, true) })
-	} else {
-		var r ownRead
-		select {
-		case r = <-och:
-		case <-rctx.Done():
-			r.err = context.Cause(rctx)
-		}
-		if e, err = s.track(rctx, name, path, seq, kind, r); err != nil {
-			return nil, fail(err)
-		}
-	}
 	e.waited = waited
 	if try && waited {
 		p, _ := q.Next()
@@ -345,73 +320,38 @@ func (s *Session) findGUID(ctx context.Context, dir, guid string) (string, error
 	return "", nil
 }
 
-// ownRead is the result of reading an entry's own node with a watch.
-type ownRead struct {
-	w   watched
-	ok  bool
-	err error
-}
-
-// track checks the read of the new node's Stat: its czxid is the token,
-// and its ephemeral owner must be this session (the client starts a new
+// track reads the new node's Stat with a watch: its czxid is the token, and
+// its ephemeral owner must be this session (the client starts a new
 // session by itself after an expiry, and a create sent then belongs to
 // it). Then it follows the node for deletion by others.
-func (s *Session) track(ctx context.Context, name, path string, seq int64, kind distlock.Kind, r ownRead) (*entry, error) {
-	if r.err != nil {
+func (s *Session) track(ctx context.Context, name, path string, seq int64, kind distlock.Kind) (*entry, error) {
+	w, ok, err := s.getW(ctx, path)
+	if err != nil {
 		s.abandon(path)
-		return nil, r.err
+		return nil, err
 	}
-	if !r.ok {
+	if !ok {
 		s.forget(path)
 		return nil, s.goneCause(ctx, path)
 	}
-	if r.w.stat.EphemeralOwner != s.id {
+	if w.stat.EphemeralOwner != s.id {
 		s.abandon(path)
-		return nil, s.expired(fmt.Sprintf("expired (node %s belongs to session %#x)", path, r.w.stat.EphemeralOwner))
+		return nil, s.expired(fmt.Sprintf("expired (node %s belongs to session %#x)", path, w.stat.EphemeralOwner))
 	}
-	e := s.newEntry(name, path, seq, kind, r.w.stat.Czxid, r.w.stat.Version, r.w.ch)
-	s.goBackground(func(context.Context) {
-		och := make(chan ownRead, 1)
-		och <- r
-		e.follow(och, false)
-	})
-	return e, nil
-}
-
-// newEntry returns the entry for this session's node at path.
-func (s *Session) newEntry(name, path string, seq int64, kind distlock.Kind, czxid int64, version int32, own <-chan zk.Event) *entry {
 	alive, kill := context.WithCancelCause(s.ctx)
+	e := &entry{s: s, name: name, path: path, seq: seq, kind: kind, czxid: w.stat.Czxid, version: w.stat.Version,
+		own: w.ch, alive: alive, kill: kill}
+	s.goBackground(func(context.Context) { e.follow(w.ch) })
 	if s.ctx.Err() != nil {
 		kill(s.Err())
 	}
-	return &entry{s: s, name: name, path: path, seq: seq, kind: kind, czxid: czxid, version: version,
-		own: own, alive: alive, kill: kill}
+	return e, nil
 }
 
 // follow ends e.alive when e's node is deleted by anyone but its owner or
-// the session ends, given the first read of the node (with its watch) on
-// first. unchecked says that read was not checked yet (see acquire).
-func (e *entry) follow(first <-chan ownRead, unchecked bool) {
+// the session ends; ch is the node's first watch.
+func (e *entry) follow(ch <-chan zk.Event) {
 	s, path := e.s, e.path
-	var r ownRead
-	select {
-	case r = <-first:
-	case <-e.alive.Done():
-		return
-	}
-	switch {
-	case !unchecked:
-	case r.err != nil:
-		e.kill(r.err)
-		return
-	case !r.ok:
-		e.kill(s.goneCause(e.alive, path))
-		return
-	case r.w.stat.EphemeralOwner != s.id:
-		e.kill(s.expired(fmt.Sprintf("expired (node %s belongs to session %#x)", path, r.w.stat.EphemeralOwner)))
-		return
-	}
-	ch := r.w.ch
 	for {
 		select {
 		case <-e.alive.Done():
