@@ -1,0 +1,126 @@
+package fencing
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/distlock/distlock"
+)
+
+// Header is the HTTP header that carries a fencing token, in the text form
+// of distlock.Token.String ("name@seq").
+const Header = "Fencing-Token"
+
+// ErrNoToken reports a request without a Fencing-Token header.
+var ErrNoToken = errors.New("no " + Header + " header")
+
+// SetToken sets the Fencing-Token header of an outgoing request.
+func SetToken(h http.Header, t distlock.Token) { h.Set(Header, t.String()) }
+
+// RequestToken returns the token a request carries; the error wraps
+// ErrNoToken when it carries none and distlock.ErrInvalidToken when the
+// header does not parse.
+func RequestToken(r *http.Request) (distlock.Token, error) {
+	v := r.Header.Values(Header)
+	switch len(v) {
+	case 0:
+		return distlock.Token{}, ErrNoToken
+	case 1:
+		return distlock.ParseToken(v[0])
+	}
+	return distlock.Token{}, fmt.Errorf("%w: %d %s headers", distlock.ErrInvalidToken, len(v), Header)
+}
+
+type tokenKey struct{}
+
+// FromContext returns the token Middleware admitted for the request whose
+// context ctx is.
+func FromContext(ctx context.Context) (distlock.Token, bool) {
+	t, ok := ctx.Value(tokenKey{}).(distlock.Token)
+	return t, ok
+}
+
+// Refusal is the JSON body of a refused request.
+type Refusal struct {
+	// Error says what happened, in one line.
+	Error string `json:"error"`
+	// Token is the refused token's text, when it parsed.
+	Token string `json:"token,omitempty"`
+	// Newest is the newer token the resource admitted before, for a stale
+	// one.
+	Newest string `json:"newest,omitempty"`
+}
+
+// Middleware admits the request's token through f before calling next:
+// 400 Bad Request for a missing or malformed token, 409 Conflict for a
+// stale one or one of another lock (with a JSON Refusal body), 503 when
+// the fence's store cannot be reached. The admitted token is in the
+// request's context (FromContext).
+//
+// If f is a Doer (Memory), next runs inside f.Do, atomically with the
+// check. Otherwise Admit and the handler's write are two steps: the
+// handler must repeat the check in its own write (e.g. sqlfence in the
+// same transaction, etcdfence in the same Txn) for the write to be fenced;
+// Middleware then only turns stale callers away early.
+func Middleware(f Fence, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t, err := RequestToken(r)
+		if err != nil {
+			refuse(w, http.StatusBadRequest, Refusal{Error: err.Error()})
+			return
+		}
+		ctx := context.WithValue(r.Context(), tokenKey{}, t)
+		serve := func(context.Context) error { next.ServeHTTP(w, r.WithContext(ctx)); return nil }
+		if d, ok := f.(Doer); ok {
+			err = d.Do(ctx, t, serve)
+		} else if err = f.Admit(ctx, t); err == nil {
+			err = serve(ctx)
+		}
+		var stale *StaleError
+		switch {
+		case err == nil:
+		case errors.As(err, &stale):
+			refuse(w, http.StatusConflict, Refusal{Error: err.Error(), Token: t.String(), Newest: stale.Newest.String()})
+		case errors.Is(err, ErrForeignToken):
+			refuse(w, http.StatusConflict, Refusal{Error: err.Error(), Token: t.String()})
+		case errors.Is(err, distlock.ErrInvalidToken):
+			refuse(w, http.StatusBadRequest, Refusal{Error: err.Error(), Token: t.String()})
+		default:
+			refuse(w, http.StatusServiceUnavailable, Refusal{Error: err.Error(), Token: t.String()})
+		}
+	})
+}
+
+func refuse(w http.ResponseWriter, code int, body Refusal) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(body)
+}
+
+// ResponseError turns a response from a fenced endpoint into an error: nil
+// for 2xx, a *StaleError for a 409 that refused a stale token (so that
+// errors.Is(err, ErrStale) holds on the client too), and otherwise an
+// error with the status and the body's message. It reads (a bounded part
+// of) the body of a non-2xx response.
+func ResponseError(resource string, resp *http.Response) error {
+	if resp.StatusCode/100 == 2 {
+		return nil
+	}
+	var ref Refusal
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &ref) != nil || ref.Error == "" {
+		ref.Error = string(b)
+	}
+	if resp.StatusCode == http.StatusConflict && ref.Newest != "" {
+		t, err1 := distlock.ParseToken(ref.Token)
+		n, err2 := distlock.ParseToken(ref.Newest)
+		if err1 == nil && err2 == nil {
+			return &StaleError{Resource: resource, Token: t, Newest: n}
+		}
+	}
+	return fmt.Errorf("fencing: %s: %s: %s", resource, resp.Status, ref.Error)
+}
