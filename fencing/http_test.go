@@ -1,0 +1,124 @@
+package fencing_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fencing"
+)
+
+// admitOnly hides Memory's Do, to exercise Middleware's two-step path.
+type admitOnly struct{ f fencing.Fence }
+
+func (a admitOnly) Admit(ctx context.Context, t distlock.Token) error { return a.f.Admit(ctx, t) }
+
+// failing is a fence whose store cannot be reached.
+type failing struct{}
+
+func (failing) Admit(context.Context, distlock.Token) error { return errors.New("store unreachable") }
+
+func TestMiddleware(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wrap func(*fencing.Memory) fencing.Fence
+	}{
+		{"Doer", func(m *fencing.Memory) fencing.Fence { return m }},
+		{"AdmitOnly", func(m *fencing.Memory) fencing.Fence { return admitOnly{m} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := fencing.NewMemory("ledger")
+			var mu sync.Mutex
+			var ledger []distlock.Token
+			srv := httptest.NewServer(fencing.Middleware(tc.wrap(m), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				tok, ok := fencing.FromContext(r.Context())
+				if !ok {
+					t.Error("no token in the handler's context")
+				}
+				mu.Lock()
+				ledger = append(ledger, tok)
+				mu.Unlock()
+				w.WriteHeader(http.StatusNoContent)
+			})))
+			defer srv.Close()
+
+			post := func(header ...string) *http.Response {
+				t.Helper()
+				req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("entry"))
+				for _, h := range header {
+					req.Header.Add(fencing.Header, h)
+				}
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { resp.Body.Close() })
+				return resp
+			}
+			write := func(seq int64) error {
+				req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+				fencing.SetToken(req.Header, distlock.Token{Name: "ledger", Seq: seq})
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				return fencing.ResponseError("ledger service", resp)
+			}
+			for _, s := range []int64{10, 12, 12} {
+				if err := write(s); err != nil {
+					t.Fatalf("write %d: %v", s, err)
+				}
+			}
+			err := write(11)
+			var stale *fencing.StaleError
+			if !errors.As(err, &stale) || !errors.Is(err, fencing.ErrStale) || stale.Newest.Seq != 12 || stale.Token.Seq != 11 {
+				t.Fatalf("stale write: %v, want a *StaleError 11 < 12", err)
+			}
+			for _, c := range []struct {
+				header []string
+				code   int
+				body   string
+			}{
+				{nil, http.StatusBadRequest, "no Fencing-Token header"},
+				{[]string{"ledger@x"}, http.StatusBadRequest, "invalid fencing token"},
+				{[]string{"ledger@13", "ledger@14"}, http.StatusBadRequest, "2 Fencing-Token headers"},
+				{[]string{"other@99"}, http.StatusConflict, "another lock"},
+				{[]string{"ledger@5"}, http.StatusConflict, "ledger@12 was admitted already"},
+			} {
+				resp := post(c.header...)
+				if resp.StatusCode != c.code {
+					t.Errorf("headers %q: status %d, want %d", c.header, resp.StatusCode, c.code)
+				}
+				if err := fencing.ResponseError("ledger service", resp); err == nil || !strings.Contains(err.Error(), c.body) {
+					t.Errorf("headers %q: %v, want it to say %q", c.header, err, c.body)
+				}
+			}
+			if len(ledger) != 3 || ledger[2].Seq != 12 {
+				t.Fatalf("ledger %v, want the three admitted writes", ledger)
+			}
+		})
+	}
+
+	t.Run("StoreDown", func(t *testing.T) {
+		srv := httptest.NewServer(fencing.Middleware(failing{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			t.Error("handler ran although the fence failed")
+		})))
+		defer srv.Close()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+		fencing.SetToken(req.Header, distlock.Token{Name: "ledger", Seq: 1})
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("status %d, want 503", resp.StatusCode)
+		}
+	})
+}
