@@ -31,7 +31,7 @@ func ExampleMiddleware() {
 		defer resp.Body.Close()
 		return fencing.ResponseError("report store", resp)
 	}
-	send(distlock.Token{Name: "reports/daily", Seq: 1042}) // the new holder
+	send(distlock.Token{Name: "reports/daily", Seq: 1042})        // the new holder
 	err := send(distlock.Token{Name: "reports/daily", Seq: 1017}) // a paused old holder, awake again
 	fmt.Println(errors.Is(err, fencing.ErrStale), err)
 	// Output:
