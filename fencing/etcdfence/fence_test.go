@@ -1,0 +1,328 @@
+package etcdfence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/fencing/etcdfence"
+	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/internal/fencetest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func tok(seq int64) distlock.Token { return distlock.Token{Name: "ledger", Seq: seq} }
+
+func newFence(t *testing.T, cli *clientv3.Client, key, lock string) *etcdfence.Fence {
+	t.Helper()
+	f, err := etcdfence.New(cli, key, lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// absent fails the test if key exists.
+func absent(t *testing.T, cli *clientv3.Client, key string) {
+	t.Helper()
+	resp, err := cli.Get(fencetest.Ctx(t), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 0 {
+		t.Fatalf("%s exists (%q), want it absent", key, resp.Kvs[0].Value)
+	}
+}
+
+// TestEtcdFence runs everything on one real 3-member cluster, each case
+// under keys of its own.
+func TestEtcdFence(t *testing.T) {
+	cluster := integration.NewEtcd(t)
+	cli, err := cluster.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("Contract", func(t *testing.T) {
+		fencetest.Run(t, func(t *testing.T, resource, lock string) fencing.Fence {
+			return newFence(t, cli, "/fences/"+resource, lock)
+		})
+	})
+
+	t.Run("WriteOps", func(t *testing.T) {
+		ctx := fencetest.Ctx(t)
+		f := newFence(t, cli, "/w/fence", "ledger")
+		if n, err := f.Newest(ctx); err != nil || !n.IsZero() {
+			t.Fatalf("Newest of an unused fence: %v, %v", n, err)
+		}
+		resp, err := f.Write(ctx, tok(5), clientv3.OpPut("/w/data", "5"), clientv3.OpGet("/w/data"))
+		if err != nil {
+			t.Fatalf("first write: %v", err)
+		}
+		if len(resp.Responses) != 2 || resp.Responses[0].GetResponsePut() == nil ||
+			string(resp.Responses[1].GetResponseRange().Kvs[0].Value) != "5" {
+			t.Fatalf("responses %v, want the put's and the get's", resp.Responses)
+		}
+		raw, err := cli.Get(ctx, "/w/fence")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := string(raw.Kvs[0].Value); v != "00000000000000000005" {
+			t.Fatalf("stored %q", v)
+		}
+
+		_, err = f.Write(ctx, tok(4), clientv3.OpPut("/w/stale", "4"), clientv3.OpPut("/w/data", "4"))
+		var stale *fencing.StaleError
+		if !errors.As(err, &stale) || stale.Token != tok(4) || stale.Newest != tok(5) {
+			t.Fatalf("stale write: %v, want a *StaleError naming 4 and 5", err)
+		}
+		absent(t, cli, "/w/stale")
+		if _, err := f.Write(ctx, tok(5), clientv3.OpPut("/w/data", "5b")); err != nil {
+			t.Fatalf("write with the same token again: %v", err)
+		}
+		// Byte order of the stored value is numeric order: 10 > 9.
+		if _, err := f.Write(ctx, tok(10)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(ctx, tok(9), clientv3.OpPut("/w/nine", "9")); !errors.Is(err, fencing.ErrStale) {
+			t.Fatalf("write 9 after 10: %v", err)
+		}
+		absent(t, cli, "/w/nine")
+		got, err := cli.Get(ctx, "/w/data")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := string(got.Kvs[0].Value); v != "5b" {
+			t.Fatalf("/w/data = %q, want 5b", v)
+		}
+		if n, err := f.Newest(ctx); err != nil || n != tok(10) {
+			t.Fatalf("Newest: %v, %v", n, err)
+		}
+
+		// An op the server refuses makes the whole Txn fail: no token
+		// recorded either.
+		g := newFence(t, cli, "/w/fence2", "ledger")
+		if _, err := g.Write(ctx, tok(3), clientv3.OpPut("/w/x", "1"), clientv3.OpPut("/w/x", "2")); err == nil {
+			t.Fatal("a Txn putting one key twice was accepted")
+		}
+		absent(t, cli, "/w/fence2")
+	})
+
+	t.Run("ConcurrentLedger", func(t *testing.T) {
+		ctx := fencetest.Ctx(t)
+		const workers, each = 6, 15
+		seqs := rand.Perm(workers * each)
+		type outcome struct {
+			seq, newest int64
+			err         error
+		}
+		var (
+			mu  sync.Mutex
+			out []outcome
+			wg  sync.WaitGroup
+		)
+		for w := range workers {
+			// Each writer has its own client and Fence value: they share
+			// only the key.
+			c, err := cluster.Client(w % len(cluster.Members))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := newFence(t, c, "/ledger/fence", "ledger")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, s := range seqs[w*each : (w+1)*each] {
+					seq := int64(s + 1)
+					_, err := f.Write(ctx, tok(seq), clientv3.OpPut(fmt.Sprintf("/ledger/entries/%03d", seq), strconv.FormatInt(seq, 10)))
+					o := outcome{seq: seq, err: err}
+					var stale *fencing.StaleError
+					if errors.As(err, &stale) {
+						o.newest = stale.Newest.Seq
+					}
+					mu.Lock()
+					out = append(out, o)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		admitted := map[int64]bool{}
+		for _, o := range out {
+			if o.err == nil {
+				admitted[o.seq] = true
+			}
+		}
+		for _, o := range out {
+			switch {
+			case o.err == nil:
+			case !errors.Is(o.err, fencing.ErrStale):
+				t.Errorf("token %d: %v", o.seq, o.err)
+			case o.newest <= o.seq || !admitted[o.newest]:
+				t.Errorf("token %d refused for %d, not a newer admitted token", o.seq, o.newest)
+			}
+		}
+		if !admitted[workers*each] {
+			t.Errorf("the newest token %d was refused", workers*each)
+		}
+		// The ledger, in commit order, holds exactly the admitted tokens,
+		// increasing.
+		resp, err := cli.Get(ctx, "/ledger/entries/", clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortAscend))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ledger []int64
+		for _, kv := range resp.Kvs {
+			seq, _ := strconv.ParseInt(string(kv.Value), 10, 64)
+			if len(ledger) > 0 && seq < ledger[len(ledger)-1] {
+				t.Errorf("ledger in commit order has %d after %d", seq, ledger[len(ledger)-1])
+			}
+			if !admitted[seq] {
+				t.Errorf("ledger has the refused token %d", seq)
+			}
+			ledger = append(ledger, seq)
+		}
+		if len(ledger) != len(admitted) {
+			t.Errorf("ledger has %d entries, %d tokens were admitted", len(ledger), len(admitted))
+		}
+		t.Logf("%d of %d tokens admitted", len(admitted), len(out))
+	})
+
+	t.Run("WriteHeld", func(t *testing.T) {
+		ctx := fencetest.Ctx(t)
+		sess, err := etcdlock.NewSession(ctx, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sess.Close(fencetest.Ctx(t)) })
+		mu, err := etcdlock.NewMutex(sess, "jobs/held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t1 := lease.Token()
+		key, err := etcdfence.HolderKey(ctx, cli, etcdlock.DefaultPrefix, t1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(key, etcdlock.DefaultPrefix+"jobs/held/@") {
+			t.Fatalf("holder key %q", key)
+		}
+		f := newFence(t, cli, "/held/fence", "jobs/held")
+		if _, err := f.WriteHeld(ctx, t1, key, clientv3.OpPut("/held/data", "1")); err != nil {
+			t.Fatalf("write while held: %v", err)
+		}
+		// A key of the same lock with another create revision is not the
+		// holder's.
+		if _, err := f.WriteHeld(ctx, t1, etcdlock.DefaultPrefix+"jobs/held/@w-other", clientv3.OpPut("/held/other", "1")); !errors.Is(err, etcdfence.ErrNotHeld) {
+			t.Fatalf("write with another key: %v, want ErrNotHeld", err)
+		}
+		absent(t, cli, "/held/other")
+
+		// The holder's key is deleted (an operator, a revoked lease): the
+		// holder does not know yet, but its writes are refused at once.
+		if _, err := cli.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteHeld(ctx, t1, key, clientv3.OpPut("/held/after", "1"))
+		if !errors.Is(err, etcdfence.ErrNotHeld) || !errors.Is(err, distlock.ErrLost) {
+			t.Fatalf("write after the key was deleted: %v, want ErrNotHeld and ErrLost", err)
+		}
+		absent(t, cli, "/held/after")
+		if _, err := etcdfence.HolderKey(ctx, cli, etcdlock.DefaultPrefix, t1); !errors.Is(err, etcdfence.ErrNotHeld) {
+			t.Fatalf("HolderKey of a deleted key: %v", err)
+		}
+		if n, err := f.Newest(ctx); err != nil || n != t1 {
+			t.Fatalf("Newest: %v, %v, want %v", n, err, t1)
+		}
+		select {
+		case <-lease.Done():
+		case <-ctx.Done():
+			t.Fatal("the lease did not notice its key was deleted")
+		}
+
+		// The next holder writes; the old token is then stale, which is
+		// reported before the missing key.
+		lease2, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lease2.Unlock(ctx)
+		t2 := lease2.Token()
+		key2, err := etcdfence.HolderKey(ctx, cli, etcdlock.DefaultPrefix, t2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteHeld(ctx, t2, key2, clientv3.OpPut("/held/data", "2")); err != nil {
+			t.Fatalf("successor's write: %v", err)
+		}
+		var stale *fencing.StaleError
+		if _, err := f.WriteHeld(ctx, t1, key, clientv3.OpPut("/held/late", "1")); !errors.As(err, &stale) || stale.Newest != t2 {
+			t.Fatalf("old holder after the successor: %v, want a *StaleError naming %v", err, t2)
+		}
+		absent(t, cli, "/held/late")
+	})
+
+	t.Run("BadInput", func(t *testing.T) {
+		ctx := fencetest.Ctx(t)
+		if _, err := etcdfence.New(nil, "/k", "ledger"); !errors.Is(err, distlock.ErrNilClient) {
+			t.Errorf("nil client: %v", err)
+		}
+		if _, err := etcdfence.New(cli, "", "ledger"); err == nil {
+			t.Error("empty key accepted")
+		}
+		if _, err := etcdfence.New(cli, "/k", "bad name"); !errors.Is(err, distlock.ErrInvalidName) {
+			t.Errorf("bad lock name: %v", err)
+		}
+		f := newFence(t, cli, "/bad/fence", "ledger")
+		if _, err := f.Write(ctx, distlock.Token{Name: "other", Seq: 3}, clientv3.OpPut("/bad/x", "1")); !errors.Is(err, fencing.ErrForeignToken) {
+			t.Errorf("foreign token: %v", err)
+		}
+		if _, err := f.Write(ctx, distlock.Token{Name: "ledger"}, clientv3.OpPut("/bad/x", "1")); !errors.Is(err, distlock.ErrInvalidToken) {
+			t.Errorf("invalid token: %v", err)
+		}
+		if _, err := f.Write(ctx, tok(3), clientv3.OpPut("/bad/fence", "1")); err == nil {
+			t.Error("an op on the fence's key accepted")
+		}
+		if _, err := f.WriteHeld(ctx, tok(3), ""); err == nil {
+			t.Error("WriteHeld with an empty lock key accepted")
+		}
+		if _, err := etcdfence.HolderKey(ctx, nil, etcdlock.DefaultPrefix, tok(3)); !errors.Is(err, distlock.ErrNilClient) {
+			t.Errorf("HolderKey with a nil client: %v", err)
+		}
+		absent(t, cli, "/bad/fence")
+		absent(t, cli, "/bad/x")
+
+		// A value not written by this package is reported, not taken
+		// for a token.
+		if _, err := cli.Put(ctx, "/bad/garbage", "xyz"); err != nil {
+			t.Fatal(err)
+		}
+		g := newFence(t, cli, "/bad/garbage", "ledger")
+		if err := g.Admit(ctx, tok(3)); err == nil || errors.Is(err, fencing.ErrStale) {
+			t.Errorf("admit over a foreign value: %v", err)
+		}
+		if _, err := g.Newest(ctx); err == nil {
+			t.Error("Newest of a foreign value: no error")
+		}
+
+		// A context that has ended stops the write.
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := f.Admit(cctx, tok(3)); err == nil {
+			t.Error("admit with a cancelled context succeeded")
+		}
+	})
+}
