@@ -18,18 +18,23 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fencing"
 )
 
 // HolderSpec says which lock a Holder takes, and where.
 type HolderSpec struct {
-	// Backend is the lock service: "etcd" (the default). "zk" is refused
-	// until the ZooKeeper backend exists.
+	// Backend is the lock service: "etcd" (the default, an etcdlock
+	// Mutex) or "zk" (a zklock Mutex).
 	Backend string
-	// Endpoints are the service's client URLs, e.g. EtcdCluster.Endpoints().
+	// Endpoints are the service's client endpoints: EtcdCluster.Endpoints()
+	// for etcd, ZooKeeperEnsemble.Addrs() for zk.
 	Endpoints []string
 	// Lock is the lock's name.
 	Lock string
-	// TTL is the session TTL (default etcdlock.MinTTL, 2s).
+	// TTL is the etcd session TTL (default etcdlock.MinTTL, 2s), or the
+	// ZooKeeper session timeout the holder asks for (default 4s; the
+	// servers may negotiate it into their bounds). A holder stopped for
+	// longer loses its lock on the server.
 	TTL time.Duration
 	// Prefix is the key prefix of the locks (default: the backend's).
 	Prefix string
@@ -63,6 +68,11 @@ type Holder struct {
 
 	cmdMu sync.Mutex // one command at a time
 	owed  int        // replies still to come for abandoned commands; cmdMu
+	inMu  sync.Mutex // one line at a time to stdin
+
+	writeMu sync.Mutex
+	writeID int64                  // the last write's id; writeMu
+	writes  map[int64]*HolderWrite // writes in flight; writeMu
 
 	closeOnce sync.Once
 	closeErr  error
@@ -76,6 +86,12 @@ type holderEvent struct {
 	Held  bool   `json:"held"`
 	Lost  bool   `json:"lost"`
 	Error string `json:"error"`
+	Cause string `json:"cause"`
+
+	ID     int64  `json:"id"`
+	Status int    `json:"status"`
+	Stale  bool   `json:"stale"`
+	Newest string `json:"newest"`
 }
 
 // holderCloseTimeout is how long Close waits for the holder to exit on its
@@ -153,6 +169,7 @@ func StartHolder(ctx context.Context, spec HolderSpec) (*Holder, error) {
 		lost:     make(chan struct{}),
 		replies:  make(chan struct{}, 1),
 		exited:   make(chan struct{}),
+		writes:   map[int64]*HolderWrite{},
 	}
 	h.log = spec.Logger.With("holder", h.pid, "lock", spec.Lock)
 	h.log.Info("integration: lock holder started", "argv", strings.Join(append([]string{filepath.Base(bin)}, args...), " "))
@@ -216,10 +233,20 @@ func (h *Holder) read(stdout, stderr io.Reader) {
 	h.mu.Unlock()
 	h.log.Info("integration: lock holder exited", "status", h.cmd.ProcessState.String())
 	close(h.exited)
+	h.writeMu.Lock()
+	for id, w := range h.writes {
+		delete(h.writes, id)
+		w.finish(0, h.errorf("write %d: exited without answering (%v)", id, err))
+	}
+	h.writeMu.Unlock()
 }
 
 func (h *Holder) handle(e holderEvent) {
 	h.log.Info("integration: lock holder event", "event", e.Event, "token", e.Token, "error", e.Error)
+	if e.Event == "sent" || e.Event == "written" {
+		h.handleWrite(e)
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	select {
@@ -266,7 +293,7 @@ func parseToken(s string) (distlock.Token, error) {
 func (h *Holder) request(ctx context.Context, cmd string) (holderEvent, error) {
 	h.cmdMu.Lock()
 	defer h.cmdMu.Unlock()
-	if _, err := io.WriteString(h.stdin, cmd+"\n"); err != nil {
+	if err := h.send(cmd); err != nil {
 		return holderEvent{}, h.errorf("%s: %w", cmd, err)
 	}
 	for {
@@ -296,6 +323,148 @@ func (h *Holder) request(ctx context.Context, cmd string) (holderEvent, error) {
 			return holderEvent{}, h.errorf("%s: no answer: %w", cmd, context.Cause(ctx))
 		}
 	}
+}
+
+// send writes one command line to the holder.
+func (h *Holder) send(line string) error {
+	h.inMu.Lock()
+	defer h.inMu.Unlock()
+	_, err := io.WriteString(h.stdin, line+"\n")
+	return err
+}
+
+// HolderWrite is a write a Holder sends to a fenced HTTP resource.
+type HolderWrite struct {
+	// ID numbers the holder's writes, from 1.
+	ID int64
+
+	sentOnce sync.Once
+	sent     chan struct{}
+	done     chan struct{}
+	status   int
+	err      error
+}
+
+// Sent returns a channel closed once the holder has written the whole
+// request to its connection (it may still be held in flight by a proxy).
+// It stays open if the request never left.
+func (w *HolderWrite) Sent() <-chan struct{} { return w.sent }
+
+// Done returns a channel closed when the write's answer is in (Result).
+func (w *HolderWrite) Done() <-chan struct{} { return w.done }
+
+// Result returns the HTTP status (0 if no response came) and the error:
+// nil for a 2xx answer; for a 409 that refused the holder's token as
+// stale, an error wrapping a *fencing.StaleError, so that
+// errors.Is(err, fencing.ErrStale) holds. Call it after Done is closed.
+func (w *HolderWrite) Result() (status int, err error) {
+	<-w.done
+	return w.status, w.err
+}
+
+// Wait waits for the write's answer and returns Result, or ctx's error
+// if ctx ends first (the write goes on in the holder).
+func (w *HolderWrite) Wait(ctx context.Context) (status int, err error) {
+	select {
+	case <-w.done:
+		return w.status, w.err
+	case <-ctx.Done():
+		return 0, fmt.Errorf("integration: lock holder write %d: no answer: %w", w.ID, context.Cause(ctx))
+	}
+}
+
+func (w *HolderWrite) finish(status int, err error) {
+	w.status, w.err = status, err
+	close(w.done)
+}
+
+// StartWrite makes the holder POST entry to url, with the token of its
+// acquisition (Token) in the Fencing-Token header (fencing.SetToken), and
+// returns at once. The holder sends it whatever it believes about the
+// lock — after a loss, or after Unlock, too: refusing a stale token is the
+// resource's job. Other commands (Ping, Unlock, more writes) go on while
+// the write is in flight. The holder gives up on a write after two
+// minutes.
+func (h *Holder) StartWrite(url, entry string) (*HolderWrite, error) {
+	h.writeMu.Lock()
+	h.writeID++
+	w := &HolderWrite{ID: h.writeID, sent: make(chan struct{}), done: make(chan struct{})}
+	select {
+	case <-h.exited:
+		h.writeMu.Unlock()
+		return nil, h.errorf("write: the process has exited")
+	default:
+	}
+	h.writes[w.ID] = w
+	h.writeMu.Unlock()
+	line, err := json.Marshal(struct {
+		Cmd   string `json:"cmd"`
+		ID    int64  `json:"id"`
+		URL   string `json:"url"`
+		Entry string `json:"entry"`
+	}{"write", w.ID, url, entry})
+	if err == nil {
+		err = h.send(string(line))
+	}
+	if err != nil {
+		h.writeMu.Lock()
+		delete(h.writes, w.ID)
+		h.writeMu.Unlock()
+		return nil, h.errorf("write: %w", err)
+	}
+	return w, nil
+}
+
+// Write makes the holder POST entry to url with its token and waits for
+// the answer: see StartWrite and HolderWrite.Result. A stale refusal is
+// an error wrapping a *fencing.StaleError (errors.Is fencing.ErrStale).
+func (h *Holder) Write(ctx context.Context, url, entry string) (status int, err error) {
+	w, err := h.StartWrite(url, entry)
+	if err != nil {
+		return 0, err
+	}
+	return w.Wait(ctx)
+}
+
+// handleWrite files a write's "sent" or "written" event.
+func (h *Holder) handleWrite(e holderEvent) {
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	w, ok := h.writes[e.ID]
+	if !ok {
+		h.log.Warn("integration: lock holder answered an unknown write", "id", e.ID)
+		return
+	}
+	if e.Event == "sent" {
+		w.sentOnce.Do(func() { close(w.sent) })
+		return
+	}
+	delete(h.writes, e.ID)
+	var err error
+	switch {
+	case e.Stale:
+		// The same refusal fencing.ResponseError made in the holder.
+		t, err1 := distlock.ParseToken(e.Token)
+		n, err2 := distlock.ParseToken(e.Newest)
+		if err1 != nil || err2 != nil {
+			err = fmt.Errorf("integration: lock holder %d: write %d: bad stale refusal %q: %v", h.pid, e.ID, e.Error, errors.Join(err1, err2))
+			break
+		}
+		err = fmt.Errorf("integration: lock holder %d: write %d: %w", h.pid, e.ID, &fencing.StaleError{Resource: staleResource(e.Error), Token: t, Newest: n})
+	case e.Error != "":
+		err = fmt.Errorf("integration: lock holder %d: write %d (status %d): %s", h.pid, e.ID, e.Status, e.Error)
+	}
+	w.finish(e.Status, err)
+}
+
+// staleResource recovers the Resource of a StaleError from its text
+// ("fencing: <resource>: token ...").
+func staleResource(msg string) string {
+	msg = strings.TrimPrefix(msg, "fencing: ")
+	if i := strings.Index(msg, ": token "); i >= 0 {
+		return msg[:i]
+	}
+	return msg
 }
 
 // Token returns the fencing token of the holder's acquisition.
@@ -465,3 +634,18 @@ func (t *tail) String() string {
 	defer t.mu.Unlock()
 	return strings.Join(t.lines, "\n")
 }
+
+// NewProxy returns a proxy, on a network of its own, in front of any TCP
+// server at upstream (host:port) — e.g. a resource a Holder writes to —
+// so that a test can hold, drop or delay the requests in flight:
+// p.Network().Set(p.Node(), Fault{Hold: true}) holds every byte through
+// it, Clear delivers them. Close it when done.
+func NewProxy(upstream string) (*Proxy, error) {
+	return newProxy(newNetwork(), "upstream", upstream, nil)
+}
+
+// Network returns the network whose faults the proxy applies.
+func (p *Proxy) Network() *Network { return p.net }
+
+// Node returns the name of the proxy's server in its Network.
+func (p *Proxy) Node() string { return p.node }

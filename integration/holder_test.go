@@ -13,6 +13,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/zklock"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -201,19 +202,85 @@ func TestHolder(t *testing.T) {
 		}
 	})
 
-	t.Run("zk refused", func(t *testing.T) {
+	t.Run("unknown backend", func(t *testing.T) {
 		ctx := ctxFor(t, time.Minute)
-		s := spec("zk")
-		s.Backend = "zk"
+		s := spec("nope")
+		s.Backend = "redis"
 		h, err := integration.StartHolder(ctx, s)
 		if err == nil {
 			h.Close()
-			t.Fatal("a zk holder started")
+			t.Fatal("a redis holder started")
 		}
-		if !strings.Contains(err.Error(), "zk is not supported") {
-			t.Fatalf("zk holder: %v", err)
+		if !strings.Contains(err.Error(), "unknown backend") {
+			t.Fatalf("redis holder: %v", err)
 		}
 	})
+}
+
+// TestHolderZooKeeper runs a lock holder with a zklock Mutex as a real
+// process: stopped past its session timeout, it loses the lock to a
+// successor, and is told so when it wakes up.
+func TestHolderZooKeeper(t *testing.T) {
+	ens := integration.NewZooKeeper(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	a := integration.NewHolder(t, integration.HolderSpec{Backend: "zk", Endpoints: ens.Addrs(), Lock: "report", TTL: 4 * time.Second})
+	t1 := a.Token()
+	if held, lost, err := a.Ping(ctx); err != nil || !held || lost {
+		t.Fatalf("A before the pause: held=%v lost=%v err=%v, want held", held, lost, err)
+	}
+	conn, _, err := ens.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := zklock.NewSession(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	b, err := zklock.NewMutex(sess, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := a.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	lockCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	lb, err := b.Lock(lockCtx)
+	cancel()
+	if err != nil {
+		t.Fatalf("B's Lock while A is paused: %v", err)
+	}
+	t.Logf("B acquired %v after A was paused", time.Since(paused).Round(time.Millisecond))
+	if t2 := lb.Token(); !t2.Newer(t1) {
+		t.Fatalf("B's token %v is not newer than A's %v", t2, t1)
+	}
+	if s := procState(t, a.PID()); s != 'T' {
+		t.Fatalf("A's state when B acquired: %c, want T (stopped)", s)
+	}
+	if err := a.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.Lost():
+	case <-ctx.Done():
+		t.Fatal("A was not told it lost the lock after waking up")
+	}
+	if !strings.Contains(a.LostError(), distlock.ErrLost.Error()) {
+		t.Errorf("A's lost event: %q, want it to say %q", a.LostError(), distlock.ErrLost)
+	}
+	if err := a.Unlock(ctx); !errors.Is(err, distlock.ErrLost) {
+		t.Fatalf("A's Unlock after the loss: %v, want ErrLost", err)
+	}
+	select {
+	case <-lb.Done():
+		t.Fatalf("B's lease ended: %v", lb.Err())
+	default:
+	}
+	if err := lb.Unlock(ctx); err != nil {
+		t.Fatalf("B's Unlock: %v", err)
+	}
 }
 
 // newMutex returns a Mutex on a session of its own (closed with the test).

@@ -3,6 +3,10 @@
 // kill it for real. integration.StartHolder runs it.
 //
 //	lockholder -backend etcd -endpoints http://127.0.0.1:2379 -lock reports/daily [-ttl 2s] [-prefix /distlock/]
+//	lockholder -backend zk -endpoints 127.0.0.1:2181,127.0.0.1:2182 -lock reports/daily [-ttl 4s] [-prefix /distlock]
+//
+// With -backend zk, -ttl is the session timeout asked of ZooKeeper (default
+// 4s; the servers may negotiate it into their bounds).
 //
 // It acquires the lock with Mutex.Lock, then speaks a line protocol. On
 // stdout it writes one JSON object per line, one per event:
@@ -15,7 +19,22 @@
 //
 // On stdin it reads one command per line: "ping" (answered by pong),
 // "unlock" (answered by released, or by error when nothing is held) and
-// "exit". Every ping and unlock gets exactly one answer, in order. "lost" is
+// "exit". Every ping and unlock gets exactly one answer, in order.
+//
+// A line that is a JSON object is a write:
+//
+//	{"cmd":"write","id":7,"url":"http://127.0.0.1:8080/ledger","entry":"..."}
+//
+// The holder POSTs entry to url with the token of its acquisition in the
+// Fencing-Token header — also after it unlocked or lost the lock, since
+// refusing that is the resource's job — and answers out of band, tagged
+// with the id, so that other commands go on while the request is in
+// flight:
+//
+//	{"event":"sent","id":7}                      the request was written to the connection
+//	{"event":"written","id":7,"status":200}      the answer (error set unless 2xx; stale and newest set for a 409 stale refusal)
+//
+// "sent" may be missing (the request never left), "written" never is. "lost" is
 // written once, as soon as the process learns of the loss, and always
 // before any answer that reflects it. On "exit", stdin EOF, SIGTERM or
 // SIGINT it unlocks (best effort), closes its session and exits 0. Setup
@@ -31,6 +50,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/signal"
 	"strings"
@@ -39,6 +60,9 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/zklock"
+	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -52,7 +76,27 @@ type event struct {
 	Held  *bool  `json:"held,omitempty"`
 	Lost  *bool  `json:"lost,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Cause is, in a pong, why the lease ended (its Err), once it has.
+	Cause string `json:"cause,omitempty"`
+	// Write answers: the write's id, the HTTP status, and for a stale
+	// refusal the newer token the resource admitted before.
+	ID     int64  `json:"id,omitempty"`
+	Status int    `json:"status,omitempty"`
+	Stale  bool   `json:"stale,omitempty"`
+	Newest string `json:"newest,omitempty"`
 }
+
+// writeCmd is a write command.
+type writeCmd struct {
+	Cmd   string `json:"cmd"`
+	ID    int64  `json:"id"`
+	URL   string `json:"url"`
+	Entry string `json:"entry"`
+}
+
+// writeTimeout bounds one write, including the time a test holds it in
+// flight.
+const writeTimeout = 2 * time.Minute
 
 // stepTimeout bounds each request made on behalf of a command or of the
 // shutdown.
@@ -72,10 +116,10 @@ func emit(e event) {
 func main() { os.Exit(run()) }
 
 func run() int {
-	backend := flag.String("backend", "etcd", "lock service: etcd (zk is not supported yet)")
-	endpoints := flag.String("endpoints", "", "comma-separated endpoints of the lock service")
+	backend := flag.String("backend", "etcd", "lock service: etcd or zk")
+	endpoints := flag.String("endpoints", "", "comma-separated endpoints of the lock service (etcd: client URLs; zk: host:port)")
 	name := flag.String("lock", "", "name of the lock to hold")
-	ttl := flag.Duration("ttl", etcdlock.MinTTL, "session TTL")
+	ttl := flag.Duration("ttl", 0, "session TTL (etcd, default 2s) or session timeout (zk, default 4s)")
 	prefix := flag.String("prefix", "", "key prefix of the locks (default: the backend's)")
 	flag.Parse()
 
@@ -85,10 +129,8 @@ func run() int {
 		return 1
 	}
 	switch {
-	case *backend == "zk":
-		return fail(errors.New("backend zk is not supported yet (only etcd)"))
-	case *backend != "etcd":
-		return fail(fmt.Errorf("unknown backend %q (want etcd)", *backend))
+	case *backend != "etcd" && *backend != "zk":
+		return fail(fmt.Errorf("unknown backend %q (want etcd or zk)", *backend))
 	case *endpoints == "":
 		return fail(errors.New("-endpoints is required"))
 	case *name == "":
@@ -98,42 +140,28 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   strings.Split(*endpoints, ","),
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		return fail(fmt.Errorf("connect: %w", err))
+	holderID := fmt.Sprintf("lockholder:%d", os.Getpid())
+	var (
+		mu      distlock.Locker
+		cleanup func()
+		err     error
+	)
+	if *backend == "zk" {
+		mu, cleanup, err = zkMutex(ctx, strings.Split(*endpoints, ","), *name, *ttl, *prefix, holderID)
+	} else {
+		mu, cleanup, err = etcdMutex(ctx, strings.Split(*endpoints, ","), *name, *ttl, *prefix, holderID)
 	}
-	defer cli.Close()
-	opts := []etcdlock.Option{etcdlock.WithTTL(*ttl), etcdlock.WithLogger(log), etcdlock.WithHolder(fmt.Sprintf("lockholder:%d", os.Getpid()))}
-	if *prefix != "" {
-		opts = append(opts, etcdlock.WithPrefix(*prefix))
-	}
-	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
-	sess, err := etcdlock.NewSession(sctx, cli, opts...)
-	cancel()
 	if err != nil {
 		return fail(err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-		defer cancel()
-		if err := sess.Close(cctx); err != nil {
-			log.Warn("lockholder: close session", "err", err)
-		}
-	}()
-	mu, err := etcdlock.NewMutex(sess, *name)
-	if err != nil {
-		return fail(err)
-	}
+	defer cleanup()
 
 	// Commands are read while Lock waits too, so that stdin EOF ends a
 	// holder that never acquires.
 	cmds := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			if line := strings.TrimSpace(sc.Text()); line != "" {
 				cmds <- line
@@ -150,7 +178,7 @@ func run() int {
 		locked <- result{l, err}
 	}()
 
-	h := &holder{}
+	h := &holder{writes: make(chan event)}
 	defer func() { h.shutdown(cancelLock, locked) }() // locked as it is then
 	for {
 		select {
@@ -164,6 +192,11 @@ func run() int {
 			emit(event{Event: "acquired", Token: r.lease.Token().String(), PID: os.Getpid()})
 		case <-h.done:
 			h.noteLost(nil)
+		case e := <-h.writes:
+			if e.Event == "written" {
+				h.noteLost(nil) // a refusal may be the first news of a loss
+			}
+			emit(e)
 		case line, ok := <-cmds:
 			if !ok || line == "exit" {
 				return 0
@@ -173,6 +206,94 @@ func run() int {
 			return 0
 		}
 	}
+}
+
+// etcdMutex connects to etcd and returns a Mutex on a session of its own;
+// cleanup closes the session and the client.
+func etcdMutex(ctx context.Context, endpoints []string, name string, ttl time.Duration, prefix, holderID string) (distlock.Locker, func(), error) {
+	if ttl == 0 {
+		ttl = etcdlock.MinTTL
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	opts := []etcdlock.Option{etcdlock.WithTTL(ttl), etcdlock.WithLogger(log), etcdlock.WithHolder(holderID)}
+	if prefix != "" {
+		opts = append(opts, etcdlock.WithPrefix(prefix))
+	}
+	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	sess, err := etcdlock.NewSession(sctx, cli, opts...)
+	cancel()
+	if err != nil {
+		cli.Close()
+		return nil, nil, err
+	}
+	cleanup := func() {
+		cctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+		defer cancel()
+		if err := sess.Close(cctx); err != nil {
+			log.Warn("lockholder: close session", "err", err)
+		}
+		cli.Close()
+	}
+	mu, err := etcdlock.NewMutex(sess, name)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return mu, cleanup, nil
+}
+
+// zkNopLogger silences go-zookeeper.
+type zkNopLogger struct{}
+
+func (zkNopLogger) Printf(string, ...any) {}
+
+// zkMutex connects to ZooKeeper and returns a Mutex on a session of its
+// own; cleanup closes the session and the connection.
+func zkMutex(ctx context.Context, servers []string, name string, timeout time.Duration, prefix, holderID string) (distlock.Locker, func(), error) {
+	if timeout == 0 {
+		timeout = 4 * time.Second
+	}
+	conn, events, err := zk.Connect(servers, timeout, zk.WithLogger(zkNopLogger{}), zk.WithLogInfo(false))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	go func() {
+		for ev := range events {
+			log.Debug("lockholder: zookeeper event", "type", ev.Type.String(), "state", ev.State.String())
+		}
+	}()
+	opts := []zklock.Option{zklock.WithLogger(log), zklock.WithHolder(holderID)}
+	if prefix != "" {
+		opts = append(opts, zklock.WithPrefix(prefix))
+	}
+	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	sess, err := zklock.NewSession(sctx, conn, opts...)
+	cancel()
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	cleanup := func() {
+		cctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+		defer cancel()
+		if err := sess.Close(cctx); err != nil {
+			log.Warn("lockholder: close session", "err", err)
+		}
+		conn.Close()
+	}
+	mu, err := zklock.NewMutex(sess, name)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return mu, cleanup, nil
 }
 
 // result is what Lock returned.
@@ -187,6 +308,7 @@ type holder struct {
 	done     <-chan struct{} // lease.Done() until the loss is reported or the lease released
 	lost     bool            // "lost" was written
 	released bool
+	writes   chan event // answers of writes in flight, to be emitted
 }
 
 // noteLost writes "lost" once, if the lease says it is lost or err does.
@@ -211,12 +333,19 @@ func (h *holder) noteLost(err error) {
 
 func (h *holder) command(cmd string) {
 	h.noteLost(nil) // so that no answer contradicts an unreported loss
+	if strings.HasPrefix(cmd, "{") {
+		h.write(cmd)
+		return
+	}
 	switch cmd {
 	case "ping":
 		held := h.lease != nil && !h.released && !h.lost
 		e := event{Event: "pong", Held: &held, Lost: &h.lost}
 		if h.lease != nil {
 			e.Token = h.lease.Token().String()
+			if err := h.lease.Err(); err != nil {
+				e.Cause = err.Error()
+			}
 		}
 		emit(e)
 	case "unlock":
@@ -238,6 +367,58 @@ func (h *holder) command(cmd string) {
 	default:
 		emit(event{Event: "error", Error: fmt.Sprintf("unknown command %q (want ping, unlock or exit)", cmd)})
 	}
+}
+
+// write starts a write command; its answers come back through h.writes.
+func (h *holder) write(line string) {
+	var c writeCmd
+	if err := json.Unmarshal([]byte(line), &c); err != nil || c.Cmd != "write" || c.ID == 0 {
+		emit(event{Event: "error", Error: fmt.Sprintf("bad command %q (want a write with an id: %v)", line, err)})
+		return
+	}
+	if h.lease == nil {
+		emit(event{Event: "written", ID: c.ID, Error: "write: the lock was never acquired"})
+		return
+	}
+	tok := h.lease.Token()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		defer cancel()
+		trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				h.writes <- event{Event: "sent", ID: c.ID}
+			}
+		}}
+		h.writes <- post(httptrace.WithClientTrace(ctx, trace), c, tok)
+	}()
+}
+
+// post sends one write and describes its answer.
+func post(ctx context.Context, c writeCmd, tok distlock.Token) event {
+	e := event{Event: "written", ID: c.ID, Token: tok.String()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, strings.NewReader(c.Entry))
+	if err != nil {
+		e.Error = err.Error()
+		return e
+	}
+	fencing.SetToken(req.Header, tok)
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.Error = err.Error()
+		return e
+	}
+	defer resp.Body.Close()
+	e.Status = resp.StatusCode
+	err = fencing.ResponseError(c.URL, resp)
+	var stale *fencing.StaleError
+	if errors.As(err, &stale) {
+		e.Stale, e.Newest = true, stale.Newest.String()
+	}
+	if err != nil {
+		e.Error = err.Error()
+	}
+	return e
 }
 
 // shutdown stops a Lock still waiting and unlocks, best effort, before the
