@@ -11,11 +11,19 @@ GO ?= go
 test: deps check
 	$(GO) test -race -count=1 -timeout 60m ./...
 
+# PostgreSQL (for fencing/sqlfence) comes from Debian's `postgresql` package;
+# the tests run its initdb and postgres themselves (set PG_BINDIR to use
+# another installation).
 deps:
 	@if [ -z "$$ZOOKEEPER_HOME" ] && [ ! -f /usr/share/java/zookeeper.jar ]; then \
 		echo "installing Debian's zookeeper package"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zookeeper >/dev/null; \
+	fi
+	@if [ -z "$$PG_BINDIR" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "installing Debian's postgresql package"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; \
 	fi
 	@command -v java >/dev/null || { echo "java is missing (apt-get install default-jre-headless)"; exit 1; }
 

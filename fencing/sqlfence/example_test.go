@@ -1,0 +1,89 @@
+package sqlfence_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/fencing/sqlfence"
+
+	_ "modernc.org/sqlite"
+)
+
+// Example fences writes to an accounts table with the tokens of the lock
+// "ledger": the token is admitted inside the transaction of the write, so
+// the two commit together. It runs on SQLite; on PostgreSQL (driver
+// "pgx") the code is the same.
+func Example() {
+	dir, err := os.MkdirTemp("", "sqlfence-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	// A busy timeout, so concurrent writers wait for each other.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+
+	fence, err := sqlfence.New(sqlfence.DefaultTable, "accounts", "ledger")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Once, at setup (or put fence.Schema() in a migration).
+	if err := fence.CreateTable(ctx, db); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL)`); err != nil {
+		log.Fatal(err)
+	}
+
+	// deposit is what a lock holder runs with the token of its lock.
+	deposit := func(token distlock.Token, id string, amount int64) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() // a no-op after Commit; undoes the admission otherwise
+		// First the fence, in the write's own transaction...
+		if err := fence.Admit(ctx, tx, token); err != nil {
+			return err
+		}
+		// ...then the write, in the same transaction...
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO accounts (id, balance) VALUES ($1, $2)
+			 ON CONFLICT (id) DO UPDATE SET balance = accounts.balance + excluded.balance`,
+			id, amount); err != nil {
+			return err
+		}
+		// ...and the commit makes both happen, or neither.
+		return tx.Commit()
+	}
+
+	fmt.Println(deposit(distlock.Token{Name: "ledger", Seq: 41}, "alice", 100))
+	// A newer holder took over.
+	fmt.Println(deposit(distlock.Token{Name: "ledger", Seq: 42}, "alice", 5))
+	// The old holder wakes up from a pause and tries again: refused.
+	err = deposit(distlock.Token{Name: "ledger", Seq: 41}, "alice", 100)
+	var stale *fencing.StaleError
+	fmt.Println(errors.Is(err, fencing.ErrStale), errors.As(err, &stale) && stale.Newest.Seq == 42)
+
+	var balance int64
+	if err := db.QueryRowContext(ctx, `SELECT balance FROM accounts WHERE id = 'alice'`).Scan(&balance); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("balance:", balance)
+	// Output:
+	// <nil>
+	// <nil>
+	// true true
+	// balance: 105
+}
