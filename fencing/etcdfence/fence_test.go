@@ -116,86 +116,102 @@ func TestEtcdFence(t *testing.T) {
 		absent(t, cli, "/w/fence2")
 	})
 
-	t.Run("ConcurrentLedger", func(t *testing.T) {
-		ctx := fencetest.Ctx(t)
-		const workers, each = 6, 15
-		seqs := rand.Perm(workers * each)
-		type outcome struct {
-			seq, newest int64
-			err         error
-		}
-		var (
-			mu  sync.Mutex
-			out []outcome
-			wg  sync.WaitGroup
-		)
-		for w := range workers {
-			// Each writer has its own client and Fence value: they share
-			// only the key.
-			c, err := cluster.Client(w % len(cluster.Members))
+	// Writers race with tokens in random order (few admitted, most
+	// refused at once) and in rising order per writer (most admitted, many
+	// conflicting commits).
+	for _, order := range []string{"Shuffled", "Rising"} {
+		t.Run("ConcurrentLedger/"+order, func(t *testing.T) {
+			dir := "/ledger-" + order
+			ctx := fencetest.Ctx(t)
+			const workers, each = 6, 15
+			perm := rand.Perm(workers * each)
+			mine := func(w int) []int64 {
+				var seqs []int64
+				for i := range each {
+					if order == "Rising" {
+						seqs = append(seqs, int64(i*workers+w+1))
+					} else {
+						seqs = append(seqs, int64(perm[w*each+i]+1))
+					}
+				}
+				return seqs
+			}
+			type outcome struct {
+				seq, newest int64
+				err         error
+			}
+			var (
+				mu  sync.Mutex
+				out []outcome
+				wg  sync.WaitGroup
+			)
+			for w := range workers {
+				// Each writer has its own client and Fence value: they share
+				// only the key.
+				c, err := cluster.Client(w % len(cluster.Members))
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := newFence(t, c, dir+"/fence", "ledger")
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for _, seq := range mine(w) {
+						_, err := f.Write(ctx, tok(seq), clientv3.OpPut(fmt.Sprintf("%s/entries/%03d", dir, seq), strconv.FormatInt(seq, 10)))
+						o := outcome{seq: seq, err: err}
+						var stale *fencing.StaleError
+						if errors.As(err, &stale) {
+							o.newest = stale.Newest.Seq
+						}
+						mu.Lock()
+						out = append(out, o)
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			admitted := map[int64]bool{}
+			for _, o := range out {
+				if o.err == nil {
+					admitted[o.seq] = true
+				}
+			}
+			for _, o := range out {
+				switch {
+				case o.err == nil:
+				case !errors.Is(o.err, fencing.ErrStale):
+					t.Errorf("token %d: %v", o.seq, o.err)
+				case o.newest <= o.seq || !admitted[o.newest]:
+					t.Errorf("token %d refused for %d, not a newer admitted token", o.seq, o.newest)
+				}
+			}
+			if !admitted[workers*each] {
+				t.Errorf("the newest token %d was refused", workers*each)
+			}
+			// The ledger, in commit order, holds exactly the admitted tokens,
+			// increasing.
+			resp, err := cli.Get(ctx, dir+"/entries/", clientv3.WithPrefix(),
+				clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortAscend))
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := newFence(t, c, "/ledger/fence", "ledger")
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for _, s := range seqs[w*each : (w+1)*each] {
-					seq := int64(s + 1)
-					_, err := f.Write(ctx, tok(seq), clientv3.OpPut(fmt.Sprintf("/ledger/entries/%03d", seq), strconv.FormatInt(seq, 10)))
-					o := outcome{seq: seq, err: err}
-					var stale *fencing.StaleError
-					if errors.As(err, &stale) {
-						o.newest = stale.Newest.Seq
-					}
-					mu.Lock()
-					out = append(out, o)
-					mu.Unlock()
+			var ledger []int64
+			for _, kv := range resp.Kvs {
+				seq, _ := strconv.ParseInt(string(kv.Value), 10, 64)
+				if len(ledger) > 0 && seq < ledger[len(ledger)-1] {
+					t.Errorf("ledger in commit order has %d after %d", seq, ledger[len(ledger)-1])
 				}
-			}()
-		}
-		wg.Wait()
-		admitted := map[int64]bool{}
-		for _, o := range out {
-			if o.err == nil {
-				admitted[o.seq] = true
+				if !admitted[seq] {
+					t.Errorf("ledger has the refused token %d", seq)
+				}
+				ledger = append(ledger, seq)
 			}
-		}
-		for _, o := range out {
-			switch {
-			case o.err == nil:
-			case !errors.Is(o.err, fencing.ErrStale):
-				t.Errorf("token %d: %v", o.seq, o.err)
-			case o.newest <= o.seq || !admitted[o.newest]:
-				t.Errorf("token %d refused for %d, not a newer admitted token", o.seq, o.newest)
+			if len(ledger) != len(admitted) {
+				t.Errorf("ledger has %d entries, %d tokens were admitted", len(ledger), len(admitted))
 			}
-		}
-		if !admitted[workers*each] {
-			t.Errorf("the newest token %d was refused", workers*each)
-		}
-		// The ledger, in commit order, holds exactly the admitted tokens,
-		// increasing.
-		resp, err := cli.Get(ctx, "/ledger/entries/", clientv3.WithPrefix(),
-			clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortAscend))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ledger []int64
-		for _, kv := range resp.Kvs {
-			seq, _ := strconv.ParseInt(string(kv.Value), 10, 64)
-			if len(ledger) > 0 && seq < ledger[len(ledger)-1] {
-				t.Errorf("ledger in commit order has %d after %d", seq, ledger[len(ledger)-1])
-			}
-			if !admitted[seq] {
-				t.Errorf("ledger has the refused token %d", seq)
-			}
-			ledger = append(ledger, seq)
-		}
-		if len(ledger) != len(admitted) {
-			t.Errorf("ledger has %d entries, %d tokens were admitted", len(ledger), len(admitted))
-		}
-		t.Logf("%d of %d tokens admitted", len(admitted), len(out))
-	})
+			t.Logf("%d of %d tokens admitted", len(admitted), len(out))
+		})
+	}
 
 	t.Run("WriteHeld", func(t *testing.T) {
 		ctx := fencetest.Ctx(t)

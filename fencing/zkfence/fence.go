@@ -1,0 +1,269 @@
+package zkfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fencing"
+	"github.com/go-zookeeper/zk"
+)
+
+// Fence guards one resource with the tokens of one lock; the newest token
+// admitted is stored in the data of the znode at its path. It is safe for
+// concurrent use, and any number of Fence values, on any connections, may
+// share a path.
+type Fence struct {
+	conn *zk.Conn
+	path string
+	lock string
+	acl  []zk.ACL
+}
+
+var _ fencing.Fence = (*Fence)(nil)
+
+// New returns the fence stored at path for a resource guarded by the lock
+// called lock. acl is the ACL of the fence node and of the parents Write
+// creates (default zk.WorldACL(zk.PermAll)). New touches nothing in
+// ZooKeeper: a node that does not exist yet means no token was admitted.
+func New(conn *zk.Conn, path, lock string, acl ...zk.ACL) (*Fence, error) {
+	if conn == nil {
+		return nil, fmt.Errorf("zkfence: new fence %q: %w: *zk.Conn is nil", path, distlock.ErrNilClient)
+	}
+	if err := checkPath(path); err != nil {
+		return nil, fmt.Errorf("zkfence: new fence: %w", err)
+	}
+	if err := distlock.ValidateName(lock); err != nil {
+		return nil, fmt.Errorf("zkfence: new fence %q: %w", path, err)
+	}
+	if len(acl) == 0 {
+		acl = zk.WorldACL(zk.PermAll)
+	}
+	return &Fence{conn: conn, path: path, lock: lock, acl: acl}, nil
+}
+
+// checkPath accepts an absolute znode path other than the root, without
+// empty, "." or ".." segments or a trailing '/'.
+func checkPath(p string) error {
+	if p == "" || p[0] != '/' || p == "/" || strings.HasSuffix(p, "/") {
+		return fmt.Errorf("path %q is not an absolute znode path below the root", p)
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.ContainsRune(seg, 0) {
+			return fmt.Errorf("path %q has an empty, \".\", \"..\" or invalid segment", p)
+		}
+	}
+	return nil
+}
+
+// Path returns the path of the fence node.
+func (f *Fence) Path() string { return f.path }
+
+// Lock returns the name of the lock whose tokens the fence admits.
+func (f *Fence) Lock() string { return f.lock }
+
+func (f *Fence) resource() string { return fmt.Sprintf("zookeeper fence %q", f.path) }
+
+// Admit records t as the newest token if no newer one was admitted before,
+// and otherwise returns a *fencing.StaleError. It is Write without
+// operations.
+func (f *Fence) Admit(ctx context.Context, t distlock.Token) error {
+	_, err := f.Write(ctx, t)
+	return err
+}
+
+// Write admits t and applies ops in one ZooKeeper multi: both happen only
+// if no token newer than t was admitted before (t itself may have been),
+// and then the result has one zk.MultiResponse per op, in order (the
+// fence's own set or create is left out). Otherwise nothing is written and
+// the error is a *fencing.StaleError naming the newer token. Each op is a
+// *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or
+// *zk.CheckVersionRequest, and none may be on the fence's path. If one of
+// the ops fails, nothing is applied, t is not recorded either, and the
+// error wraps the op's ZooKeeper error (zk.ErrNodeExists, ...).
+//
+// A concurrent writer of the fence makes the multi fail its version check
+// (or its creation); Write then syncs, reads the node again and decides
+// again, until it commits, is refused, or ctx ends.
+func (f *Fence) Write(ctx context.Context, t distlock.Token, ops ...any) ([]zk.MultiResponse, error) {
+	if err := fencing.Check(f.resource(), f.lock, t); err != nil {
+		return nil, err
+	}
+	if err := f.checkOps(ops); err != nil {
+		return nil, err
+	}
+	data := []byte(strconv.FormatInt(t.Seq, 10))
+	for conflicts := 0; ; conflicts++ {
+		if conflicts > 0 {
+			// Our read lost a race, or the server answering it lagged:
+			// make it catch up with the leader before reading again.
+			if _, err := call(ctx, func() (string, error) { return f.conn.Sync(f.path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return nil, f.storeErr(t, "sync", err)
+			}
+		}
+		newest, stat, err := f.read(ctx)
+		if err != nil {
+			return nil, f.storeErr(t, "read", err)
+		}
+		if err := fencing.Compare(f.resource(), t, newest.Seq); err != nil {
+			return nil, err
+		}
+		var first any = &zk.CreateRequest{Path: f.path, Data: data, Acl: f.acl}
+		if stat != nil {
+			first = &zk.SetDataRequest{Path: f.path, Data: data, Version: stat.Version}
+		}
+		rs, err := call(ctx, func() ([]zk.MultiResponse, error) { return f.conn.Multi(append([]any{first}, ops...)...) })
+		i, cause := multiErr(rs, err)
+		switch {
+		case cause == nil:
+			return rs[1:], nil
+		case i == 0 && (errors.Is(cause, zk.ErrBadVersion) || errors.Is(cause, zk.ErrNodeExists)):
+			continue // another writer got there first
+		case i == 0 && errors.Is(cause, zk.ErrNoNode) && stat != nil:
+			continue // the node was deleted since we read it
+		case i == 0 && errors.Is(cause, zk.ErrNoNode):
+			if err := f.createParents(ctx); err != nil {
+				return nil, f.storeErr(t, "create parents", err)
+			}
+			continue
+		case i > 0:
+			return nil, fmt.Errorf("zkfence: %s: token %v: op %d (%T): %w", f.resource(), t, i-1, ops[i-1], cause)
+		}
+		return nil, f.storeErr(t, "multi", cause)
+	}
+}
+
+func (f *Fence) checkOps(ops []any) error {
+	for i, op := range ops {
+		var p string
+		switch o := op.(type) {
+		case *zk.CreateRequest:
+			if o != nil {
+				p = o.Path
+			}
+		case *zk.SetDataRequest:
+			if o != nil {
+				p = o.Path
+			}
+		case *zk.DeleteRequest:
+			if o != nil {
+				p = o.Path
+			}
+		case *zk.CheckVersionRequest:
+			if o != nil {
+				p = o.Path
+			}
+		default:
+			return fmt.Errorf("zkfence: %s: op %d is a %T, not a *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or *zk.CheckVersionRequest", f.resource(), i, op)
+		}
+		if p == "" {
+			return fmt.Errorf("zkfence: %s: op %d (%T) is nil or has no path", f.resource(), i, op)
+		}
+		if p == f.path {
+			return fmt.Errorf("zkfence: %s: op %d (%T) is on the fence node itself", f.resource(), i, op)
+		}
+	}
+	return nil
+}
+
+// multiErr returns the index and the error of the operation that made a
+// multi fail: ZooKeeper reports success for the ops before it and a
+// runtime inconsistency for those after. i is -1 when no op says.
+func multiErr(rs []zk.MultiResponse, err error) (int, error) {
+	for i, r := range rs {
+		if r.Error != nil {
+			return i, r.Error
+		}
+	}
+	return -1, err
+}
+
+// read returns the stored token (zero if none) and the node's Stat (nil
+// if it does not exist). A node with no data holds no token.
+func (f *Fence) read(ctx context.Context) (distlock.Token, *zk.Stat, error) {
+	type got struct {
+		data []byte
+		stat *zk.Stat
+	}
+	g, err := call(ctx, func() (got, error) {
+		data, stat, err := f.conn.Get(f.path)
+		return got{data, stat}, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return distlock.Token{}, nil, nil
+	}
+	if err != nil {
+		return distlock.Token{}, nil, err
+	}
+	if len(g.data) == 0 {
+		// A node created empty (as the parent of another fence's node,
+		// or by an operator) holds no token yet.
+		return distlock.Token{}, g.stat, nil
+	}
+	seq, perr := strconv.ParseInt(string(g.data), 10, 64)
+	if perr != nil || seq <= 0 {
+		return distlock.Token{}, nil, fmt.Errorf("stored data %q is not a token written by this package", g.data)
+	}
+	return distlock.Token{Name: f.lock, Seq: seq}, g.stat, nil
+}
+
+// createParents creates the fence node's missing ancestors, persistent.
+func (f *Fence) createParents(ctx context.Context) error {
+	for i := 1; i < len(f.path); i++ {
+		if f.path[i] != '/' {
+			continue
+		}
+		p := f.path[:i]
+		_, err := call(ctx, func() (string, error) { return f.conn.Create(p, nil, 0, f.acl) })
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// Newest returns the newest token admitted, or the zero Token if none was.
+// It syncs first, so that the read sees every write the leader committed
+// before the call.
+func (f *Fence) Newest(ctx context.Context) (distlock.Token, error) {
+	if _, err := call(ctx, func() (string, error) { return f.conn.Sync(f.path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return distlock.Token{}, fmt.Errorf("zkfence: %s: sync: %w", f.resource(), err)
+	}
+	t, _, err := f.read(ctx)
+	if err != nil {
+		return distlock.Token{}, fmt.Errorf("zkfence: %s: %w", f.resource(), err)
+	}
+	return t, nil
+}
+
+func (f *Fence) storeErr(t distlock.Token, op string, err error) error {
+	return fmt.Errorf("zkfence: %s: token %v: %s: %w", f.resource(), t, op, err)
+}
+
+// call runs f, a blocking go-zookeeper call, and returns its result, or
+// ctx's cause as soon as ctx ends (f then finishes in the background).
+func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, context.Cause(ctx)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, context.Cause(ctx)
+	}
+}
