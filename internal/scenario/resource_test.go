@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,46 +24,65 @@ type entry struct {
 }
 
 // ledger is the protected resource: an append-only list of entries, each
-// with the token its writer carried.
-type ledger struct {
-	mu      sync.Mutex
-	entries []entry
+// with the token its writer carried, kept where its fencing backend keeps
+// the newest token.
+type ledger interface {
+	// append adds an entry only if tok is admitted, atomically with the
+	// fencing check, and otherwise returns the fence's error (a
+	// *fencing.StaleError for a stale token).
+	append(ctx context.Context, tok distlock.Token, text string) error
+	// entries returns the ledger in the order the appends committed.
+	entries(ctx context.Context) ([]entry, error)
 }
 
-func (l *ledger) append(t distlock.Token, text string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.entries = append(l.entries, entry{t, text})
-}
-
-func (l *ledger) snapshot() []entry {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]entry(nil), l.entries...)
-}
-
-// writer is the resource's fenced write path: it appends text to the
-// ledger only if tok is admitted, atomically with the fencing check, and
-// otherwise returns the fence's error (a *fencing.StaleError for a stale
-// token).
-type writer func(ctx context.Context, tok distlock.Token, text string) error
-
-// fenceBackend makes the fenced write path of a fresh resource guarded by
-// lock: one entry per fencing backend.
+// fenceBackend makes a fresh ledger guarded by lock: one entry per
+// fencing backend.
 type fenceBackend struct {
 	name string
-	new  func(t *testing.T, env *env, lock string, l *ledger) writer
+	new  func(ctx context.Context, t *testing.T, env *env, lock string) ledger
 }
 
-// doerWriter fences the ledger with a fencing.Doer: the append runs inside
-// Do, atomically with the check.
-func doerWriter(f fencing.Doer, l *ledger) writer {
-	return func(ctx context.Context, tok distlock.Token, text string) error {
-		return f.Do(ctx, tok, func(context.Context) error {
-			l.append(tok, text)
-			return nil
-		})
+// memoryLedger is a slice fenced by a fencing.Memory: the append runs
+// inside Do, atomically with the check.
+type memoryLedger struct {
+	fence *fencing.Memory
+	mu    sync.Mutex
+	list  []entry
+}
+
+func (l *memoryLedger) append(ctx context.Context, tok distlock.Token, text string) error {
+	return l.fence.Do(ctx, tok, func(context.Context) error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.list = append(l.list, entry{tok, text})
+		return nil
+	})
+}
+
+func (l *memoryLedger) entries(context.Context) ([]entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.list), nil
+}
+
+// record is an entry as stored in etcd and ZooKeeper.
+type record struct {
+	Token string `json:"token"`
+	Text  string `json:"text"`
+}
+
+func encodeEntry(tok distlock.Token, text string) []byte {
+	b, _ := json.Marshal(record{tok.String(), text})
+	return b
+}
+
+func decodeEntry(b []byte) (entry, error) {
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return entry{}, err
 	}
+	tok, err := distlock.ParseToken(r.Token)
+	return entry{tok, r.Text}, err
 }
 
 // resource is the HTTP face of a ledger: POST /ledger with a
@@ -72,12 +92,21 @@ type resource struct {
 	srv    *httptest.Server
 }
 
+// entries returns the ledger, failing the test if it cannot be read.
+func (r *resource) entries(ctx context.Context, t *testing.T) []entry {
+	t.Helper()
+	es, err := r.ledger.entries(ctx)
+	if err != nil {
+		t.Fatalf("reading the ledger: %v", err)
+	}
+	return es
+}
+
 // newResource starts a resource server whose writes go through the
 // fencing backend fb.
-func newResource(t *testing.T, env *env, fb fenceBackend, lock string) *resource {
+func newResource(ctx context.Context, t *testing.T, env *env, fb fenceBackend, lock string) *resource {
 	t.Helper()
-	r := &resource{}
-	w := fb.new(t, env, lock, &r.ledger)
+	r := &resource{ledger: fb.new(ctx, t, env, lock)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /ledger", func(rw http.ResponseWriter, req *http.Request) {
 		tok, err := fencing.RequestToken(req)
@@ -90,7 +119,7 @@ func newResource(t *testing.T, env *env, fb fenceBackend, lock string) *resource
 			refuse(rw, http.StatusBadRequest, fencing.Refusal{Error: err.Error(), Token: tok.String()})
 			return
 		}
-		err = w(req.Context(), tok, string(body))
+		err = r.ledger.append(req.Context(), tok, string(body))
 		var stale *fencing.StaleError
 		switch {
 		case err == nil:

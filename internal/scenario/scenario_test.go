@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -35,6 +36,25 @@ type env struct {
 	etcdCli *clientv3.Client
 	zk      *integration.ZooKeeperEnsemble
 	zkConn  *zk.Conn // the test's own connection, for inspecting the locks
+
+	pg    *integration.Postgres // for sqlfence on PostgreSQL
+	pgErr error                 // why pg is nil
+}
+
+// postgres returns the PostgreSQL server, or skips t if PostgreSQL is not
+// installed (fails it under CI).
+func (e *env) postgres(t *testing.T) *integration.Postgres {
+	t.Helper()
+	if errors.Is(e.pgErr, integration.ErrNoPostgres) {
+		if ci := os.Getenv("CI"); ci != "" {
+			t.Fatalf("CI=%s and PostgreSQL cannot run: %v", ci, e.pgErr)
+		}
+		t.Skipf("%v (under CI this fails)", e.pgErr)
+	}
+	if e.pgErr != nil {
+		t.Fatal(e.pgErr)
+	}
+	return e.pg
 }
 
 // newEnv starts an etcd cluster and a ZooKeeper ensemble side by side.
@@ -49,7 +69,15 @@ func newEnv(t *testing.T) *env {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.etcd, etcdErr = integration.StartEtcd(ctx, quiet) })
 	wg.Go(func() { e.zk, zkErr = integration.StartZooKeeper(ctx, quiet) })
+	wg.Go(func() { e.pg, e.pgErr = integration.StartPostgres(ctx, quiet) })
 	wg.Wait()
+	if e.pg != nil {
+		t.Cleanup(func() {
+			if err := e.pg.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
 	if e.etcd != nil {
 		t.Cleanup(func() {
 			if err := e.etcd.Close(); err != nil {
@@ -180,20 +208,6 @@ var lockBackends = []lockBackend{
 	},
 }
 
-// fenceBackends are the resource's fencing backends, one entry each.
-var fenceBackends = []fenceBackend{
-	{
-		name: "memory",
-		new: func(t *testing.T, _ *env, lock string, l *ledger) writer {
-			f, err := fencing.NewMemory(lock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return doerWriter(f, l)
-		},
-	},
-}
-
 // TestScenario plays the scenarios for every lock backend × fencing
 // backend, on one etcd cluster and one ZooKeeper ensemble.
 func TestScenario(t *testing.T) {
@@ -217,7 +231,7 @@ func TestScenario(t *testing.T) {
 // lost the lock.
 func pausedHolder(t *testing.T, env *env, lb lockBackend, fb fenceBackend, lock string) {
 	ctx := ctxFor(t, 2*time.Minute)
-	res := newResource(t, env, fb, lock)
+	res := newResource(ctx, t, env, fb, lock)
 	b := lb.mutex(ctx, t, env, lock)
 
 	a := integration.NewHolder(t, lb.holder(env, lock))
@@ -268,7 +282,7 @@ func pausedHolder(t *testing.T, env *env, lb lockBackend, fb fenceBackend, lock 
 	if held, lostNow, err := a.Ping(ctx); err != nil || held || !lostNow {
 		t.Fatalf("A after waking up: held=%v lost=%v err=%v, want lost", held, lostNow, err)
 	}
-	checkLedger(t, res, []entry{{t2, "B"}})
+	checkLedger(ctx, t, res, []entry{{t2, "B"}})
 }
 
 // delayedWrite: A holds and writes, but the write is held in flight by a
@@ -276,7 +290,7 @@ func pausedHolder(t *testing.T, env *env, lb lockBackend, fb fenceBackend, lock 
 // proxy lets A's request through, the resource refuses it.
 func delayedWrite(t *testing.T, env *env, lb lockBackend, fb fenceBackend, lock string) {
 	ctx := ctxFor(t, 2*time.Minute)
-	res := newResource(t, env, fb, lock)
+	res := newResource(ctx, t, env, fb, lock)
 	proxy, err := integration.NewProxy(res.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -363,13 +377,13 @@ func delayedWrite(t *testing.T, env *env, lb lockBackend, fb fenceBackend, lock 
 	status, err := w.Wait(ctx)
 	tl.mark("A's write with %v answered: %d, %v", t1, status, err)
 	checkStale(t, status, err, t1, t2)
-	checkLedger(t, res, []entry{{t2, "B"}})
+	checkLedger(ctx, t, res, []entry{{t2, "B"}})
 }
 
 // healthy: contenders take turns; every write is admitted, in token order.
 func healthy(t *testing.T, env *env, lb lockBackend, fb fenceBackend, lock string) {
 	ctx := ctxFor(t, 2*time.Minute)
-	res := newResource(t, env, fb, lock)
+	res := newResource(ctx, t, env, fb, lock)
 	const contenders, rounds = 4, 3
 	mus := make([]distlock.Locker, contenders)
 	for i := range mus {
@@ -399,7 +413,7 @@ func healthy(t *testing.T, env *env, lb lockBackend, fb fenceBackend, lock strin
 	for err := range errs {
 		t.Error(err)
 	}
-	got := res.ledger.snapshot()
+	got := res.entries(ctx, t)
 	if len(got) != contenders*rounds {
 		t.Fatalf("ledger holds %d entries, want %d", len(got), contenders*rounds)
 	}
@@ -424,9 +438,9 @@ func checkStale(t *testing.T, status int, err error, t1, t2 distlock.Token) {
 }
 
 // checkLedger checks the resource's ledger.
-func checkLedger(t *testing.T, res *resource, want []entry) {
+func checkLedger(ctx context.Context, t *testing.T, res *resource, want []entry) {
 	t.Helper()
-	if got := res.ledger.snapshot(); !slices.Equal(got, want) {
+	if got := res.entries(ctx, t); !slices.Equal(got, want) {
 		t.Fatalf("ledger: %v, want %v", got, want)
 	}
 }
