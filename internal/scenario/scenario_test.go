@@ -268,7 +268,7 @@ func pausedHolder(t *testing.T, env *env, lb lockBackend, fb fenceBackend, lock 
 	}
 
 	status, err := a.Write(ctx, res.URL(), "A")
-	tl.mark("A wrote with %v: %d, %v", t1, status, err)
+	tl.mark("A wrote with %v: %s", t1, outcome(status, err))
 	checkStale(t, status, err, t1, t2)
 
 	select {
@@ -375,7 +375,7 @@ func delayedWrite(t *testing.T, env *env, lb lockBackend, fb fenceBackend, lock 
 	proxy.Network().Clear(proxy.Node())
 	tl.mark("proxy releases A's request")
 	status, err := w.Wait(ctx)
-	tl.mark("A's write with %v answered: %d, %v", t1, status, err)
+	tl.mark("A's write with %v answered: %s", t1, outcome(status, err))
 	checkStale(t, status, err, t1, t2)
 	checkLedger(ctx, t, res, []entry{{t2, "B"}})
 }
@@ -423,6 +423,18 @@ func healthy(t *testing.T, env *env, lb lockBackend, fb fenceBackend, lock strin
 		}
 	}
 	t.Logf("%d writes admitted, tokens %v … %v", len(got), got[0].Token, got[len(got)-1].Token)
+}
+
+// outcome describes a holder's write for the timeline.
+func outcome(status int, err error) string {
+	var stale *fencing.StaleError
+	switch {
+	case errors.As(err, &stale):
+		return fmt.Sprintf("%d, refused as stale (%v was admitted)", status, stale.Newest)
+	case err != nil:
+		return fmt.Sprintf("%d, %v", status, err)
+	}
+	return fmt.Sprintf("%d, admitted", status)
 }
 
 // checkStale checks that a write with t1 was refused as older than t2.
