@@ -634,18 +634,3 @@ func (t *tail) String() string {
 	defer t.mu.Unlock()
 	return strings.Join(t.lines, "\n")
 }
-
-// NewProxy returns a proxy, on a network of its own, in front of any TCP
-// server at upstream (host:port) — e.g. a resource a Holder writes to —
-// so that a test can hold, drop or delay the requests in flight:
-// p.Network().Set(p.Node(), Fault{Hold: true}) holds every byte through
-// it, Clear delivers them. Close it when done.
-func NewProxy(upstream string) (*Proxy, error) {
-	return newProxy(newNetwork(), "upstream", upstream, nil)
-}
-
-// Network returns the network whose faults the proxy applies.
-func (p *Proxy) Network() *Network { return p.net }
-
-// Node returns the name of the proxy's server in its Network.
-func (p *Proxy) Node() string { return p.node }

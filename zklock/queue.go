@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/zkctx"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -463,7 +464,7 @@ func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
 		}
 	}
 	for i := len(older) - 1; i >= 0 && i >= len(older)-walkLimit; i-- {
-		ok, err := call(ctx, func() (bool, error) {
+		ok, err := zkctx.Call(ctx, func() (bool, error) {
 			ok, _, err := e.s.conn.Exists(older[i].Key)
 			return ok, err
 		})
@@ -482,7 +483,7 @@ func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
 	e.s.log.Debug("zklock: listing", "node", e.path, "older", len(older))
 	older = older[:len(older)-walkLimit]
 	dir := e.s.dir(e.name)
-	kids, err := call(ctx, func() ([]string, error) {
+	kids, err := zkctx.Call(ctx, func() ([]string, error) {
 		k, _, err := e.s.conn.Children(dir)
 		return k, err
 	})
@@ -557,7 +558,7 @@ func (e *entry) handBack(ctx context.Context) error {
 	}
 	cut := false
 	for {
-		_, err := call(ctx, func() (struct{}, error) { return struct{}{}, del() })
+		_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, del() })
 		switch {
 		case errors.Is(err, zk.ErrNoNode) && cut:
 			return nil
@@ -599,7 +600,7 @@ func (s *Session) abandon(path string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
 	defer cancel()
-	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
+	_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
 	if err == nil || errors.Is(err, zk.ErrNoNode) {
 		s.forget(path)
 		return
@@ -640,7 +641,7 @@ func (s *Session) removeStray(path string) {
 func (s *Session) removeLater(path string) {
 	s.goBackground(func(ctx context.Context) {
 		for delay := retryDelay; s.ours(); delay = min(2*delay, s.timeout/6) {
-			_, err := call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
+			_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
 			if err == nil || errors.Is(err, zk.ErrNoNode) {
 				s.forget(path)
 				return

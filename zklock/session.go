@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/zkctx"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -138,7 +139,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	sent := time.Now()
-	if _, err := call(ctx, func() (string, error) { return conn.Sync("/") }); err != nil {
+	if _, err := zkctx.Call(ctx, func() (string, error) { return conn.Sync("/") }); err != nil {
 		return nil, fmt.Errorf("zklock: new session: sync: %w", err)
 	}
 	if conn.SessionID() != id {
@@ -260,7 +261,7 @@ func (s *Session) deleteNodes(ctx context.Context) error {
 	var errs []error
 	for _, p := range paths {
 		for s.ours() {
-			_, err := call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(p, -1) })
+			_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(p, -1) })
 			if err == nil || errors.Is(err, zk.ErrNoNode) {
 				s.forget(p)
 				break

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/zkctx"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -15,32 +16,11 @@ import (
 // was between servers.
 const retryDelay = 50 * time.Millisecond
 
-// call runs f, a blocking go-zookeeper request, and returns its result, or
-// ctx's cause as soon as ctx ends (the request then completes unobserved).
-func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := f()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, context.Cause(ctx)
-	}
-}
-
 // retry runs f until it succeeds or fails other than transiently, or ctx
 // ends.
 func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	for {
-		v, err := call(ctx, f)
+		v, err := zkctx.Call(ctx, f)
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			return v, err
 		}
@@ -99,7 +79,7 @@ func (s *Session) goneCause(ctx context.Context, path string) error {
 		if err := s.Err(); err != nil {
 			return err
 		}
-		_, err := call(ctx, func() (string, error) { return s.conn.Sync("/") })
+		_, err := zkctx.Call(ctx, func() (string, error) { return s.conn.Sync("/") })
 		switch {
 		case err == nil && s.ours():
 			if !time.Now().Before(s.Deadline()) {

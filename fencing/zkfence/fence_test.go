@@ -3,10 +3,8 @@ package zkfence_test
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -137,9 +135,9 @@ func TestZooKeeperFence(t *testing.T) {
 	// Writers race with tokens in random order (few admitted, most
 	// refused at once) and in rising order per writer (most admitted, many
 	// conflicting commits).
-	for _, order := range []string{"Shuffled", "Rising"} {
-		t.Run("ConcurrentLedger/"+order, func(t *testing.T) {
-			dir := "/ledger-" + order
+	for _, name := range []string{"Shuffled", "Rising"} {
+		t.Run("ConcurrentLedger/"+name, func(t *testing.T) {
+			dir := "/ledger-" + name
 			ctx := fencetest.Ctx(t)
 			if _, err := conn.Create(dir, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 				t.Fatal(err)
@@ -148,69 +146,23 @@ func TestZooKeeperFence(t *testing.T) {
 				t.Fatal(err)
 			}
 			const workers, each = 6, 15
-			perm := rand.Perm(workers * each)
-			mine := func(w int) []int64 {
-				var seqs []int64
-				for i := range each {
-					if order == "Rising" {
-						seqs = append(seqs, int64(i*workers+w+1))
-					} else {
-						seqs = append(seqs, int64(perm[w*each+i]+1))
-					}
-				}
-				return seqs
+			order := fencetest.Shuffled(workers, each)
+			if name == "Rising" {
+				order = fencetest.Rising(workers, each)
 			}
-			type outcome struct {
-				seq, newest int64
-				err         error
-			}
-			var (
-				mu  sync.Mutex
-				out []outcome
-				wg  sync.WaitGroup
-			)
-			for w := range workers {
+			fences := make([]*zkfence.Fence, workers)
+			for w := range fences {
 				// Each writer has its own connection (to one server, so that
 				// reads come from followers that may lag) and Fence value:
 				// they share only the path.
-				f := newFence(t, connect(t, ens, w%len(ens.Servers)), dir+"/fence", "ledger")
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for _, seq := range mine(w) {
-						_, err := f.Write(ctx, tok(seq), &zk.CreateRequest{
-							Path: dir + "/entries/e-", Data: []byte(strconv.FormatInt(seq, 10)),
-							Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagSequence})
-						o := outcome{seq: seq, err: err}
-						var stale *fencing.StaleError
-						if errors.As(err, &stale) {
-							o.newest = stale.Newest.Seq
-						}
-						mu.Lock()
-						out = append(out, o)
-						mu.Unlock()
-					}
-				}()
+				fences[w] = newFence(t, connect(t, ens, w%len(ens.Servers)), dir+"/fence", "ledger")
 			}
-			wg.Wait()
-			admitted := map[int64]bool{}
-			for _, o := range out {
-				if o.err == nil {
-					admitted[o.seq] = true
-				}
-			}
-			for _, o := range out {
-				switch {
-				case o.err == nil:
-				case !errors.Is(o.err, fencing.ErrStale):
-					t.Errorf("token %d: %v", o.seq, o.err)
-				case o.newest <= o.seq || !admitted[o.newest]:
-					t.Errorf("token %d refused for %d, not a newer admitted token", o.seq, o.newest)
-				}
-			}
-			if !admitted[workers*each] {
-				t.Errorf("the newest token %d was refused", workers*each)
-			}
+			admitted := fencetest.Race(t, workers, each, order, func(w int, seq int64) error {
+				_, err := fences[w].Write(ctx, tok(seq), &zk.CreateRequest{
+					Path: dir + "/entries/e-", Data: []byte(strconv.FormatInt(seq, 10)),
+					Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagSequence})
+				return err
+			})
 			// The ledger, in commit order (the sequence numbers of its
 			// entries), holds exactly the admitted tokens, increasing.
 			if _, err := conn.Sync(dir + "/entries"); err != nil {
@@ -239,7 +191,6 @@ func TestZooKeeperFence(t *testing.T) {
 			if len(ledger) != len(admitted) {
 				t.Errorf("ledger has %d entries, %d tokens were admitted", len(ledger), len(admitted))
 			}
-			t.Logf("%d of %d tokens admitted: %v", len(admitted), len(out), ledger)
 			if err := ctx.Err(); err != nil {
 				t.Fatal(err)
 			}

@@ -98,58 +98,91 @@ func Run(t *testing.T, newFence NewFence) {
 		f := fresh(t, "ledger")
 		ctx := Ctx(t)
 		const workers, each = 6, 15
-		seqs := rand.Perm(workers * each)
-		type outcome struct {
-			seq    int64
-			err    error
-			newest int64
-		}
-		var mu sync.Mutex
-		var out []outcome
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for _, s := range seqs[w*each : (w+1)*each] {
-					seq := int64(s + 1)
-					err := f.Admit(ctx, tok(seq))
-					o := outcome{seq: seq, err: err}
-					var stale *fencing.StaleError
-					if errors.As(err, &stale) {
-						o.newest = stale.Newest.Seq
-					}
-					mu.Lock()
-					out = append(out, o)
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		admitted := map[int64]bool{}
-		for _, o := range out {
-			if o.err == nil {
-				admitted[o.seq] = true
-			}
-		}
-		for _, o := range out {
-			switch {
-			case o.err == nil:
-			case !errors.Is(o.err, fencing.ErrStale):
-				t.Errorf("token %d: %v", o.seq, o.err)
-			case o.newest <= o.seq:
-				t.Errorf("token %d refused for %d, which is not newer", o.seq, o.newest)
-			case o.newest != 0 && !admitted[o.newest]:
-				t.Errorf("token %d refused for %d, which was never admitted", o.seq, o.newest)
-			}
-		}
-		if max := int64(workers * each); !admitted[max] {
-			t.Errorf("the newest token %d was refused", max)
-		}
+		Race(t, workers, each, Shuffled(workers, each), func(_ int, seq int64) error { return f.Admit(ctx, tok(seq)) })
 		// Nothing below the newest is admitted any more.
 		var stale *fencing.StaleError
 		if err := f.Admit(ctx, tok(int64(workers*each-1))); !errors.As(err, &stale) || stale.Newest != tok(int64(workers*each)) {
 			t.Errorf("after the race, admit %d: %v", workers*each-1, err)
 		}
 	})
+}
+
+// Shuffled deals the tokens 1..workers*each to the workers in random
+// order: few are admitted, most refused at once.
+func Shuffled(workers, each int) func(w int) []int64 {
+	perm := rand.Perm(workers * each)
+	return func(w int) []int64 {
+		seqs := make([]int64, each)
+		for i := range seqs {
+			seqs[i] = int64(perm[w*each+i] + 1)
+		}
+		return seqs
+	}
+}
+
+// Rising deals the tokens 1..workers*each round-robin, each worker's in
+// rising order: most are admitted, and their commits conflict.
+func Rising(workers, each int) func(w int) []int64 {
+	return func(w int) []int64 {
+		seqs := make([]int64, each)
+		for i := range seqs {
+			seqs[i] = int64(i*workers + w + 1)
+		}
+		return seqs
+	}
+}
+
+// Race has workers goroutines admit the tokens order(w) at once through
+// admit, and checks the fencing rule on the outcomes: a token is refused
+// only as stale, for a newer token that was admitted, and the newest token
+// is admitted. It returns the admitted tokens.
+func Race(t *testing.T, workers, each int, order func(w int) []int64, admit func(w int, seq int64) error) map[int64]bool {
+	t.Helper()
+	type outcome struct {
+		seq, newest int64
+		err         error
+	}
+	var (
+		mu  sync.Mutex
+		out []outcome
+		wg  sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, seq := range order(w) {
+				err := admit(w, seq)
+				o := outcome{seq: seq, err: err}
+				var stale *fencing.StaleError
+				if errors.As(err, &stale) {
+					o.newest = stale.Newest.Seq
+				}
+				mu.Lock()
+				out = append(out, o)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	admitted := map[int64]bool{}
+	for _, o := range out {
+		if o.err == nil {
+			admitted[o.seq] = true
+		}
+	}
+	for _, o := range out {
+		switch {
+		case o.err == nil:
+		case !errors.Is(o.err, fencing.ErrStale):
+			t.Errorf("token %d: %v", o.seq, o.err)
+		case o.newest <= o.seq || !admitted[o.newest]:
+			t.Errorf("token %d refused for %d, not a newer admitted token", o.seq, o.newest)
+		}
+	}
+	if max := int64(workers * each); !admitted[max] {
+		t.Errorf("the newest token %d was refused", max)
+	}
+	t.Logf("%d of %d tokens admitted", len(admitted), len(out))
+	return admitted
 }
