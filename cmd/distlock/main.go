@@ -1,0 +1,154 @@
+// Command distlock runs commands under distributed locks on etcd or
+// ZooKeeper, shows a lock's queue, runs a job once per slot across a fleet,
+// and demonstrates why locks need fencing tokens.
+//
+//	distlock demo                                  the seed chapter's story on an embedded etcd
+//	distlock run --lock NAME [conn] -- CMD [ARGS]  run CMD while holding NAME
+//	distlock status [conn] NAME                    NAME's holder and waiters
+//	distlock once --lock NAME --slot SLOT [conn] -- CMD [ARGS]
+//	                                               run CMD once per SLOT across all servers
+//
+// Exit codes (see exitCodes): the command's own code when it ran, and
+// distinct codes for a usage error, a cluster that cannot be reached, a
+// lock not acquired, and a lock lost while the command ran.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+)
+
+// Exit codes. The ones from sysexits.h where one fits; a command's own
+// exit code passes through unchanged, so scripts that must tell them apart
+// should avoid these values in their commands.
+const (
+	exitOK = 0
+	// exitFailure: an error not covered below.
+	exitFailure = 1
+	// exitUsage: bad flags or arguments (EX_USAGE).
+	exitUsage = 64
+	// exitUnreachable: the cluster could not be reached, or answered with
+	// an error before the lock was asked for (EX_UNAVAILABLE).
+	exitUnreachable = 69
+	// exitNotAcquired: --no-wait found the lock held, or --wait elapsed
+	// (EX_TEMPFAIL: try again later).
+	exitNotAcquired = 75
+	// exitLost: the lock was lost while the command ran; the command was
+	// stopped.
+	exitLost = 76
+	// exitCannotRun / exitNotFound: the command could not be started, as
+	// in POSIX shells.
+	exitCannotRun = 126
+	exitNotFound  = 127
+)
+
+// exitCodes is the table printed by --help.
+const exitCodes = `Exit codes:
+  0     success (for once: also when the slot was already done)
+  N     the command's own exit code when it ran (128+signal if a signal ended it)
+  64    usage error
+  69    the cluster could not be reached
+  75    lock not acquired (--no-wait, or --wait elapsed)
+  76    lock lost while the command ran (the command was stopped)
+  126   the command could not be run; 127 the command was not found
+`
+
+// exitError carries an exit code and a one-line message.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// exit returns an error that makes main exit with code, printing err.
+func exit(code int, err error) error { return &exitError{code: code, err: err} }
+
+// usageErr is a usage error with a hint.
+func usageErr(format string, args ...any) error {
+	return exit(exitUsage, fmt.Errorf(format, args...))
+}
+
+// silentExit makes main exit with code without printing anything (the
+// command's own exit code).
+type silentExit int
+
+func (s silentExit) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
+
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+// commands lists the subcommands; each lives in its own file.
+var commands []command
+
+func register(c command) { commands = append(commands, c) }
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "distlock %s — distributed locks with fencing tokens on etcd and ZooKeeper\n\nUsage:\n  distlock <command> [flags] [args]\n\nCommands:\n", version())
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'distlock <command> --help' for a command's flags and examples.\n\n%s", exitCodes)
+}
+
+// version returns the module version this binary was built from.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run runs the command line args and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return exitOK
+	case "-version", "--version", "version":
+		fmt.Fprintf(stdout, "distlock %s\n", version())
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return code(c.run(args[1:], stdout, stderr), stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "distlock: unknown command %q; run 'distlock --help' for the list\n", args[0])
+	return exitUsage
+}
+
+// code prints err (one line) and returns the exit code it stands for.
+func code(err error, stderr io.Writer) int {
+	var s silentExit
+	var e *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &s):
+		return int(s)
+	case errors.As(err, &e):
+		fmt.Fprintf(stderr, "distlock: %s\n", oneLine(e.err.Error()))
+		return e.code
+	}
+	fmt.Fprintf(stderr, "distlock: %s\n", oneLine(err.Error()))
+	return exitFailure
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
