@@ -1,0 +1,235 @@
+package main
+
+// The part of running a command under a lock that distlock run and
+// distlock once share: catch the signals that stop distlock, start the
+// command in its own process group, forward signals to it, stop it when the
+// lock is lost, and turn how it ended into distlock's exit code.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// forwarded are the signals distlock catches: while it waits for a lock
+// they cancel the wait, while the command runs they are passed on to it.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+
+// catchSignals starts catching SIGINT, SIGTERM and SIGHUP (signal.Notify):
+// from now on they no longer kill distlock but arrive on sigs. Call it
+// before connecting, so that a signal during the connection or the wait for
+// the lock can be honoured (cancel the wait, exit 128+signal; see
+// signalExit), and pass sigs to underLock once the lock is held. stop
+// undoes the Notify; call it (deferred) when distlock is done.
+func catchSignals() (sigs <-chan os.Signal, stop func()) {
+	ch := make(chan os.Signal, 8)
+	signal.Notify(ch, forwarded...)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// signalExit is the error for a distlock that gives up because of sig
+// (while connecting or waiting for a lock): exit code 128+signal number,
+// and a one-line message saying what was given up.
+func signalExit(sig os.Signal, what string) error {
+	n := 1
+	if s, ok := sig.(syscall.Signal); ok {
+		n = int(s)
+	}
+	return exit(128+n, fmt.Errorf("got %v %s; gave up, nothing left behind", sig, what))
+}
+
+// childOpts says how underLock runs the command.
+type childOpts struct {
+	// shell runs sh -c "ARGV joined with spaces" instead of exec'ing
+	// argv[0] directly.
+	shell bool
+	// env is added to distlock's own environment (after DISTLOCK_LOCK and
+	// DISTLOCK_TOKEN, which underLock sets from the lease; a later entry
+	// wins), e.g. DISTLOCK_HOLDER=...
+	env []string
+	// grace is how long the command has between SIGTERM and SIGKILL when
+	// the lock is lost or ctx ends; keep it below the lock's TTL. Zero
+	// sends SIGKILL right after SIGTERM.
+	grace time.Duration
+	// stdout and stderr receive the command's output; nil means distlock's
+	// own (os.Stdout, os.Stderr). The command's stdin is distlock's.
+	stdout, stderr io.Writer
+}
+
+// waitDelay bounds how long underLock waits, after the command exited, for
+// output still being copied from processes it left behind (only when
+// stdout or stderr is not an *os.File).
+const waitDelay = 2 * time.Second
+
+// underLock runs argv while lease is held and returns how it ended, as an
+// error for main's exit code:
+//
+//   - nil when the command exited 0;
+//   - silentExit(code) for its nonzero exit code, 128+signal number if a
+//     signal ended it;
+//   - exit(exitLost, ...) when the lock was lost (lease.Done closed) before
+//     or while it ran: the command's process group got SIGTERM, then
+//     SIGKILL after o.grace if it was still running; the message says why
+//     the lock was lost (lease.Err());
+//   - exit(exitNotFound, ...) when the command does not exist,
+//     exit(exitCannotRun, ...) when it exists but cannot be run;
+//   - when ctx ends first, the command is stopped as on a loss and the
+//     error wraps ctx's cause (exit code exitFailure).
+//
+// The command runs in its own process group (Setpgid), with distlock's
+// stdin, and with DISTLOCK_LOCK (the lock's name) and DISTLOCK_TOKEN
+// (lease.Token().String()) plus o.env in its environment. Signals arriving
+// on sigs (see catchSignals) are forwarded to its process group; distlock
+// then exits with whatever code the command ends with. underLock does not
+// unlock the lease: the caller does that once it returns.
+func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o childOpts, sigs <-chan os.Signal) error {
+	if len(argv) == 0 {
+		return usageErr("no command to run: put it after --, e.g. -- CMD ARGS")
+	}
+	tok := lease.Token()
+	if err := lease.Err(); err != nil {
+		return lostErr(tok.Name, err, false)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("command not started: %w", context.Cause(ctx))
+	}
+
+	var cmd *exec.Cmd
+	if o.shell {
+		cmd = exec.Command("sh", "-c", strings.Join(argv, " "))
+	} else {
+		cmd = exec.Command(argv[0], argv[1:]...)
+	}
+	if cmd.Err != nil {
+		return startErr(argv[0], cmd.Err)
+	}
+	cmd.Env = append(os.Environ(), "DISTLOCK_LOCK="+tok.Name, "DISTLOCK_TOKEN="+tok.String())
+	cmd.Env = append(cmd.Env, o.env...)
+	cmd.Stdin = os.Stdin
+	cmd.Stdout, cmd.Stderr = o.stdout, o.stderr
+	if cmd.Stdout == nil {
+		cmd.Stdout = os.Stdout
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
+	cmd.WaitDelay = waitDelay
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return startErr(argv[0], err)
+	}
+	pgid := cmd.Process.Pid
+	group := func(sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var (
+		lost     error // why the lock was lost, once it was
+		stopped  error // ctx's cause, once ctx ended
+		kill     <-chan time.Time
+		leaseEnd = lease.Done()
+		ctxEnd   = ctx.Done()
+	)
+	terminate := func() {
+		group(syscall.SIGTERM)
+		if o.grace <= 0 {
+			group(syscall.SIGKILL)
+			return
+		}
+		t := time.NewTimer(o.grace)
+		kill = t.C
+	}
+	for {
+		select {
+		case err := <-done:
+			if lost == nil && stopped == nil {
+				// The lock may have gone just as the command ended: its
+				// work may not have been exclusive, so say so.
+				if err := lease.Err(); errors.Is(err, distlock.ErrLost) {
+					lost = err
+				}
+			}
+			if lost != nil || stopped != nil {
+				// Whatever the command left in its group must not go on
+				// without the lock.
+				group(syscall.SIGKILL)
+			}
+			if lost != nil {
+				return lostErr(tok.Name, lost, true)
+			}
+			if stopped != nil {
+				return fmt.Errorf("command stopped: %w", stopped)
+			}
+			return exitStatus(err)
+		case sig := <-sigs:
+			if s, ok := sig.(syscall.Signal); ok {
+				group(s)
+			}
+		case <-leaseEnd:
+			leaseEnd = nil
+			if lost == nil && stopped == nil {
+				lost = lease.Err()
+				if lost == nil {
+					lost = distlock.ErrLost
+				}
+				terminate()
+			}
+		case <-ctxEnd:
+			ctxEnd = nil
+			if lost == nil && stopped == nil {
+				stopped = context.Cause(ctx)
+				terminate()
+			}
+		case <-kill:
+			kill = nil
+			group(syscall.SIGKILL)
+		}
+	}
+}
+
+// lostErr is the exitLost error for lock name, lost because of why.
+func lostErr(name string, why error, ran bool) error {
+	msg := strings.TrimPrefix(why.Error(), "distlock: ")
+	if ran {
+		return exit(exitLost, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %s", name, msg))
+	}
+	return exit(exitLost, fmt.Errorf("lock %q lost before the command started; not started: %s", name, msg))
+}
+
+// startErr is the error for a command that could not be started: exit
+// code exitNotFound when it does not exist, exitCannotRun otherwise.
+func startErr(name string, err error) error {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return exit(exitNotFound, fmt.Errorf("%s: command not found", name))
+	}
+	return exit(exitCannotRun, fmt.Errorf("%s: cannot run: %v", name, err))
+}
+
+// exitStatus turns cmd.Wait's error into distlock's: nil for exit 0, the
+// command's code otherwise (128+signal number if a signal ended it).
+func exitStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		// exec.ErrWaitDelay: the command exited 0 but left processes
+		// holding its output open; or an I/O error copying output.
+		return err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return silentExit(128 + int(ws.Signal()))
+	}
+	return silentExit(ee.ExitCode())
+}
