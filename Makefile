@@ -13,7 +13,8 @@ test: deps check
 
 # PostgreSQL (for fencing/sqlfence) comes from Debian's `postgresql` package;
 # the tests run its initdb and postgres themselves (set PG_BINDIR to use
-# another installation).
+# another installation), so the package is told not to create and start a
+# cluster of its own.
 deps:
 	@if [ -z "$$ZOOKEEPER_HOME" ] && [ ! -f /usr/share/java/zookeeper.jar ]; then \
 		echo "installing Debian's zookeeper package"; \
@@ -23,7 +24,9 @@ deps:
 	@if [ -z "$$PG_BINDIR" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 		echo "installing Debian's postgresql package"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; \
+		$$SUDO mkdir -p /etc/postgresql-common/createcluster.d; \
+		echo 'create_main_cluster = false' | $$SUDO tee /etc/postgresql-common/createcluster.d/distlock.conf >/dev/null; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
 	fi
 	@command -v java >/dev/null || { echo "java is missing (apt-get install default-jre-headless)"; exit 1; }
 
