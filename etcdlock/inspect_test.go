@@ -1,0 +1,92 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+)
+
+func TestInspect(t *testing.T) {
+	clus := newCluster(t)
+	cli := newClient(t, clus, 0)
+	ctx := testCtx(t)
+
+	if q, err := etcdlock.Inspect(ctx, cli, "", "inspect"); err != nil || len(q) != 0 {
+		t.Fatalf("free lock: %v, %v; want no entries", q, err)
+	}
+	if _, err := etcdlock.Inspect(ctx, nil, "", "inspect"); !errors.Is(err, distlock.ErrNilClient) {
+		t.Errorf("nil client: %v, want ErrNilClient", err)
+	}
+	if _, err := etcdlock.Inspect(ctx, cli, "", "a@1"); !errors.Is(err, distlock.ErrInvalidName) {
+		t.Errorf("bad name: %v, want ErrInvalidName", err)
+	}
+
+	holders := []string{"holder-A", "waiter-B", "waiter-C"}
+	var sessions []*etcdlock.Session
+	for i, h := range holders {
+		sessions = append(sessions, newSession(t, newClient(t, clus, i), etcdlock.WithHolder(h)))
+	}
+	w := watchQueue(t, cli, "inspect")
+	lease := mustLock(t, newMutex(t, sessions[0], "inspect"))
+	w.nextPut()
+	var waiting []<-chan result
+	for _, s := range sessions[1:] {
+		waiting = append(waiting, lockAsync(ctx, newMutex(t, s, "inspect")))
+		w.nextPut()
+	}
+	// Foreign keys: not entries of "inspect", or not entries at all.
+	for _, k := range []string{"/distlock/inspect/@x", "/distlock/inspect/@w_", "/distlock/inspect/sub/@w1_1", "/distlock/inspect/other"} {
+		if _, err := cli.Put(ctx, k, "foreign"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	q, err := etcdlock.Inspect(ctx, cli, etcdlock.DefaultPrefix, "inspect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != 3 {
+		t.Fatalf("got %d entries, want 3: %+v", len(q), q)
+	}
+	for i, e := range q {
+		if e.Holder != holders[i] || e.Kind != distlock.Exclusive || e.Token.Name != "inspect" || !e.Created.IsZero() {
+			t.Errorf("entry %d: %+v, want holder %q, exclusive, no creation time", i, e, holders[i])
+		}
+		if want := strconv.FormatInt(int64(sessions[i].Lease()), 16); e.Owner != want {
+			t.Errorf("entry %d: owner %s, want lease %s", i, e.Owner, want)
+		}
+		if i > 0 && e.Token.Seq <= q[i-1].Token.Seq {
+			t.Errorf("entry %d: token %v not after %v", i, e.Token, q[i-1].Token)
+		}
+	}
+	if q[0].Token != lease.Token() {
+		t.Errorf("first entry's token %v, holder's %v", q[0].Token, lease.Token())
+	}
+	if h := distlock.Holding(q); !h[0] || h[1] || h[2] {
+		t.Errorf("Holding = %v, want only the first", h)
+	}
+
+	// The next holder is listed first once the holder goes.
+	mustUnlock(t, lease)
+	next := successor(t, waiting[0], lease.Token(), "B after A")
+	q, err = etcdlock.Inspect(ctx, cli, "", "inspect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != 2 || q[0].Token != next.Token() || q[0].Holder != "waiter-B" || q[1].Holder != "waiter-C" {
+		t.Fatalf("after the handoff: %+v, want B (token %v) then C", q, next.Token())
+	}
+	mustUnlock(t, next)
+	mustUnlock(t, successor(t, waiting[1], next.Token(), "C after B"))
+
+	// A cut-off client fails rather than reporting a free lock.
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := etcdlock.Inspect(dead, cli, "", "inspect"); err == nil {
+		t.Error("Inspect with a cancelled context succeeded")
+	}
+}

@@ -1,0 +1,101 @@
+package zklock_test
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/zklock"
+	"github.com/go-zookeeper/zk"
+)
+
+func TestInspect(t *testing.T) {
+	ens := integration.NewZooKeeper(t)
+	admin, events := connect(t, ens)
+	drain(events)
+	ctx := testCtx(t)
+	prefix := newPrefix()
+
+	if q, err := zklock.Inspect(ctx, admin, prefix, "inspect"); err != nil || len(q) != 0 {
+		t.Fatalf("free lock: %v, %v; want no entries", q, err)
+	}
+	if _, err := zklock.Inspect(ctx, nil, prefix, "inspect"); !errors.Is(err, distlock.ErrNilClient) {
+		t.Errorf("nil conn: %v, want ErrNilClient", err)
+	}
+	if _, err := zklock.Inspect(ctx, admin, prefix, "a@1"); !errors.Is(err, distlock.ErrInvalidName) {
+		t.Errorf("bad name: %v, want ErrInvalidName", err)
+	}
+
+	holders := []string{"holder-A", "waiter-B", "waiter-C"}
+	var sessions []*zklock.Session
+	var conns []*zk.Conn
+	for i, h := range holders {
+		conn, events := connect(t, ens, i)
+		drain(events)
+		conns = append(conns, conn)
+		sessions = append(sessions, newSession(t, conn, zklock.WithPrefix(prefix), zklock.WithHolder(h)))
+	}
+	dir := prefix + "/inspect"
+	lease := mustLock(t, newMutex(t, sessions[0], "inspect"))
+	var waiting []<-chan result
+	for i, s := range sessions[1:] {
+		waiting = append(waiting, lockAsync(ctx, newMutex(t, s, "inspect")))
+		waitEntries(t, admin, dir, i+2)
+	}
+	// Foreign children: not entries, and a sub-lock's directory.
+	for _, c := range []string{"/other", "/@x", "/sub"} {
+		if _, err := admin.Create(dir+c, []byte("foreign"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Another connection's view, right after the writes (Inspect syncs).
+	q, err := zklock.Inspect(ctx, conns[2], prefix, "inspect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != 3 {
+		t.Fatalf("got %d entries, want 3: %+v", len(q), q)
+	}
+	for i, e := range q {
+		if e.Holder != holders[i] || e.Kind != distlock.Exclusive || e.Token.Name != "inspect" || e.Created.IsZero() {
+			t.Errorf("entry %d: %+v, want holder %q, exclusive, a creation time", i, e, holders[i])
+		}
+		if want := strconv.FormatInt(conns[i].SessionID(), 16); e.Owner != want {
+			t.Errorf("entry %d: owner %s, want session %s", i, e.Owner, want)
+		}
+		if i > 0 && e.Token.Seq <= q[i-1].Token.Seq {
+			t.Errorf("entry %d: token %v not after %v", i, e.Token, q[i-1].Token)
+		}
+	}
+	if q[0].Token != lease.Token() {
+		t.Errorf("first entry's token %v, holder's %v", q[0].Token, lease.Token())
+	}
+	if h := distlock.Holding(q); !h[0] || h[1] || h[2] {
+		t.Errorf("Holding = %v, want only the first", h)
+	}
+
+	mustUnlock(t, lease)
+	next := recv(t, waiting[0], "B after A")
+	if next.Err != nil {
+		t.Fatal(next.Err)
+	}
+	q, err = zklock.Inspect(ctx, admin, prefix, "inspect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != 2 || q[0].Token != next.Lease.Token() || q[0].Holder != "waiter-B" || q[1].Holder != "waiter-C" {
+		t.Fatalf("after the handoff: %+v, want B (token %v) then C", q, next.Lease.Token())
+	}
+	mustUnlock(t, next.Lease)
+	last := recv(t, waiting[1], "C after B")
+	if last.Err != nil {
+		t.Fatal(last.Err)
+	}
+	mustUnlock(t, last.Lease)
+	if q, err := zklock.Inspect(ctx, admin, prefix, "inspect"); err != nil || len(q) != 0 {
+		t.Fatalf("after all released: %+v, %v; want no entries", q, err)
+	}
+}
