@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/zklock"
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/status.golden from this run's output")
+
+// testBackend is one of the run's shared clusters as a test of the binary
+// sees it: the flags that point the binary at it (under a prefix of the
+// test's own) and, for the test process itself, a way to take locks with
+// the library directly and to read what the binary wrote.
+type testBackend struct {
+	name   string   // "etcd" or "zk"
+	flags  []string // --etcd=... or --zk=..., and --prefix=...
+	prefix string
+	etcd   *clientv3.Client
+	ens    func() *zk.Conn // a new connection with a session of its own
+	zk     *zk.Conn
+}
+
+var prefixSeq atomic.Int64
+
+// forEachBackend runs f as a subtest on the etcd cluster and on the
+// ZooKeeper ensemble.
+func forEachBackend(t *testing.T, f func(t *testing.T, b *testBackend)) {
+	t.Run("etcd", func(t *testing.T) {
+		p := fmt.Sprintf("/t%d/", prefixSeq.Add(1))
+		cli, err := etcdCluster(t).Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(t, &testBackend{name: "etcd", flags: []string{etcdFlag(t), "--prefix=" + p}, prefix: p, etcd: cli})
+	})
+	t.Run("zk", func(t *testing.T) {
+		p := fmt.Sprintf("/t%d", prefixSeq.Add(1))
+		ens := zkEnsemble(t)
+		connect := func() *zk.Conn {
+			conn, events, err := ens.Connect(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for range events {
+				}
+			}()
+			t.Cleanup(conn.Close)
+			return conn
+		}
+		f(t, &testBackend{name: "zk", flags: []string{zkFlag(t), "--prefix=" + p}, prefix: p, ens: connect, zk: connect()})
+	})
+}
+
+// args returns the binary's arguments: sub, the backend's flags, then rest.
+func (b *testBackend) args(sub string, rest ...string) []string {
+	return append(append([]string{sub}, b.flags...), rest...)
+}
+
+// mutex returns lock name on a new session (a connection of its own on
+// ZooKeeper) whose entries say holder. The session ends with the test.
+func (b *testBackend) mutex(t *testing.T, name, holder string) distlock.Locker {
+	t.Helper()
+	ctx := testCtx(t)
+	var (
+		m   distlock.Locker
+		err error
+	)
+	switch b.name {
+	case "etcd":
+		s, serr := etcdlock.NewSession(ctx, b.etcd, etcdlock.WithPrefix(b.prefix), etcdlock.WithHolder(holder))
+		if serr != nil {
+			t.Fatal(serr)
+		}
+		t.Cleanup(func() { s.Close(context.Background()) })
+		m, err = etcdlock.NewMutex(s, name)
+	default:
+		s, serr := zklock.NewSession(ctx, b.ens(), zklock.WithPrefix(b.prefix), zklock.WithHolder(holder))
+		if serr != nil {
+			t.Fatal(serr)
+		}
+		t.Cleanup(func() { s.Close(context.Background()) })
+		m, err = zklock.NewMutex(s, name)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// inspect reads lock name's queue.
+func (b *testBackend) inspect(t *testing.T, name string) []distlock.QueueEntry {
+	t.Helper()
+	var (
+		q   []distlock.QueueEntry
+		err error
+	)
+	if b.name == "etcd" {
+		q, err = etcdlock.Inspect(testCtx(t), b.etcd, b.prefix, name)
+	} else {
+		q, err = zklock.Inspect(testCtx(t), b.zk, b.prefix, name)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// waitQueued waits until lock name has n entries in its queue. It polls:
+// the condition is what the test waits for, not a guess at timing.
+func (b *testBackend) waitQueued(t *testing.T, name string, n int) {
+	t.Helper()
+	ctx := testCtx(t)
+	for len(b.inspect(t, name)) < n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("lock %s: fewer than %d entries queued: %v", name, n, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func TestStatus(t *testing.T) {
+	golden := readGolden(t)
+	got := map[string]string{}
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		ctx := testCtx(t)
+		const name = "reports/daily"
+
+		// Free.
+		r := cli(ctx, t, nil, b.args("status", name)...)
+		if r.code != 0 {
+			t.Fatalf("status of a free lock: exit %d, stderr %q", r.code, r.stderr)
+		}
+		got[b.name+"/free"] = r.stdout
+		checkGolden(t, golden, b.name+"/free", r.stdout)
+		r = cli(ctx, t, nil, b.args("status", "--json", name)...)
+		st := parseStatus(t, r)
+		if !st.Free || st.Holders != 0 || st.Waiters != 0 || st.Entries == nil || len(st.Entries) != 0 {
+			t.Errorf("--json of a free lock: %+v", st)
+		}
+
+		// One holder, two waiters, held from this process.
+		since := time.Now().UTC().Add(-90 * time.Second).Format(time.RFC3339)
+		holders := []string{
+			"host-a pid 100 holder since " + since,
+			"host-b pid 200 waiter since " + since,
+			"host-c pid 300 waiter",
+		}
+		lease, err := b.mutex(t, name, holders[0]).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lease.Unlock(context.Background())
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		for i, h := range holders[1:] {
+			go b.mutex(t, name, h).Lock(wctx)
+			b.waitQueued(t, name, i+2)
+		}
+
+		r = cli(ctx, t, nil, b.args("status", name)...)
+		if r.code != 0 {
+			t.Fatalf("status of a held lock: exit %d, stderr %q", r.code, r.stderr)
+		}
+		t.Logf("status:\n%s", r.stdout)
+		norm := normalizeStatus(r.stdout)
+		got[b.name+"/held"] = norm
+		checkGolden(t, golden, b.name+"/held", norm)
+		if !strings.Contains(r.stdout, fmt.Sprint(lease.Token().Seq)) {
+			t.Errorf("the holder's token %v is not in the output", lease.Token())
+		}
+
+		// Flags after the name work too.
+		r = cli(ctx, t, nil, append([]string{"status", name, "--json"}, b.flags...)...)
+		st = parseStatus(t, r)
+		if st.Free || st.Holders != 1 || st.Waiters != 2 || len(st.Entries) != 3 || st.Lock != name {
+			t.Fatalf("--json of a held lock: %+v", st)
+		}
+		want := map[string]string{"etcd": "etcd", "zk": "zookeeper"}[b.name]
+		if st.Backend != want {
+			t.Errorf("backend %q, want %q", st.Backend, want)
+		}
+		for i, e := range st.Entries {
+			role := "waiting"
+			if i == 0 {
+				role = "holder"
+			}
+			if e.Position != i+1 || e.Role != role || e.Holder != holders[i] || e.Kind != "exclusive" || e.Owner == "" || e.Key == "" {
+				t.Errorf("entry %d: %+v", i, e)
+			}
+			tok, err := distlock.ParseToken(e.Token)
+			if err != nil || tok.Seq != e.Seq || tok.Name != name {
+				t.Errorf("entry %d: token %q, seq %d: %v", i, e.Token, e.Seq, err)
+			}
+		}
+		// etcd: the age comes from the entry's "since" (90s ago);
+		// ZooKeeper: from the node's ctime (just now).
+		minAge := map[string]int64{"etcd": 89, "zk": 0}[b.name]
+		if e := st.Entries[0]; e.Token != lease.Token().String() || e.AgeSeconds == nil || *e.AgeSeconds < minAge || e.Created == nil {
+			t.Errorf("holder entry %+v, want token %v, age ≥ %ds", e, lease.Token(), minAge)
+		}
+		// The third has no "since": known on ZooKeeper (ctime), not on etcd.
+		if e := st.Entries[2]; (e.AgeSeconds == nil) != (b.name == "etcd") {
+			t.Errorf("entry 3's age %v on %s", e.AgeSeconds, b.name)
+		}
+	})
+	if *update {
+		writeGolden(t, golden, got)
+	}
+}
+
+func TestStatusUsage(t *testing.T) {
+	ctx := testCtx(t)
+	for _, args := range [][]string{
+		{"status", "--etcd=127.0.0.1:1"},
+		{"status", "--etcd=127.0.0.1:1", "a", "b"},
+		{"status", "--etcd=127.0.0.1:1", "a@1"},
+		{"status", "--bogus", "a"},
+		{"status", "a"}, // no cluster
+	} {
+		r := cli(ctx, t, []string{"ETCDCTL_ENDPOINTS=", "DISTLOCK_ZK="}, args...)
+		if r.code != exitUsage || r.stderr == "" {
+			t.Errorf("%q: exit %d, stderr %q; want %d", args, r.code, r.stderr, exitUsage)
+		}
+	}
+	r := cli(ctx, t, nil, "status", "--help")
+	if r.code != 0 || !strings.Contains(r.stdout, "Examples:") || !strings.Contains(r.stdout, `"age_seconds"`) {
+		t.Errorf("--help: exit %d, stdout %q", r.code, r.stdout)
+	}
+	r = cli(ctx, t, nil, "status", "--etcd=127.0.0.1:1", "--dial-timeout=300ms", "a")
+	if r.code != exitUnreachable {
+		t.Errorf("unreachable etcd: exit %d, stderr %q; want %d", r.code, r.stderr, exitUnreachable)
+	}
+}
+
+func parseStatus(t *testing.T, r result) lockStatus {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("status --json: exit %d, stderr %q", r.code, r.stderr)
+	}
+	var st lockStatus
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	return st
+}
+
+var (
+	statusRow = regexp.MustCompile(`^(\d+)\s+(holder|waiting)\s+(exclusive|shared)\s+\d+\s+(?:lease|session) [0-9a-f]+\s+(\S+)\s+(.*)$`)
+	rfc3339   = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+)
+
+// normalizeStatus replaces what varies from run to run in status's table
+// (tokens, owners, ages, times) with placeholders, and single-spaces it.
+func normalizeStatus(s string) string {
+	var out []string
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if m := statusRow.FindStringSubmatch(line); m != nil {
+			age := "<AGE>"
+			if m[4] == "-" {
+				age = "-"
+			}
+			line = strings.Join([]string{m[1], m[2], m[3], "<TOKEN>", "<OWNER>", age, m[5]}, " ")
+		} else {
+			line = strings.Join(strings.Fields(line), " ")
+		}
+		out = append(out, rfc3339.ReplaceAllString(line, "<TIME>"))
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+// The golden file holds sections "-- NAME --\n" followed by the text.
+var goldenPath = filepath.Join("testdata", "status.golden")
+
+func readGolden(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(goldenPath)
+	if os.IsNotExist(err) && *update {
+		return map[string]string{}
+	}
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	out := map[string]string{}
+	var cur string
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		if strings.HasPrefix(line, "-- ") && strings.HasSuffix(line, " --\n") {
+			cur = strings.TrimSuffix(strings.TrimPrefix(line, "-- "), " --\n")
+			out[cur] = ""
+			continue
+		}
+		if cur != "" {
+			out[cur] += line
+		}
+	}
+	return out
+}
+
+func checkGolden(t *testing.T, golden map[string]string, section, got string) {
+	t.Helper()
+	if *update {
+		return
+	}
+	want, ok := golden[section]
+	if !ok {
+		t.Errorf("%s: no section %q (run with -update)", goldenPath, section)
+		return
+	}
+	if got != want {
+		t.Errorf("%s, section %q differs (run with -update if intended):\ngot:\n%s\nwant:\n%s", goldenPath, section, got, want)
+	}
+}
+
+func writeGolden(t *testing.T, golden, got map[string]string) {
+	t.Helper()
+	for k, v := range got {
+		golden[k] = v
+	}
+	var b strings.Builder
+	for _, k := range []string{"etcd/free", "etcd/held", "zk/free", "zk/held"} {
+		if v, ok := golden[k]; ok {
+			fmt.Fprintf(&b, "-- %s --\n%s", k, v)
+		}
+	}
+	if err := os.MkdirAll("testdata", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(goldenPath, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
