@@ -45,7 +45,30 @@ func signalExit(sig os.Signal, what string) error {
 	if s, ok := sig.(syscall.Signal); ok {
 		n = int(s)
 	}
-	return exit(128+n, fmt.Errorf("got %v %s; gave up, nothing left behind", sig, what))
+	return exit(128+n, fmt.Errorf("got %s %s; gave up, nothing left behind", sigName(sig), what))
+}
+
+// sigName is SIGINT for os.Interrupt, and so on.
+func sigName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return sig.String()
+}
+
+// lockCause is err's message without the "distlock: lock NAME: OP:" of a
+// *distlock.LockError, for messages that name the lock already.
+func lockCause(err error) string {
+	var le *distlock.LockError
+	if errors.As(err, &le) && le.Err != nil {
+		return le.Err.Error()
+	}
+	return strings.TrimPrefix(err.Error(), "distlock: ")
 }
 
 // childOpts says how underLock runs the command.
@@ -200,7 +223,7 @@ func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o chil
 
 // lostErr is the exitLost error for lock name, lost because of why.
 func lostErr(name string, why error, ran bool) error {
-	msg := strings.TrimPrefix(why.Error(), "distlock: ")
+	msg := lockCause(why)
 	if ran {
 		return exit(exitLost, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %s", name, msg))
 	}

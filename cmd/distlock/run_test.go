@@ -1,0 +1,519 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// runBackend is one kind of cluster distlock run is tested against, with
+// direct access to its store.
+type runBackend struct {
+	name string
+	flag func(t *testing.T) string
+	// entries lists the lock's entries in the store.
+	entries func(ctx context.Context, t *testing.T, lock string) []string
+	// remove deletes the lock's entries behind the holders' backs.
+	remove func(ctx context.Context, t *testing.T, lock string)
+}
+
+var runBackends = []runBackend{
+	{
+		name: "etcd",
+		flag: etcdFlag,
+		entries: func(ctx context.Context, t *testing.T, lock string) []string {
+			t.Helper()
+			resp, err := etcdClient(t).Get(ctx, "/distlock/"+lock+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+			if err != nil {
+				t.Fatalf("etcd get: %v", err)
+			}
+			var keys []string
+			for _, kv := range resp.Kvs {
+				keys = append(keys, string(kv.Key))
+			}
+			return keys
+		},
+		remove: func(ctx context.Context, t *testing.T, lock string) {
+			t.Helper()
+			resp, err := etcdClient(t).Delete(ctx, "/distlock/"+lock+"/", clientv3.WithPrefix())
+			if err != nil || resp.Deleted == 0 {
+				t.Fatalf("etcd delete /distlock/%s/: deleted %v, err %v", lock, resp, err)
+			}
+		},
+	},
+	{
+		name: "zk",
+		flag: zkFlag,
+		entries: func(ctx context.Context, t *testing.T, lock string) []string {
+			t.Helper()
+			c, _, err := zkConn(ctx, t).Children("/distlock/" + lock)
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				t.Fatalf("zk children: %v", err)
+			}
+			return c
+		},
+		remove: func(ctx context.Context, t *testing.T, lock string) {
+			t.Helper()
+			conn := zkConn(ctx, t)
+			dir := "/distlock/" + lock
+			c, _, err := conn.Children(dir)
+			if err != nil || len(c) == 0 {
+				t.Fatalf("zk children of %s: %v, err %v", dir, c, err)
+			}
+			for _, n := range c {
+				if err := conn.Delete(dir+"/"+n, -1); err != nil {
+					t.Fatalf("zk delete %s/%s: %v", dir, n, err)
+				}
+			}
+		},
+	},
+}
+
+var (
+	runEtcdOnce sync.Once
+	runEtcdCli  *clientv3.Client
+	runEtcdErr  error
+	runZKMu     sync.Mutex
+	runZKConn   *zk.Conn
+)
+
+func etcdClient(t *testing.T) *clientv3.Client {
+	t.Helper()
+	c := etcdCluster(t)
+	runEtcdOnce.Do(func() { runEtcdCli, runEtcdErr = c.Client() })
+	if runEtcdErr != nil {
+		t.Fatalf("etcd client: %v", runEtcdErr)
+	}
+	return runEtcdCli
+}
+
+func zkConn(ctx context.Context, t *testing.T) *zk.Conn {
+	t.Helper()
+	e := zkEnsemble(t)
+	runZKMu.Lock()
+	defer runZKMu.Unlock()
+	if runZKConn == nil {
+		conn, _, err := e.Connect(ctx)
+		if err != nil {
+			t.Fatalf("zk connect: %v", err)
+		}
+		runZKConn = conn
+	}
+	return runZKConn
+}
+
+var lockSeq atomic.Int64
+
+// lockName is a lock name no other test uses.
+func lockName(t *testing.T) string {
+	base := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "-")
+	return fmt.Sprintf("%s-%d-%d", base, os.Getpid(), lockSeq.Add(1))
+}
+
+// proc is a distlock started in the background, its stdout read line by
+// line.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string
+	stderr *lockedBuffer
+	done   chan struct{}
+	code   int
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// start starts distlock with args; it is killed at the end of the test if
+// still running.
+func start(ctx context.Context, t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.WaitDelay = 5 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	p := &proc{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 100), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = pw, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start distlock %v: %v", args, err)
+	}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &ee):
+			p.code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.code = 128 + int(ws.Signal())
+			}
+		default:
+			p.code = -1
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// waitLine waits for a stdout line equal to want.
+func (p *proc) waitLine(ctx context.Context, want string) {
+	p.t.Helper()
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				<-p.done
+				p.t.Fatalf("distlock exited (code %d) before printing %q; stderr: %s", p.code, want, p.stderr)
+			}
+			if l == want {
+				return
+			}
+		case <-ctx.Done():
+			p.t.Fatalf("no %q line: %v; stderr: %s", want, ctx.Err(), p.stderr)
+		}
+	}
+}
+
+// wait waits (at most d) for distlock to exit and returns its exit code.
+func (p *proc) wait(d time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(d):
+		p.t.Fatalf("distlock still running after %v; stderr: %s", d, p.stderr)
+		return 0
+	}
+}
+
+// until polls cond (bounded) until it holds.
+func until(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: still not %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--etcd=127.0.0.1:1", "--", "true"}, "no --lock"},
+		{[]string{"run", "--etcd=127.0.0.1:1", "--lock", "x"}, "no command"},
+		{[]string{"run", "--etcd=127.0.0.1:1", "--lock", "x", "--"}, "no command"},
+		{[]string{"run", "--etcd=127.0.0.1:1", "--lock", "a//b", "--", "true"}, "invalid lock name"},
+		{[]string{"run", "--etcd=127.0.0.1:1", "--lock", "x", "--ttl=4s", "--grace=4s", "--", "true"}, "--grace"},
+		{[]string{"run", "--etcd=127.0.0.1:1", "--lock", "x", "--wait=1s", "--no-wait", "--", "true"}, "choose one"},
+		{[]string{"run", "--lock", "x", "--bogus", "--", "true"}, "not defined"},
+		{[]string{"run", "--lock", "x", "--", "true"}, "no cluster"},
+	} {
+		r := cli(ctx, t, []string{"ETCDCTL_ENDPOINTS=", "DISTLOCK_ZK="}, tc.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%v: code %d (want %d), stderr %q (want one line with %q)", tc.args, r.code, exitUsage, r.stderr, tc.want)
+		}
+	}
+	r := cli(ctx, t, nil, "run", "--help")
+	for _, want := range []string{"Examples:", "Exit codes:", "--no-wait", "DISTLOCK_TOKEN"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("run --help: code %d, stdout lacks %q: %s", r.code, want, r.stdout)
+		}
+	}
+}
+
+func TestRunUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nobody listens there now
+	for _, fl := range []string{"--etcd=" + addr, "--zk=" + addr} {
+		start := time.Now()
+		r := cli(ctx, t, nil, "run", fl, "--dial-timeout=500ms", "--lock", "x", "--", "true")
+		if r.code != exitUnreachable || !strings.Contains(r.stderr, "unreachable") {
+			t.Errorf("%s: code %d (want %d), stderr %q", fl, r.code, exitUnreachable, r.stderr)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%s: took %v", fl, d)
+		}
+	}
+}
+
+func TestRunExitCodeAndEnv(t *testing.T) {
+	for _, b := range runBackends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			lock := lockName(t)
+			r := cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--",
+				"sh", "-c", `echo "lock=$DISTLOCK_LOCK"; echo "token=$DISTLOCK_TOKEN"; echo "holder=$DISTLOCK_HOLDER"; exit 3`)
+			if r.code != 3 {
+				t.Fatalf("code %d, want the command's 3; stderr %q", r.code, r.stderr)
+			}
+			if !strings.Contains(r.stdout, "lock="+lock+"\n") {
+				t.Errorf("DISTLOCK_LOCK missing: %q", r.stdout)
+			}
+			if !regexp.MustCompile(`(?m)^token=` + regexp.QuoteMeta(lock) + `@[1-9][0-9]*$`).MatchString(r.stdout) {
+				t.Errorf("DISTLOCK_TOKEN missing: %q", r.stdout)
+			}
+			if !regexp.MustCompile(`(?m)^holder=.* pid [0-9]+ distlock run since .+$`).MatchString(r.stdout) {
+				t.Errorf("DISTLOCK_HOLDER missing: %q", r.stdout)
+			}
+			if e := b.entries(ctx, t, lock); len(e) != 0 {
+				t.Errorf("entries left behind: %v", e)
+			}
+
+			// --shell, and exit 0.
+			r = cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--shell", "--", `echo "$DISTLOCK_LOCK"`, "|", "tr", "a-z", "A-Z")
+			if r.code != 0 || r.stdout != strings.ToUpper(lock)+"\n" {
+				t.Errorf("--shell: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+			// A signal ending the command: 128+signal.
+			r = cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--", "sh", "-c", "kill -KILL $$")
+			if r.code != 128+9 {
+				t.Errorf("command killed by SIGKILL: code %d, want 137; stderr %q", r.code, r.stderr)
+			}
+		})
+	}
+}
+
+func TestRunCannotStart(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	fl := etcdFlag(t)
+	lock := lockName(t)
+	r := cli(ctx, t, nil, "run", fl, "--lock", lock, "--", "distlock-no-such-command")
+	if r.code != exitNotFound || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("missing command: code %d, stderr %q", r.code, r.stderr)
+	}
+	notExec := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = cli(ctx, t, nil, "run", fl, "--lock", lock, "--", notExec)
+	if r.code != exitCannotRun {
+		t.Errorf("not executable: code %d, stderr %q", r.code, r.stderr)
+	}
+	if e := runBackends[0].entries(ctx, t, lock); len(e) != 0 {
+		t.Errorf("entries left behind: %v", e)
+	}
+}
+
+func TestRunNotAcquired(t *testing.T) {
+	for _, b := range runBackends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			lock := lockName(t)
+			holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--", "sh", "-c", "echo ready; read x; exit 0")
+			holder.waitLine(ctx, "ready")
+
+			r := cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--no-wait", "--", "echo", "ran")
+			t.Logf("--no-wait: %s", r.stderr)
+			if r.code != exitNotAcquired || !strings.Contains(r.stderr, "entry /distlock/"+lock) || r.stdout != "" {
+				t.Errorf("--no-wait: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+			begin := time.Now()
+			r = cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--wait=1s", "--", "echo", "ran")
+			t.Logf("--wait: %s", r.stderr)
+			if r.code != exitNotAcquired || !strings.Contains(r.stderr, "--wait") || r.stdout != "" {
+				t.Errorf("--wait 1s: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+			if d := time.Since(begin); d < time.Second {
+				t.Errorf("--wait 1s gave up after %v", d)
+			}
+			if e := b.entries(ctx, t, lock); len(e) != 1 {
+				t.Errorf("entries: %v, want only the holder's", e)
+			}
+
+			holder.stdin.Close()
+			if code := holder.wait(30 * time.Second); code != 0 {
+				t.Errorf("holder: code %d, stderr %s", code, holder.stderr)
+			}
+			r = cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--no-wait", "--", "echo", "ran")
+			if r.code != 0 || r.stdout != "ran\n" {
+				t.Errorf("--no-wait on a free lock: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// readFile waits (bounded) for path to contain want.
+func waitFile(t *testing.T, path, want string) {
+	t.Helper()
+	until(t, 10*time.Second, fmt.Sprintf("%q in %s", want, path), func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), want)
+	})
+}
+
+func TestRunLockLoss(t *testing.T) {
+	for _, b := range runBackends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			lock := lockName(t)
+			file := filepath.Join(t.TempDir(), "trap")
+			script := fmt.Sprintf(`trap 'echo got TERM >> %s; exit 0' TERM; echo ready; sleep 1000 & wait`, file)
+			holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--ttl=10s", "--", "sh", "-c", script)
+			holder.waitLine(ctx, "ready")
+
+			b.remove(ctx, t, lock)
+			if code := holder.wait(30 * time.Second); code != exitLost {
+				t.Fatalf("code %d, want %d; stderr %s", code, exitLost, holder.stderr)
+			}
+			t.Logf("lost: %s", holder.stderr)
+			if s := holder.stderr.String(); !strings.Contains(s, "lost") || strings.Count(s, "\n") != 1 {
+				t.Errorf("stderr: want one line saying the lock was lost: %q", s)
+			}
+			waitFile(t, file, "got TERM")
+		})
+	}
+}
+
+// A command that ignores SIGTERM gets SIGKILL after --grace.
+func TestRunLockLossGrace(t *testing.T) {
+	t.Parallel()
+	b := runBackends[0]
+	ctx := testCtx(t)
+	lock := lockName(t)
+	file := filepath.Join(t.TempDir(), "trap")
+	script := fmt.Sprintf(`trap 'echo got TERM >> %s' TERM; echo ready; while :; do sleep 0.05; done`, file)
+	holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--ttl=10s", "--grace=1s", "--", "sh", "-c", script)
+	holder.waitLine(ctx, "ready")
+	b.remove(ctx, t, lock)
+	begin := time.Now()
+	if code := holder.wait(30 * time.Second); code != exitLost {
+		t.Fatalf("code %d, want %d; stderr %s", code, exitLost, holder.stderr)
+	}
+	if d := time.Since(begin); d > 8*time.Second {
+		t.Errorf("took %v to stop a command ignoring SIGTERM with --grace 1s", d)
+	}
+	waitFile(t, file, "got TERM")
+}
+
+func TestRunSignalForwarded(t *testing.T) {
+	for _, b := range runBackends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			lock := lockName(t)
+			file := filepath.Join(t.TempDir(), "trap")
+			script := fmt.Sprintf(`trap 'echo got TERM >> %s; exit 7' TERM; echo ready; sleep 1000 & wait`, file)
+			holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--", "sh", "-c", script)
+			holder.waitLine(ctx, "ready")
+			if err := holder.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code := holder.wait(30 * time.Second); code != 7 {
+				t.Fatalf("code %d, want the command's 7; stderr %s", code, holder.stderr)
+			}
+			waitFile(t, file, "got TERM")
+			if e := b.entries(ctx, t, lock); len(e) != 0 {
+				t.Errorf("entries left behind: %v", e)
+			}
+		})
+	}
+}
+
+func TestRunSignalWhileWaiting(t *testing.T) {
+	for _, b := range runBackends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			lock := lockName(t)
+			holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--", "sh", "-c", "echo ready; read x; exit 0")
+			holder.waitLine(ctx, "ready")
+
+			waiter := start(ctx, t, "run", b.flag(t), "--lock", lock, "--", "echo", "ran")
+			until(t, 20*time.Second, "two entries (the waiter enqueued)", func() bool { return len(b.entries(ctx, t, lock)) == 2 })
+			if err := waiter.cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			if code := waiter.wait(5 * time.Second); code != 128+int(syscall.SIGINT) {
+				t.Fatalf("waiter: code %d, want 130; stderr %s", code, waiter.stderr)
+			}
+			t.Logf("waiter: %s", waiter.stderr)
+			if s := waiter.stderr.String(); !strings.Contains(s, "while waiting") {
+				t.Errorf("waiter stderr: %q", s)
+			}
+			if e := b.entries(ctx, t, lock); len(e) != 1 {
+				t.Errorf("entries after the waiter gave up: %v, want only the holder's", e)
+			}
+
+			holder.stdin.Close()
+			if code := holder.wait(30 * time.Second); code != 0 {
+				t.Errorf("holder: code %d, stderr %s", code, holder.stderr)
+			}
+			if e := b.entries(ctx, t, lock); len(e) != 0 {
+				t.Errorf("entries left behind: %v", e)
+			}
+			select {
+			case l, ok := <-waiter.lines:
+				if ok {
+					t.Errorf("the waiter ran its command: %q", l)
+				}
+			default:
+			}
+		})
+	}
+}
