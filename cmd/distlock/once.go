@@ -1,0 +1,511 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/fencing/etcdfence"
+	"github.com/distlock/distlock/fencing/zkfence"
+	"github.com/distlock/distlock/internal/zkctx"
+	"github.com/distlock/distlock/zklock"
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func init() {
+	register(command{name: "once", summary: "run a command once per slot across all servers", run: onceCmd})
+}
+
+const onceUsage = `Usage:
+  distlock once --lock NAME --slot SLOT [--etcd ENDPOINTS | --zk SERVERS]
+                [--at-most-once] [--wait D] [--grace D] [--shell] -- COMMAND [ARGS...]
+
+Runs COMMAND once per SLOT across every server that runs the same line:
+put the same cron entry on all of them, and the first to get the lock NAME
+runs COMMAND for SLOT; the others, once they get the lock, find SLOT done
+and exit 0 without running it ("slot SLOT already done by ...").
+
+Under the lock, distlock reads SLOT's done-marker. If it is there, nothing
+runs. Otherwise it runs COMMAND and writes the marker, in one of two modes:
+
+  at-least-once (default)
+      run COMMAND first; only if it exits 0, write the marker. A COMMAND that
+      fails or crashes, or a server that dies, leaves no marker, so the next
+      run (on any server) runs COMMAND again for SLOT. COMMAND may run more
+      than once for a slot if the lock is lost between its end and the
+      marker: make it safe to repeat.
+  --at-most-once
+      write the marker first, then run COMMAND. If COMMAND fails or the
+      server dies midway, the slot still counts as done: nobody retries.
+      distlock still exits with COMMAND's exit code.
+
+The marker is written through a fence with the lock's fencing token, in
+the same transaction as a check that the lock entry still exists: a
+distlock that lost the lock (paused, cut off, its lease or session expired)
+cannot mark the slot, and a token older than one already seen is refused.
+
+Where the markers live (PREFIX is --prefix: /distlock/ on etcd, /distlock
+on ZooKeeper; '@' never occurs in lock names or slots, so these never
+collide with a lock's entries or another lock's markers):
+  etcd       key   PREFIX@once/NAME/@slot/SLOT    the marker (a JSON value)
+             key   PREFIX@once/NAME/@fence        the fence (newest token)
+  ZooKeeper  znode PREFIX/@once/NAME/@slot/SLOT   the marker (JSON data)
+             znode PREFIX/@once/NAME/@fence       the fence
+The marker is {"slot","token","holder","mode","marked"}. Markers are never
+deleted by distlock: remove one (etcdctl del KEY, zkCli delete PATH) to let
+a slot run again.
+
+SLOT names the period or unit of work: 1 to 128 ASCII letters, digits, '.',
+'_', '-' and ':', starting with a letter or digit (e.g. 2026-11-30,
+2026-W48, daily:2026-11-30). COMMAND gets DISTLOCK_LOCK, DISTLOCK_TOKEN
+(the fencing token, NAME@N), DISTLOCK_HOLDER and DISTLOCK_SLOT in its
+environment. Signals and a lost lock are handled as by distlock run.
+
+Examples:
+  # the daily report, from the same crontab line on every server
+  0 6 * * * distlock once --lock reports/daily --slot "$(date +\%F)" --etcd 10.0.0.1:2379 -- /usr/local/bin/daily-report
+
+  # send the invoices at most once per month, even if sending fails midway
+  distlock once --lock invoices --slot "$(date +%Y-%m)" --zk zk1:2181 --at-most-once -- ./send-invoices
+
+  # give up after 10 minutes if another server holds the lock that long (exit 75)
+  distlock once --lock rebuild --slot 2026-11-30 --wait 10m --shell -- 'make -C /srv/site && rsync ...'
+
+Exit status: 0 when COMMAND ran and succeeded or SLOT was already done;
+otherwise COMMAND's own code, or one of the codes below.
+
+Flags:
+`
+
+// maxSlotLen is the longest slot accepted.
+const maxSlotLen = 128
+
+// validateSlot checks a slot name (see onceUsage).
+func validateSlot(s string) error {
+	switch {
+	case s == "":
+		return errors.New("empty")
+	case len(s) > maxSlotLen:
+		return fmt.Errorf("longer than %d bytes", maxSlotLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if i == 0 && !alnum {
+			return fmt.Errorf("must start with a letter or digit, not %q", c)
+		}
+		if !alnum && c != '.' && c != '_' && c != '-' && c != ':' {
+			return fmt.Errorf("character %q: only ASCII letters, digits, '.', '_', '-' and ':' are allowed", c)
+		}
+	}
+	return nil
+}
+
+// onceMarker is the value of a done-marker.
+type onceMarker struct {
+	Slot   string    `json:"slot"`
+	Token  string    `json:"token"`
+	Holder string    `json:"holder"`
+	Mode   string    `json:"mode"`
+	Marked time.Time `json:"marked"`
+}
+
+func (m *onceMarker) String() string {
+	return fmt.Sprintf("%s (token %s, %s, marked %s)", m.Holder, m.Token, m.Mode, m.Marked.UTC().Format(time.RFC3339))
+}
+
+// parseMarker reads a marker's value; one not written by distlock is
+// described as it is.
+func parseMarker(v []byte) *onceMarker {
+	var m onceMarker
+	if err := json.Unmarshal(v, &m); err != nil || m.Token == "" {
+		return &onceMarker{Holder: fmt.Sprintf("%q", v), Token: "unknown", Mode: "unknown mode"}
+	}
+	return &m
+}
+
+// errMarked is a marker write that found the slot marked by someone else.
+type errMarked struct{ m *onceMarker }
+
+func (e *errMarked) Error() string { return "already marked by " + e.m.String() }
+
+// slotStore reads and writes the done-markers of one lock.
+type slotStore struct {
+	b      *backend
+	name   string
+	base   string // PREFIX@once/NAME (etcd) or PREFIX/@once/NAME (ZooKeeper)
+	marker string // base/@slot/SLOT
+}
+
+func newSlotStore(b *backend, name, slot string) *slotStore {
+	base := b.prefix + "@once/" + name
+	if b.kind != "etcd" {
+		base = b.prefix + "/@once/" + name
+	}
+	return &slotStore{b: b, name: name, base: base, marker: base + "/@slot/" + slot}
+}
+
+func (s *slotStore) fenceKey() string { return s.base + "/@fence" }
+
+// done returns the slot's marker, or nil if there is none. The read sees
+// every write committed before it (etcd: linearizable; ZooKeeper: after a
+// sync).
+func (s *slotStore) done(ctx context.Context) (*onceMarker, error) {
+	if s.b.kind == "etcd" {
+		resp, err := s.b.etcd.Get(ctx, s.marker)
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.Kvs) == 0 {
+			return nil, nil
+		}
+		return parseMarker(resp.Kvs[0].Value), nil
+	}
+	conn := s.b.zk
+	if _, err := zkctx.Call(ctx, func() (string, error) { return conn.Sync(s.marker) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, err
+	}
+	data, err := zkctx.Call(ctx, func() ([]byte, error) {
+		d, _, err := conn.Get(s.marker)
+		return d, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parseMarker(data), nil
+}
+
+// errNotHolder is a marker write refused because the lock is no longer
+// ours: its entry is gone or a newer token passed the fence.
+var errNotHolder = errors.New("the lock is no longer held by this distlock")
+
+// mark writes the slot's marker through the fence with the lease's token,
+// in one transaction that also requires the lock entry to still exist. It
+// returns an error wrapping errNotHolder when the lock was lost, and an
+// *errMarked when the marker exists already.
+func (s *slotStore) mark(ctx context.Context, lease *distlock.Lease, m *onceMarker) error {
+	tok := lease.Token()
+	if err := lease.Err(); err != nil {
+		return fmt.Errorf("%w: %v", errNotHolder, err)
+	}
+	value, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if s.b.kind == "etcd" {
+		return s.markEtcd(ctx, tok, value)
+	}
+	return s.markZK(ctx, tok, value)
+}
+
+func (s *slotStore) markEtcd(ctx context.Context, tok distlock.Token, value []byte) error {
+	cli := s.b.etcd
+	f, err := etcdfence.New(cli, s.fenceKey(), s.name)
+	if err != nil {
+		return err
+	}
+	lockKey, err := etcdfence.HolderKey(ctx, cli, s.b.prefix, tok)
+	if errors.Is(err, etcdfence.ErrNotHeld) {
+		return fmt.Errorf("%w: %v", errNotHolder, err)
+	}
+	if err != nil {
+		return err
+	}
+	put := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.marker), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(s.marker, string(value))},
+		[]clientv3.Op{clientv3.OpGet(s.marker)})
+	resp, err := f.WriteHeld(ctx, tok, lockKey, put)
+	if errors.Is(err, etcdfence.ErrNotHeld) || errors.Is(err, fencing.ErrStale) {
+		return fmt.Errorf("%w: %v", errNotHolder, err)
+	}
+	if err != nil {
+		return err
+	}
+	in := resp.Responses[0].GetResponseTxn()
+	if !in.Succeeded {
+		var v []byte
+		if kvs := in.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			v = kvs[0].Value
+		}
+		return &errMarked{parseMarker(v)}
+	}
+	return nil
+}
+
+func (s *slotStore) markZK(ctx context.Context, tok distlock.Token, value []byte) error {
+	conn, acl := s.b.zk, s.b.acl
+	f, err := zkfence.New(conn, s.fenceKey(), s.name, acl...)
+	if err != nil {
+		return err
+	}
+	// The holder's node: the entry whose czxid is the token.
+	q, err := zklock.Inspect(ctx, conn, s.b.prefix, s.name)
+	if err != nil {
+		return err
+	}
+	node := ""
+	for _, e := range q {
+		if e.Token == tok {
+			node = e.Key
+		}
+	}
+	if node == "" {
+		return fmt.Errorf("%w: no entry with token %v in the lock's queue", errNotHolder, tok)
+	}
+	// The marker's parent, and its own (the fence creates those of the
+	// fence node, which are the same up to base).
+	dir := s.base + "/@slot"
+	for i := 1; i <= len(dir); i++ {
+		if i < len(dir) && dir[i] != '/' {
+			continue
+		}
+		p := dir[:i]
+		if _, err := zkctx.Call(ctx, func() (string, error) { return conn.Create(p, nil, 0, acl) }); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	_, err = f.Write(ctx, tok,
+		&zk.CheckVersionRequest{Path: node, Version: -1}, // the lock entry still exists
+		&zk.CreateRequest{Path: s.marker, Data: value, Acl: acl})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fencing.ErrStale), errors.Is(err, zk.ErrNoNode):
+		return fmt.Errorf("%w: %v", errNotHolder, err)
+	case errors.Is(err, zk.ErrNodeExists):
+		m, rerr := s.done(ctx)
+		if rerr != nil || m == nil {
+			m = &onceMarker{Holder: "another run", Token: "unknown", Mode: "unknown mode"}
+		}
+		return &errMarked{m}
+	}
+	return err
+}
+
+func onceCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("once", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var (
+		conn       connFlags
+		name       string
+		slot       string
+		atMostOnce bool
+		wait       time.Duration
+		shell      bool
+		grace      time.Duration
+	)
+	conn.register(fs)
+	fs.StringVar(&name, "lock", "", "the lock's name (required), e.g. reports/daily")
+	fs.StringVar(&slot, "slot", "", "the slot COMMAND runs once for (required), e.g. 2026-11-30")
+	fs.BoolVar(&atMostOnce, "at-most-once", false, "mark the slot done before running COMMAND: a failure or crash midway is not retried")
+	fs.DurationVar(&wait, "wait", 0, "give up (exit 75) if the lock is not acquired within this long (default: wait as long as it takes)")
+	fs.BoolVar(&shell, "shell", false, `run sh -c "COMMAND ARGS" instead of exec'ing COMMAND`)
+	fs.DurationVar(&grace, "grace", 0, "after the lock is lost: time between SIGTERM and SIGKILL to the command; must be below --ttl (default half the --ttl)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			io.WriteString(stdout, onceUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			fmt.Fprintf(stdout, "\n%s", exitCodes)
+			return nil
+		}
+		return usageErr("once: %v; see 'distlock once --help'", err)
+	}
+	argv := fs.Args()
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case name == "":
+		return usageErr("once: no --lock NAME; e.g. distlock once --lock reports/daily --slot 2026-11-30 -- CMD")
+	case !set["slot"]:
+		return usageErr("once: no --slot SLOT; e.g. --slot \"$(date +%%F)\"")
+	case len(argv) == 0:
+		return usageErr("once: no command; put it after --, e.g. distlock once --lock %s --slot %s -- CMD ARGS", name, slot)
+	case wait < 0 || set["wait"] && wait == 0:
+		return usageErr("once: --wait %v: want a positive duration", wait)
+	}
+	if err := distlock.ValidateName(name); err != nil {
+		return usageErr("once: --lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", name, strings.TrimPrefix(err.Error(), "distlock: "))
+	}
+	if err := validateSlot(slot); err != nil {
+		return usageErr("once: --slot %q: %v", slot, err)
+	}
+	if !set["grace"] {
+		grace = conn.ttl / 2
+	}
+	switch {
+	case grace < 0:
+		return usageErr("once: --grace %v: want a duration ≥ 0", grace)
+	case conn.ttl > 0 && grace >= conn.ttl:
+		return usageErr("once: --grace %v is not below --ttl %v: the command would outlive the lock; lower --grace or raise --ttl", grace, conn.ttl)
+	}
+	mode := "at-least-once"
+	if atMostOnce {
+		mode = "at-most-once"
+	}
+
+	sigs, stop := catchSignals()
+	defer stop()
+
+	// Until the lock is held, a signal cancels whatever is under way
+	// (connecting, waiting) through wctx; got keeps the signal.
+	wctx, cancelWait := context.WithCancelCause(context.Background())
+	defer cancelWait(nil)
+	got := make(chan os.Signal, 1)
+	watching, endWatch := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case s := <-sigs:
+			got <- s
+			cancelWait(fmt.Errorf("got %v", s))
+		case <-watching.Done():
+		}
+	}()
+	stopWatch := func() {
+		endWatch()
+		<-watched
+	}
+	defer stopWatch()
+	signalled := func() error {
+		select {
+		case s := <-got:
+			got <- s
+			return signalExit(s, fmt.Sprintf("while waiting for lock %q", name))
+		default:
+			return nil
+		}
+	}
+
+	b, err := conn.open(wctx)
+	if err != nil {
+		if serr := signalled(); serr != nil {
+			return serr
+		}
+		return err
+	}
+	defer b.Close()
+	holder := holderValue("distlock once --slot " + slot)
+	s, err := b.session(wctx, holder, nil)
+	if err != nil {
+		if serr := signalled(); serr != nil {
+			return serr
+		}
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), conn.timeout)
+		defer cancel()
+		_ = s.Close(ctx)
+	}()
+	m, err := b.mutex(s, name)
+	if err != nil {
+		return err
+	}
+
+	errWaitElapsed := fmt.Errorf("--wait %v elapsed", wait)
+	lctx, cancel := wctx, context.CancelFunc(func() {})
+	if wait > 0 {
+		lctx, cancel = context.WithTimeoutCause(wctx, wait, errWaitElapsed)
+	}
+	lease, err := m.Lock(lctx)
+	cancel()
+	stopWatch()
+	if serr := signalled(); serr != nil {
+		if lease != nil {
+			onceUnlock(lease, conn.timeout, stderr)
+		}
+		return serr
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, errWaitElapsed):
+		return exit(exitNotAcquired, fmt.Errorf("lock %q not acquired: still held after --wait %v", name, wait))
+	default:
+		return exit(exitUnreachable, fmt.Errorf("lock %q: %s", name, strings.TrimPrefix(err.Error(), "distlock: ")))
+	}
+	defer onceUnlock(lease, conn.timeout, stderr)
+
+	store := newSlotStore(b, name, slot)
+	rctx, rcancel := context.WithTimeout(lease.Context(), conn.timeout)
+	prev, err := store.done(rctx)
+	rcancel()
+	if err != nil {
+		if lerr := lease.Err(); lerr != nil {
+			return lostErr(name, lerr, false)
+		}
+		return exit(exitUnreachable, fmt.Errorf("once: read the marker of slot %q: %w", slot, err))
+	}
+	if prev != nil {
+		fmt.Fprintf(stdout, "slot %s already done by %s\n", slot, prev)
+		return nil
+	}
+
+	marker := func() error {
+		mctx, mcancel := context.WithTimeout(context.Background(), conn.timeout)
+		defer mcancel()
+		return store.mark(mctx, lease, &onceMarker{Slot: slot, Token: lease.Token().String(), Holder: holder, Mode: mode, Marked: time.Now().UTC()})
+	}
+	run := func() error {
+		return underLock(context.Background(), lease, argv, childOpts{
+			shell:  shell,
+			env:    []string{"DISTLOCK_HOLDER=" + holder, "DISTLOCK_SLOT=" + slot},
+			grace:  grace,
+			stdout: stdout,
+			stderr: stderr,
+		}, sigs)
+	}
+
+	if atMostOnce {
+		var done *errMarked
+		switch err := marker(); {
+		case errors.As(err, &done):
+			fmt.Fprintf(stdout, "slot %s already done by %s\n", slot, done.m)
+			return nil
+		case errors.Is(err, errNotHolder):
+			return exit(exitLost, fmt.Errorf("lock %q lost before slot %q was marked; the command was not run: %v", name, slot, err))
+		case err != nil:
+			return exit(exitUnreachable, fmt.Errorf("once: mark slot %q: %w; the command was not run", slot, err))
+		}
+		return run()
+	}
+
+	if err := run(); err != nil {
+		return err // no marker: the next run tries again
+	}
+	var done *errMarked
+	switch err := marker(); {
+	case errors.As(err, &done):
+		fmt.Fprintf(stderr, "distlock: warning: the command succeeded, but slot %s had been marked meanwhile by %s\n", slot, done.m)
+	case errors.Is(err, errNotHolder):
+		return exit(exitLost, fmt.Errorf("lock %q lost after the command succeeded; slot %q is NOT marked done, so it may run again: %v", name, slot, err))
+	case err != nil:
+		return exit(exitUnreachable, fmt.Errorf("the command succeeded, but slot %q could not be marked done, so it may run again: %w", slot, err))
+	}
+	return nil
+}
+
+// onceUnlock releases lease, warning on stderr if that fails (the entry
+// then goes when the session ends).
+func onceUnlock(lease *distlock.Lease, timeout time.Duration, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := lease.Unlock(ctx); err != nil && !errors.Is(err, distlock.ErrLost) && !errors.Is(err, distlock.ErrReleased) {
+		fmt.Fprintf(stderr, "distlock: warning: unlock: %s\n", oneLine(strings.TrimPrefix(err.Error(), "distlock: ")))
+	}
+}

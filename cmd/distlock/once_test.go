@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// markerOf returns the value of the done-marker of lock name's slot, and
+// whether there is one.
+func (b *testBackend) markerOf(t *testing.T, name, slot string) (string, bool) {
+	t.Helper()
+	if b.name == "etcd" {
+		resp, err := b.etcd.Get(testCtx(t), b.prefix+"@once/"+name+"/@slot/"+slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 0 {
+			return "", false
+		}
+		return string(resp.Kvs[0].Value), true
+	}
+	p := b.prefix + "/@once/" + name + "/@slot/" + slot
+	if _, err := b.zk.Sync(p); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+	data, _, err := b.zk.Get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data), true
+}
+
+// lines returns the lines of file, none if it does not exist.
+func lines(t *testing.T, file string) []string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+}
+
+func TestOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		ctx := testCtx(t)
+		dir := t.TempDir()
+		once := func(args ...string) result {
+			t.Helper()
+			return cli(ctx, t, nil, b.args("once", args...)...)
+		}
+
+		t.Run("Sequential", func(t *testing.T) {
+			log := filepath.Join(dir, "seq.log")
+			cmd := `echo "$DISTLOCK_LOCK $DISTLOCK_SLOT $DISTLOCK_TOKEN $DISTLOCK_HOLDER" >> ` + log
+			r := once("--lock", "reports/daily", "--slot", "2026-11-30", "--", "sh", "-c", cmd)
+			if r.code != 0 {
+				t.Fatalf("first run: exit %d, stderr %q", r.code, r.stderr)
+			}
+			got := lines(t, log)
+			if len(got) != 1 {
+				t.Fatalf("command ran %d times, want 1: %q", len(got), got)
+			}
+			f := strings.Fields(got[0])
+			if len(f) < 4 || f[0] != "reports/daily" || f[1] != "2026-11-30" || !strings.HasPrefix(f[2], "reports/daily@") || !strings.Contains(got[0], "distlock once --slot 2026-11-30") {
+				t.Errorf("command's environment: %q", got[0])
+			}
+			token := f[2]
+			if v, ok := b.markerOf(t, "reports/daily", "2026-11-30"); !ok || !strings.Contains(v, token) || !strings.Contains(v, `"at-least-once"`) {
+				t.Errorf("marker %q (present %v), want one with token %s", v, ok, token)
+			}
+
+			r = once("--lock", "reports/daily", "--slot", "2026-11-30", "--", "sh", "-c", cmd)
+			if r.code != 0 || !strings.Contains(r.stdout, "slot 2026-11-30 already done by ") || !strings.Contains(r.stdout, token) {
+				t.Fatalf("second run: exit %d, stdout %q, stderr %q; want 0 and \"already done by\" with token %s", r.code, r.stdout, r.stderr, token)
+			}
+			if got := lines(t, log); len(got) != 1 {
+				t.Fatalf("command ran %d times, want 1: %q", len(got), got)
+			}
+
+			// Another slot runs again.
+			r = once("--lock", "reports/daily", "--slot", "2026-12-01", "--", "sh", "-c", cmd)
+			if r.code != 0 || len(lines(t, log)) != 2 {
+				t.Fatalf("next slot: exit %d, stderr %q, %d runs", r.code, r.stderr, len(lines(t, log)))
+			}
+		})
+
+		t.Run("Concurrent", func(t *testing.T) {
+			log := filepath.Join(dir, "conc.log")
+			start, release := filepath.Join(dir, "start"), filepath.Join(dir, "release")
+			for _, p := range []string{start, release} {
+				if err := syscall.Mkfifo(p, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Held open read-write by the test, the fifos never block the
+			// command's open: only its read of release waits, for the test.
+			sf, err := os.OpenFile(start, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sf.Close()
+			rf, err := os.OpenFile(release, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rf.Close()
+			started := make(chan string, 4)
+			go func() {
+				sc := bufio.NewScanner(sf)
+				for sc.Scan() {
+					started <- sc.Text()
+				}
+			}()
+
+			cmd := `echo "$DISTLOCK_TOKEN" > ` + start + `; read _ < ` + release + `; echo ran >> ` + log
+			results := make(chan result, 2)
+			for range 2 {
+				go func() {
+					results <- cli(ctx, t, nil, b.args("once", "--lock", "nightly", "--slot", "n1", "--", "sh", "-c", cmd)...)
+				}()
+			}
+			select {
+			case <-started:
+			case <-ctx.Done():
+				t.Fatal("no command started")
+			}
+			// The other distlock is queued behind the one whose command runs.
+			b.waitQueued(t, "nightly", 2)
+			// Enough for both, so that a second run (the bug) shows in the log
+			// instead of hanging.
+			if _, err := rf.WriteString("go\ngo\n"); err != nil {
+				t.Fatal(err)
+			}
+			var skipped int
+			for range 2 {
+				r := <-results
+				if r.code != 0 {
+					t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+				}
+				if strings.Contains(r.stdout, "slot n1 already done by ") {
+					skipped++
+				}
+			}
+			if got := lines(t, log); len(got) != 1 || skipped != 1 {
+				t.Fatalf("command ran %d times (%d runs skipped), want once", len(got), skipped)
+			}
+		})
+
+		t.Run("FailureRetried", func(t *testing.T) {
+			log := filepath.Join(dir, "fail.log")
+			r := once("--lock", "reports/daily", "--slot", "f1", "--", "sh", "-c", "echo ran >> "+log+"; exit 3")
+			if r.code != 3 {
+				t.Fatalf("failing command: exit %d, stderr %q; want 3", r.code, r.stderr)
+			}
+			if v, ok := b.markerOf(t, "reports/daily", "f1"); ok {
+				t.Fatalf("a failed run left a marker: %q", v)
+			}
+			r = once("--lock", "reports/daily", "--slot", "f1", "--", "sh", "-c", "echo ran >> "+log)
+			if r.code != 0 || strings.Contains(r.stdout, "already done") {
+				t.Fatalf("retry: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+			if got := lines(t, log); len(got) != 2 {
+				t.Fatalf("command ran %d times, want 2 (the failure, then the retry)", len(got))
+			}
+			if _, ok := b.markerOf(t, "reports/daily", "f1"); !ok {
+				t.Fatal("no marker after the successful retry")
+			}
+		})
+
+		t.Run("AtMostOnce", func(t *testing.T) {
+			log := filepath.Join(dir, "amo.log")
+			r := once("--lock", "reports/daily", "--slot", "m1", "--at-most-once", "--", "sh", "-c", "echo ran >> "+log+"; exit 3")
+			if r.code != 3 {
+				t.Fatalf("failing command: exit %d, stderr %q; want 3", r.code, r.stderr)
+			}
+			if v, ok := b.markerOf(t, "reports/daily", "m1"); !ok || !strings.Contains(v, `"at-most-once"`) {
+				t.Fatalf("marker %q (present %v), want one written before the run", v, ok)
+			}
+			for _, mode := range [][]string{{"--at-most-once"}, nil} {
+				args := append(append([]string{"--lock", "reports/daily", "--slot", "m1"}, mode...), "--", "sh", "-c", "echo ran >> "+log)
+				r = once(args...)
+				if r.code != 0 || !strings.Contains(r.stdout, "slot m1 already done by ") {
+					t.Fatalf("next run %v: exit %d, stdout %q, stderr %q; want it skipped", mode, r.code, r.stdout, r.stderr)
+				}
+			}
+			if got := lines(t, log); len(got) != 1 {
+				t.Fatalf("command ran %d times, want 1", len(got))
+			}
+		})
+
+		t.Run("Usage", func(t *testing.T) {
+			for _, slot := range []string{"", "a/b", "@x", ".x", "-x", "a b", "ä", strings.Repeat("x", 129)} {
+				r := once("--lock", "reports/daily", "--slot", slot, "--", "true")
+				if r.code != exitUsage || !strings.Contains(r.stderr, "--slot") {
+					t.Errorf("slot %q: exit %d, stderr %q; want %d", slot, r.code, r.stderr, exitUsage)
+				}
+			}
+			for _, args := range [][]string{
+				{"--slot", "s", "--", "true"},                             // no --lock
+				{"--lock", "reports/daily", "--", "true"},                 // no --slot
+				{"--lock", "reports/daily", "--slot", "s"},                // no command
+				{"--lock", "a@b", "--slot", "s", "--", "true"},            // bad name
+				{"--lock", "x", "--slot", "s", "--wait", "0", "--", "ok"}, // bad wait
+			} {
+				if r := once(args...); r.code != exitUsage {
+					t.Errorf("%q: exit %d, stderr %q; want %d", args, r.code, r.stderr, exitUsage)
+				}
+			}
+		})
+	})
+}
+
+func TestOnceHelp(t *testing.T) {
+	r := cli(testCtx(t), t, nil, "once", "--help")
+	for _, want := range []string{"Examples:", "--at-most-once", "at-least-once (default)", "@once/NAME/@slot/SLOT", "DISTLOCK_SLOT"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("once --help: exit %d, no %q in\n%s", r.code, want, r.stdout)
+		}
+	}
+}
