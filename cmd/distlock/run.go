@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/zklock"
 )
 
 func init() {
@@ -182,7 +183,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case err == nil:
 	case errors.Is(err, distlock.ErrLocked):
-		return exit(exitNotAcquired, fmt.Errorf("lock %q not acquired (--no-wait): %s", name, lockCause(err)))
+		return exit(exitNotAcquired, fmt.Errorf("lock %q not acquired (--no-wait): %s%s", name, lockCause(err), zkHolder(b, name, conn.timeout)))
 	case errors.Is(err, errWaitElapsed) || elapsed:
 		return exit(exitNotAcquired, fmt.Errorf("lock %q not acquired: still held after --wait %v", name, wait))
 	default:
@@ -198,6 +199,21 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}, sigs)
 	unlock(lease, conn.timeout, stderr)
 	return cerr
+}
+
+// zkHolder describes the holder of lock name on ZooKeeper, whose TryLock
+// error names only the holder's node (etcd's has its value already).
+func zkHolder(b *backend, name string, timeout time.Duration) string {
+	if b.kind != "zk" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	q, err := zklock.Inspect(ctx, b.zk, b.prefix, name)
+	if err != nil || len(q) == 0 || q[0].Holder == "" {
+		return ""
+	}
+	return fmt.Sprintf("; holder %q", q[0].Holder)
 }
 
 // unlock releases lease, warning on stderr if that fails (the entry then

@@ -369,7 +369,7 @@ func TestRunNotAcquired(t *testing.T) {
 
 			r := cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--no-wait", "--", "echo", "ran")
 			t.Logf("--no-wait: %s", r.stderr)
-			if r.code != exitNotAcquired || !strings.Contains(r.stderr, "entry /distlock/"+lock) || r.stdout != "" {
+			if r.code != exitNotAcquired || !strings.Contains(r.stderr, "entry /distlock/"+lock) || !strings.Contains(r.stderr, "distlock run since") || r.stdout != "" {
 				t.Errorf("--no-wait: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 			}
 			begin := time.Now()
