@@ -413,7 +413,7 @@ func TestRunLockLoss(t *testing.T) {
 			ctx := testCtx(t)
 			lock := lockName(t)
 			file := filepath.Join(t.TempDir(), "trap")
-			script := fmt.Sprintf(`trap 'echo got TERM >> %s; exit 0' TERM; echo ready; sleep 1000 & wait`, file)
+			script := fmt.Sprintf(`trap 'echo got TERM >> %s; exit 0' TERM; echo ready; while :; do sleep 0.05; done`, file)
 			holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--ttl=10s", "--", "sh", "-c", script)
 			holder.waitLine(ctx, "ready")
 
@@ -458,7 +458,7 @@ func TestRunSignalForwarded(t *testing.T) {
 			ctx := testCtx(t)
 			lock := lockName(t)
 			file := filepath.Join(t.TempDir(), "trap")
-			script := fmt.Sprintf(`trap 'echo got TERM >> %s; exit 7' TERM; echo ready; sleep 1000 & wait`, file)
+			script := fmt.Sprintf(`trap 'echo got TERM >> %s; exit 7' TERM; echo ready; while :; do sleep 0.05; done`, file)
 			holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--", "sh", "-c", script)
 			holder.waitLine(ctx, "ready")
 			if err := holder.cmd.Process.Signal(syscall.SIGTERM); err != nil {
