@@ -198,7 +198,7 @@ var errNotHolder = errors.New("the lock is no longer held by this distlock")
 func (s *slotStore) mark(ctx context.Context, lease *distlock.Lease, m *onceMarker) error {
 	tok := lease.Token()
 	if err := lease.Err(); err != nil {
-		return fmt.Errorf("%w: %v", errNotHolder, err)
+		return fmt.Errorf("%w: %w", errNotHolder, err)
 	}
 	value, err := json.Marshal(m)
 	if err != nil {
@@ -218,7 +218,7 @@ func (s *slotStore) markEtcd(ctx context.Context, tok distlock.Token, value []by
 	}
 	lockKey, err := etcdfence.HolderKey(ctx, cli, s.b.prefix, tok)
 	if errors.Is(err, etcdfence.ErrNotHeld) {
-		return fmt.Errorf("%w: %v", errNotHolder, err)
+		return fmt.Errorf("%w: %w", errNotHolder, err)
 	}
 	if err != nil {
 		return err
@@ -229,7 +229,7 @@ func (s *slotStore) markEtcd(ctx context.Context, tok distlock.Token, value []by
 		[]clientv3.Op{clientv3.OpGet(s.marker)})
 	resp, err := f.WriteHeld(ctx, tok, lockKey, put)
 	if errors.Is(err, etcdfence.ErrNotHeld) || errors.Is(err, fencing.ErrStale) {
-		return fmt.Errorf("%w: %v", errNotHolder, err)
+		return fmt.Errorf("%w: %w", errNotHolder, err)
 	}
 	if err != nil {
 		return err
@@ -284,7 +284,7 @@ func (s *slotStore) markZK(ctx context.Context, tok distlock.Token, value []byte
 	case err == nil:
 		return nil
 	case errors.Is(err, fencing.ErrStale), errors.Is(err, zk.ErrNoNode):
-		return fmt.Errorf("%w: %v", errNotHolder, err)
+		return fmt.Errorf("%w: %w", errNotHolder, err)
 	case errors.Is(err, zk.ErrNodeExists):
 		m, rerr := s.done(ctx)
 		if rerr != nil || m == nil {

@@ -2,13 +2,19 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/fencing/etcdfence"
+	"github.com/distlock/distlock/fencing/zkfence"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -230,4 +236,73 @@ func TestOnceHelp(t *testing.T) {
 			t.Errorf("once --help: exit %d, no %q in\n%s", r.code, want, r.stdout)
 		}
 	}
+}
+
+// TestOnceMarkFenced checks, in this process, that a distlock that is no
+// longer the lock's holder cannot mark a slot: not with a token older than
+// one the fence admitted, not once its lock entry is gone.
+func TestOnceMarkFenced(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		ctx := testCtx(t)
+		be := &backend{kind: b.name, etcd: b.etcd, zk: b.zk, prefix: b.prefix, acl: zk.WorldACL(zk.PermAll)}
+		marker := func(l *distlock.Lease, slot string) error {
+			return newSlotStore(be, l.Token().Name, slot).mark(ctx, l, &onceMarker{Slot: slot, Token: l.Token().String(), Holder: "test", Mode: "at-least-once", Marked: time.Now()})
+		}
+
+		// A fence that has seen a newer token refuses the holder's.
+		lease, err := b.mutex(t, "fenced", "test").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lease.Unlock(context.Background())
+		if err := marker(lease, "s1"); err != nil {
+			t.Fatalf("mark by the holder: %v", err)
+		}
+		if err := marker(lease, "s1"); !errors.As(err, new(*errMarked)) {
+			t.Fatalf("mark of a marked slot: %v, want errMarked", err)
+		}
+		newer := distlock.Token{Name: "fenced", Seq: lease.Token().Seq + 1000}
+		store := newSlotStore(be, "fenced", "s2")
+		if b.name == "etcd" {
+			f, _ := etcdfence.New(b.etcd, store.fenceKey(), "fenced")
+			err = f.Admit(ctx, newer)
+		} else {
+			f, _ := zkfence.New(b.zk, store.fenceKey(), "fenced")
+			err = f.Admit(ctx, newer)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := marker(lease, "s2"); !errors.Is(err, errNotHolder) || !errors.Is(err, fencing.ErrStale) {
+			t.Fatalf("mark with a stale token: %v, want errNotHolder and ErrStale", err)
+		}
+		if v, ok := b.markerOf(t, "fenced", "s2"); ok {
+			t.Fatalf("stale mark wrote %q", v)
+		}
+
+		// A holder whose entry is gone cannot mark, even before it noticed.
+		lease2, err := b.mutex(t, "fenced-gone", "test").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lease2.Unlock(context.Background())
+		q := b.inspect(t, "fenced-gone")
+		if len(q) != 1 {
+			t.Fatalf("queue %+v", q)
+		}
+		if b.name == "etcd" {
+			_, err = b.etcd.Delete(ctx, q[0].Key)
+		} else {
+			err = b.zk.Delete(q[0].Key, -1)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := marker(lease2, "g1"); !errors.Is(err, errNotHolder) {
+			t.Fatalf("mark after the entry was deleted: %v, want errNotHolder", err)
+		}
+		if v, ok := b.markerOf(t, "fenced-gone", "g1"); ok {
+			t.Fatalf("mark without the lock wrote %q", v)
+		}
+	})
 }
