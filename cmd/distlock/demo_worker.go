@@ -18,20 +18,11 @@ import (
 
 // demoWorkerName is the hidden subcommand that runs worker A of `distlock
 // demo` in a process of its own, so that the demo can freeze it for real
-// with SIGSTOP. It is not registered with the other commands (the frame
-// lists every registered command in --help): the init below runs it
-// before main when the binary is started as `distlock demo-worker ...`.
-//
-// If the frame's command struct gets a hidden flag (usage skipping hidden
-// commands), this init can become
-//
-//	register(command{name: demoWorkerName, hidden: true, run: demoWorker})
+// with SIGSTOP.
 const demoWorkerName = "demo-worker"
 
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == demoWorkerName {
-		os.Exit(code(demoWorker(os.Args[2:], os.Stdout, os.Stderr), os.Stderr))
-	}
+	register(command{name: demoWorkerName, hidden: true, run: demoWorker})
 }
 
 // The worker talks to the demo over its stdin and stdout, one line per

@@ -84,6 +84,9 @@ type command struct {
 	name    string
 	summary string
 	run     func(args []string, stdout, stderr io.Writer) error
+	// hidden commands are internal (the demo's worker process) and not
+	// listed by --help.
+	hidden bool
 }
 
 // commands lists the subcommands; each lives in its own file.
@@ -94,7 +97,9 @@ func register(c command) { commands = append(commands, c) }
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "distlock %s — distributed locks with fencing tokens on etcd and ZooKeeper\n\nUsage:\n  distlock <command> [flags] [args]\n\nCommands:\n", version())
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		}
 	}
 	fmt.Fprintf(w, "\nRun 'distlock <command> --help' for a command's flags and examples.\n\n%s", exitCodes)
 }
