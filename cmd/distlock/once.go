@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -297,149 +295,44 @@ func (s *slotStore) markZK(ctx context.Context, tok distlock.Token, value []byte
 
 func onceCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("once", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	c := &lockCmd{cmd: "once"}
+	c.register(fs, "reports/daily", false)
 	var (
-		conn       connFlags
-		name       string
 		slot       string
 		atMostOnce bool
-		wait       time.Duration
-		shell      bool
-		grace      time.Duration
 	)
-	conn.register(fs)
-	fs.StringVar(&name, "lock", "", "the lock's name (required), e.g. reports/daily")
 	fs.StringVar(&slot, "slot", "", "the slot COMMAND runs once for (required), e.g. 2026-11-30")
 	fs.BoolVar(&atMostOnce, "at-most-once", false, "mark the slot done before running COMMAND: a failure or crash midway is not retried")
-	fs.DurationVar(&wait, "wait", 0, "give up (exit 75) if the lock is not acquired within this long (default: wait as long as it takes)")
-	fs.BoolVar(&shell, "shell", false, `run sh -c "COMMAND ARGS" instead of exec'ing COMMAND`)
-	fs.DurationVar(&grace, "grace", 0, "after the lock is lost: time between SIGTERM and SIGKILL to the command; must be below --ttl (default half the --ttl)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			io.WriteString(stdout, onceUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			fmt.Fprintf(stdout, "\n%s", exitCodes)
-			return nil
-		}
-		return usageErr("once: %v; see 'distlock once --help'", err)
+	argv, help, err := c.parse(fs, args, onceUsage, stdout)
+	if help || err != nil {
+		return err
 	}
-	argv := fs.Args()
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	name := c.name
 	switch {
 	case name == "":
 		return usageErr("once: no --lock NAME; e.g. distlock once --lock reports/daily --slot 2026-11-30 -- CMD")
-	case !set["slot"]:
+	case !c.set["slot"]:
 		return usageErr("once: no --slot SLOT; e.g. --slot \"$(date +%%F)\"")
 	case len(argv) == 0:
 		return usageErr("once: no command; put it after --, e.g. distlock once --lock %s --slot %s -- CMD ARGS", name, slot)
-	case wait < 0 || set["wait"] && wait == 0:
-		return usageErr("once: --wait %v: want a positive duration", wait)
 	}
-	if err := distlock.ValidateName(name); err != nil {
-		return usageErr("once: --lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", name, strings.TrimPrefix(err.Error(), "distlock: "))
+	if err := c.check(); err != nil {
+		return err
 	}
 	if err := validateSlot(slot); err != nil {
 		return usageErr("once: --slot %q: %v", slot, err)
-	}
-	if !set["grace"] {
-		grace = conn.ttl / 2
-	}
-	switch {
-	case grace < 0:
-		return usageErr("once: --grace %v: want a duration ≥ 0", grace)
-	case conn.ttl > 0 && grace >= conn.ttl:
-		return usageErr("once: --grace %v is not below --ttl %v: the command would outlive the lock; lower --grace or raise --ttl", grace, conn.ttl)
 	}
 	mode := "at-least-once"
 	if atMostOnce {
 		mode = "at-most-once"
 	}
 
-	sigs, stop := catchSignals()
-	defer stop()
-
-	// Until the lock is held, a signal cancels whatever is under way
-	// (connecting, waiting) through wctx; got keeps the signal.
-	wctx, cancelWait := context.WithCancelCause(context.Background())
-	defer cancelWait(nil)
-	got := make(chan os.Signal, 1)
-	watching, endWatch := context.WithCancel(context.Background())
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case s := <-sigs:
-			got <- s
-			cancelWait(fmt.Errorf("got %v", s))
-		case <-watching.Done():
-		}
-	}()
-	stopWatch := func() {
-		endWatch()
-		<-watched
-	}
-	defer stopWatch()
-	signalled := func() error {
-		select {
-		case s := <-got:
-			got <- s
-			return signalExit(s, fmt.Sprintf("while waiting for lock %q", name))
-		default:
-			return nil
-		}
-	}
-
-	b, err := conn.open(wctx)
-	if err != nil {
-		if serr := signalled(); serr != nil {
-			return serr
-		}
-		return err
-	}
-	defer b.Close()
-	holder := holderValue("distlock once --slot " + slot)
-	s, err := b.session(wctx, holder, nil)
-	if err != nil {
-		if serr := signalled(); serr != nil {
-			return serr
-		}
-		return err
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), conn.timeout)
-		defer cancel()
-		_ = s.Close(ctx)
-	}()
-	m, err := b.mutex(s, name)
+	h, err := c.acquire(holderValue("distlock once --slot "+slot), stderr)
 	if err != nil {
 		return err
 	}
-
-	errWaitElapsed := fmt.Errorf("--wait %v elapsed", wait)
-	lctx, cancel := wctx, context.CancelFunc(func() {})
-	if wait > 0 {
-		lctx, cancel = context.WithTimeoutCause(wctx, wait, errWaitElapsed)
-	}
-	lease, err := m.Lock(lctx)
-	cancel()
-	stopWatch()
-	if serr := signalled(); serr != nil {
-		if lease != nil {
-			onceUnlock(lease, conn.timeout, stderr)
-		}
-		return serr
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, errWaitElapsed):
-		return exit(exitNotAcquired, fmt.Errorf("lock %q not acquired: still held after --wait %v", name, wait))
-	default:
-		return exit(exitUnreachable, fmt.Errorf("lock %q: %s", name, strings.TrimPrefix(err.Error(), "distlock: ")))
-	}
-	defer onceUnlock(lease, conn.timeout, stderr)
+	defer h.release()
+	b, lease, holder, conn := h.b, h.lease, h.holder, &c.conn
 
 	store := newSlotStore(b, name, slot)
 	rctx, rcancel := context.WithTimeout(lease.Context(), conn.timeout)
@@ -462,13 +355,7 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 		return store.mark(mctx, lease, &onceMarker{Slot: slot, Token: lease.Token().String(), Holder: holder, Mode: mode, Marked: time.Now().UTC()})
 	}
 	run := func() error {
-		return underLock(context.Background(), lease, argv, childOpts{
-			shell:  shell,
-			env:    []string{"DISTLOCK_HOLDER=" + holder, "DISTLOCK_SLOT=" + slot},
-			grace:  grace,
-			stdout: stdout,
-			stderr: stderr,
-		}, sigs)
+		return c.run(h, argv, []string{"DISTLOCK_SLOT=" + slot}, stdout, stderr)
 	}
 
 	if atMostOnce {
@@ -498,14 +385,4 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 		return exit(exitUnreachable, fmt.Errorf("the command succeeded, but slot %q could not be marked done, so it may run again: %w", slot, err))
 	}
 	return nil
-}
-
-// onceUnlock releases lease, warning on stderr if that fails (the entry
-// then goes when the session ends).
-func onceUnlock(lease *distlock.Lease, timeout time.Duration, stderr io.Writer) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := lease.Unlock(ctx); err != nil && !errors.Is(err, distlock.ErrLost) && !errors.Is(err, distlock.ErrReleased) {
-		fmt.Fprintf(stderr, "distlock: warning: unlock: %s\n", oneLine(strings.TrimPrefix(err.Error(), "distlock: ")))
-	}
 }

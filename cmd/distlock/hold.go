@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/zklock"
+)
+
+// lockCmd is what run and once share: the cluster and lock flags, their
+// checks, taking the lock while honouring signals, and releasing it.
+type lockCmd struct {
+	cmd    string // the subcommand, for messages
+	conn   connFlags
+	name   string
+	wait   time.Duration
+	noWait bool
+	shell  bool
+	grace  time.Duration
+	set    map[string]bool // the flags given
+}
+
+// register adds the flags to fs; noWait says whether --no-wait is offered.
+func (c *lockCmd) register(fs *flag.FlagSet, example string, noWait bool) {
+	c.conn.register(fs)
+	fs.StringVar(&c.name, "lock", "", "the lock's name (required), e.g. "+example)
+	fs.DurationVar(&c.wait, "wait", 0, "give up (exit 75) if the lock is not acquired within this long (default: wait as long as it takes)")
+	if noWait {
+		fs.BoolVar(&c.noWait, "no-wait", false, "do not wait: exit 75 at once if the lock is held")
+	}
+	fs.BoolVar(&c.shell, "shell", false, `run sh -c "COMMAND ARGS" instead of exec'ing COMMAND`)
+	fs.DurationVar(&c.grace, "grace", 0, "after the lock is lost: time between SIGTERM and SIGKILL to the command; must be below --ttl (default half the --ttl)")
+}
+
+// parse parses args; help is true when --help was asked for and printed.
+func (c *lockCmd) parse(fs *flag.FlagSet, args []string, usage string, stdout io.Writer) (argv []string, help bool, err error) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			io.WriteString(stdout, usage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			fmt.Fprintf(stdout, "\n%s", exitCodes)
+			return nil, true, nil
+		}
+		return nil, false, usageErr("%s: %v; see 'distlock %s --help'", c.cmd, err, c.cmd)
+	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	return fs.Args(), false, nil
+}
+
+// check checks the lock flags, and sets the default grace.
+func (c *lockCmd) check() error {
+	switch {
+	case c.noWait && c.set["wait"]:
+		return usageErr("%s: --wait and --no-wait both given; choose one", c.cmd)
+	case c.wait < 0 || c.set["wait"] && c.wait == 0:
+		return usageErr("%s: --wait %v: want a positive duration", c.cmd, c.wait)
+	}
+	if err := distlock.ValidateName(c.name); err != nil {
+		return usageErr("%s: --lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", c.cmd, c.name, strings.TrimPrefix(err.Error(), "distlock: "))
+	}
+	if !c.set["grace"] {
+		c.grace = c.conn.ttl / 2
+	}
+	switch {
+	case c.grace < 0:
+		return usageErr("%s: --grace %v: want a duration ≥ 0", c.cmd, c.grace)
+	case c.conn.ttl > 0 && c.grace >= c.conn.ttl:
+		return usageErr("%s: --grace %v is not below --ttl %v: the command would outlive the lock; lower --grace or raise --ttl", c.cmd, c.grace, c.conn.ttl)
+	}
+	return nil
+}
+
+// held is a lock taken by acquire.
+type held struct {
+	lease  *distlock.Lease
+	b      *backend
+	holder string
+	// sigs are the signals caught since acquire began, for underLock.
+	sigs <-chan os.Signal
+	// release unlocks (warning on stderr if that fails), closes the
+	// session and the connection, and stops catching signals.
+	release func()
+}
+
+// acquire connects and takes the lock, with entries that say holder.
+// Signals (INT, TERM, HUP) are caught from the start: until the lock is
+// held one cancels whatever is under way — connecting, waiting — and
+// acquire returns exit 128+signal, leaving nothing behind; after that they
+// are on h.sigs, for underLock to pass on.
+func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) {
+	sigs, stop := catchSignals()
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+			stop()
+		}
+	}()
+
+	// Until the lock is held, a signal cancels wctx; got keeps it.
+	wctx, cancelWait := context.WithCancelCause(context.Background())
+	defer cancelWait(nil)
+	got := make(chan os.Signal, 1)
+	watching, endWatch := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case s := <-sigs:
+			got <- s
+			cancelWait(fmt.Errorf("got %v", s))
+		case <-watching.Done():
+		}
+	}()
+	stopWatch := func() {
+		endWatch()
+		<-watched
+	}
+	defer stopWatch()
+	signalled := func(err error) error {
+		select {
+		case s := <-got:
+			got <- s
+			return signalExit(s, fmt.Sprintf("while waiting for lock %q", c.name))
+		default:
+			return err
+		}
+	}
+
+	b, err := c.conn.open(wctx)
+	if err != nil {
+		return nil, signalled(err)
+	}
+	cleanup = append(cleanup, b.Close)
+	s, err := b.session(wctx, holder, nil)
+	if err != nil {
+		return nil, signalled(err)
+	}
+	cleanup = append(cleanup, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.conn.timeout)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
+	m, err := b.mutex(s, c.name)
+	if err != nil {
+		return nil, err
+	}
+
+	errWaitElapsed := fmt.Errorf("--wait %v elapsed", c.wait)
+	var lease *distlock.Lease
+	elapsed := false
+	if c.noWait {
+		lease, err = m.TryLock(wctx)
+	} else {
+		lctx, cancel := wctx, context.CancelFunc(func() {})
+		if c.wait > 0 {
+			lctx, cancel = context.WithTimeoutCause(wctx, c.wait, errWaitElapsed)
+		}
+		lease, err = m.Lock(lctx)
+		elapsed = c.wait > 0 && errors.Is(context.Cause(lctx), errWaitElapsed)
+		cancel()
+	}
+	stopWatch()
+	if lease != nil {
+		cleanup = append(cleanup, func() { unlock(lease, c.conn.timeout, stderr) })
+	}
+	if serr := signalled(nil); serr != nil {
+		return nil, serr
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, distlock.ErrLocked):
+		return nil, exit(exitNotAcquired, fmt.Errorf("lock %q not acquired (--no-wait): %s%s", c.name, lockCause(err), zkHolder(b, c.name, c.conn.timeout)))
+	case errors.Is(err, errWaitElapsed) || elapsed:
+		return nil, exit(exitNotAcquired, fmt.Errorf("lock %q not acquired: still held after --wait %v", c.name, c.wait))
+	default:
+		return nil, exit(exitUnreachable, fmt.Errorf("lock %q not acquired: %s", c.name, lockCause(err)))
+	}
+	return &held{lease: lease, b: b, holder: holder, sigs: sigs, release: func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+		stop()
+	}}, nil
+}
+
+// run runs argv under h's lock (see underLock), with env added.
+func (c *lockCmd) run(h *held, argv, env []string, stdout, stderr io.Writer) error {
+	return underLock(context.Background(), h.lease, argv, childOpts{
+		shell:  c.shell,
+		env:    append([]string{"DISTLOCK_HOLDER=" + h.holder}, env...),
+		grace:  c.grace,
+		stdout: stdout,
+		stderr: stderr,
+	}, h.sigs)
+}
+
+// zkHolder describes the holder of lock name on ZooKeeper, whose TryLock
+// error names only the holder's node (etcd's has its value already).
+func zkHolder(b *backend, name string, timeout time.Duration) string {
+	if b.kind != "zk" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	q, err := zklock.Inspect(ctx, b.zk, b.prefix, name)
+	if err != nil || len(q) == 0 || q[0].Holder == "" {
+		return ""
+	}
+	return fmt.Sprintf("; holder %q", q[0].Holder)
+}
+
+// unlock releases lease, warning on stderr if that fails (the entry then
+// goes when the session ends: at once when distlock closes it, or after
+// the TTL).
+func unlock(lease *distlock.Lease, timeout time.Duration, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := lease.Unlock(ctx); err != nil && !errors.Is(err, distlock.ErrLost) && !errors.Is(err, distlock.ErrReleased) {
+		fmt.Fprintf(stderr, "distlock: warning: unlock: %s\n", oneLine(strings.TrimPrefix(err.Error(), "distlock: ")))
+	}
+}
