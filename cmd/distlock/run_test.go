@@ -17,106 +17,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/go-zookeeper/zk"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// runBackend is one kind of cluster distlock run is tested against, with
-// direct access to its store.
-type runBackend struct {
-	name string
-	flag func(t *testing.T) string
-	// entries lists the lock's entries in the store.
-	entries func(ctx context.Context, t *testing.T, lock string) []string
-	// remove deletes the lock's entries behind the holders' backs.
-	remove func(ctx context.Context, t *testing.T, lock string)
-}
-
-var runBackends = []runBackend{
-	{
-		name: "etcd",
-		flag: etcdFlag,
-		entries: func(ctx context.Context, t *testing.T, lock string) []string {
-			t.Helper()
-			resp, err := etcdClient(t).Get(ctx, "/distlock/"+lock+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
-			if err != nil {
-				t.Fatalf("etcd get: %v", err)
-			}
-			var keys []string
-			for _, kv := range resp.Kvs {
-				keys = append(keys, string(kv.Key))
-			}
-			return keys
-		},
-		remove: func(ctx context.Context, t *testing.T, lock string) {
-			t.Helper()
-			resp, err := etcdClient(t).Delete(ctx, "/distlock/"+lock+"/", clientv3.WithPrefix())
-			if err != nil || resp.Deleted == 0 {
-				t.Fatalf("etcd delete /distlock/%s/: deleted %v, err %v", lock, resp, err)
-			}
-		},
-	},
-	{
-		name: "zk",
-		flag: zkFlag,
-		entries: func(ctx context.Context, t *testing.T, lock string) []string {
-			t.Helper()
-			c, _, err := zkConn(ctx, t).Children("/distlock/" + lock)
-			if err != nil && !errors.Is(err, zk.ErrNoNode) {
-				t.Fatalf("zk children: %v", err)
-			}
-			return c
-		},
-		remove: func(ctx context.Context, t *testing.T, lock string) {
-			t.Helper()
-			conn := zkConn(ctx, t)
-			dir := "/distlock/" + lock
-			c, _, err := conn.Children(dir)
-			if err != nil || len(c) == 0 {
-				t.Fatalf("zk children of %s: %v, err %v", dir, c, err)
-			}
-			for _, n := range c {
-				if err := conn.Delete(dir+"/"+n, -1); err != nil {
-					t.Fatalf("zk delete %s/%s: %v", dir, n, err)
-				}
-			}
-		},
-	},
-}
-
-var (
-	runEtcdOnce sync.Once
-	runEtcdCli  *clientv3.Client
-	runEtcdErr  error
-	runZKMu     sync.Mutex
-	runZKConn   *zk.Conn
-)
-
-func etcdClient(t *testing.T) *clientv3.Client {
-	t.Helper()
-	c := etcdCluster(t)
-	runEtcdOnce.Do(func() { runEtcdCli, runEtcdErr = c.Client() })
-	if runEtcdErr != nil {
-		t.Fatalf("etcd client: %v", runEtcdErr)
-	}
-	return runEtcdCli
-}
-
-func zkConn(ctx context.Context, t *testing.T) *zk.Conn {
-	t.Helper()
-	e := zkEnsemble(t)
-	runZKMu.Lock()
-	defer runZKMu.Unlock()
-	if runZKConn == nil {
-		conn, _, err := e.Connect(ctx)
-		if err != nil {
-			t.Fatalf("zk connect: %v", err)
-		}
-		runZKConn = conn
-	}
-	return runZKConn
-}
 
 var lockSeq atomic.Int64
 
@@ -299,49 +200,47 @@ func TestRunUnreachable(t *testing.T) {
 }
 
 func TestRunExitCodeAndEnv(t *testing.T) {
-	for _, b := range runBackends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			lock := lockName(t)
-			r := cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--",
-				"sh", "-c", `echo "lock=$DISTLOCK_LOCK"; echo "token=$DISTLOCK_TOKEN"; echo "holder=$DISTLOCK_HOLDER"; exit 3`)
-			if r.code != 3 {
-				t.Fatalf("code %d, want the command's 3; stderr %q", r.code, r.stderr)
-			}
-			if !strings.Contains(r.stdout, "lock="+lock+"\n") {
-				t.Errorf("DISTLOCK_LOCK missing: %q", r.stdout)
-			}
-			if !regexp.MustCompile(`(?m)^token=` + regexp.QuoteMeta(lock) + `@[1-9][0-9]*$`).MatchString(r.stdout) {
-				t.Errorf("DISTLOCK_TOKEN missing: %q", r.stdout)
-			}
-			if !regexp.MustCompile(`(?m)^holder=.* pid [0-9]+ distlock run since .+$`).MatchString(r.stdout) {
-				t.Errorf("DISTLOCK_HOLDER missing: %q", r.stdout)
-			}
-			if e := b.entries(ctx, t, lock); len(e) != 0 {
-				t.Errorf("entries left behind: %v", e)
-			}
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		t.Parallel()
+		ctx := testCtx(t)
+		lock := lockName(t)
+		r := cli(ctx, t, nil, b.args("run", "--lock", lock, "--",
+			"sh", "-c", `echo "lock=$DISTLOCK_LOCK"; echo "token=$DISTLOCK_TOKEN"; echo "holder=$DISTLOCK_HOLDER"; exit 3`)...)
+		if r.code != 3 {
+			t.Fatalf("code %d, want the command's 3; stderr %q", r.code, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "lock="+lock+"\n") {
+			t.Errorf("DISTLOCK_LOCK missing: %q", r.stdout)
+		}
+		if !regexp.MustCompile(`(?m)^token=` + regexp.QuoteMeta(lock) + `@[1-9][0-9]*$`).MatchString(r.stdout) {
+			t.Errorf("DISTLOCK_TOKEN missing: %q", r.stdout)
+		}
+		if !regexp.MustCompile(`(?m)^holder=.* pid [0-9]+ distlock run since .+$`).MatchString(r.stdout) {
+			t.Errorf("DISTLOCK_HOLDER missing: %q", r.stdout)
+		}
+		if e := b.entries(t, lock); len(e) != 0 {
+			t.Errorf("entries left behind: %v", e)
+		}
 
-			// --shell, and exit 0.
-			r = cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--shell", "--", `echo "$DISTLOCK_LOCK"`, "|", "tr", "a-z", "A-Z")
-			if r.code != 0 || r.stdout != strings.ToUpper(lock)+"\n" {
-				t.Errorf("--shell: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-			}
-			// A signal ending the command: 128+signal.
-			r = cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--", "sh", "-c", "kill -KILL $$")
-			if r.code != 128+9 {
-				t.Errorf("command killed by SIGKILL: code %d, want 137; stderr %q", r.code, r.stderr)
-			}
-		})
-	}
+		// --shell, and exit 0.
+		r = cli(ctx, t, nil, b.args("run", "--lock", lock, "--shell", "--", `echo "$DISTLOCK_LOCK"`, "|", "tr", "a-z", "A-Z")...)
+		if r.code != 0 || r.stdout != strings.ToUpper(lock)+"\n" {
+			t.Errorf("--shell: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		// A signal ending the command: 128+signal.
+		r = cli(ctx, t, nil, b.args("run", "--lock", lock, "--", "sh", "-c", "kill -KILL $$")...)
+		if r.code != 128+9 {
+			t.Errorf("command killed by SIGKILL: code %d, want 137; stderr %q", r.code, r.stderr)
+		}
+	})
 }
 
 func TestRunCannotStart(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	fl := etcdFlag(t)
+	b := etcdBackend(t)
 	lock := lockName(t)
-	r := cli(ctx, t, nil, "run", fl, "--lock", lock, "--", "distlock-no-such-command")
+	r := cli(ctx, t, nil, b.args("run", "--lock", lock, "--", "distlock-no-such-command")...)
 	if r.code != exitNotFound || !strings.Contains(r.stderr, "not found") {
 		t.Errorf("missing command: code %d, stderr %q", r.code, r.stderr)
 	}
@@ -349,52 +248,50 @@ func TestRunCannotStart(t *testing.T) {
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r = cli(ctx, t, nil, "run", fl, "--lock", lock, "--", notExec)
+	r = cli(ctx, t, nil, b.args("run", "--lock", lock, "--", notExec)...)
 	if r.code != exitCannotRun {
 		t.Errorf("not executable: code %d, stderr %q", r.code, r.stderr)
 	}
-	if e := runBackends[0].entries(ctx, t, lock); len(e) != 0 {
+	if e := b.entries(t, lock); len(e) != 0 {
 		t.Errorf("entries left behind: %v", e)
 	}
 }
 
 func TestRunNotAcquired(t *testing.T) {
-	for _, b := range runBackends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			lock := lockName(t)
-			holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--", "sh", "-c", "echo ready; read x; exit 0")
-			holder.waitLine(ctx, "ready")
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		t.Parallel()
+		ctx := testCtx(t)
+		lock := lockName(t)
+		holder := start(ctx, t, b.args("run", "--lock", lock, "--", "sh", "-c", "echo ready; read x; exit 0")...)
+		holder.waitLine(ctx, "ready")
 
-			r := cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--no-wait", "--", "echo", "ran")
-			t.Logf("--no-wait: %s", r.stderr)
-			if r.code != exitNotAcquired || !strings.Contains(r.stderr, "entry /distlock/"+lock) || !strings.Contains(r.stderr, "distlock run since") || r.stdout != "" {
-				t.Errorf("--no-wait: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-			}
-			begin := time.Now()
-			r = cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--wait=1s", "--", "echo", "ran")
-			t.Logf("--wait: %s", r.stderr)
-			if r.code != exitNotAcquired || !strings.Contains(r.stderr, "--wait") || r.stdout != "" {
-				t.Errorf("--wait 1s: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-			}
-			if d := time.Since(begin); d < time.Second {
-				t.Errorf("--wait 1s gave up after %v", d)
-			}
-			if e := b.entries(ctx, t, lock); len(e) != 1 {
-				t.Errorf("entries: %v, want only the holder's", e)
-			}
+		r := cli(ctx, t, nil, b.args("run", "--lock", lock, "--no-wait", "--", "echo", "ran")...)
+		t.Logf("--no-wait: %s", r.stderr)
+		if r.code != exitNotAcquired || !strings.Contains(r.stderr, "entry "+b.prefix) || !strings.Contains(r.stderr, "distlock run since") || r.stdout != "" {
+			t.Errorf("--no-wait: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		begin := time.Now()
+		r = cli(ctx, t, nil, b.args("run", "--lock", lock, "--wait=1s", "--", "echo", "ran")...)
+		t.Logf("--wait: %s", r.stderr)
+		if r.code != exitNotAcquired || !strings.Contains(r.stderr, "--wait") || r.stdout != "" {
+			t.Errorf("--wait 1s: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		if d := time.Since(begin); d < time.Second {
+			t.Errorf("--wait 1s gave up after %v", d)
+		}
+		if e := b.entries(t, lock); len(e) != 1 {
+			t.Errorf("entries: %v, want only the holder's", e)
+		}
 
-			holder.stdin.Close()
-			if code := holder.wait(30 * time.Second); code != 0 {
-				t.Errorf("holder: code %d, stderr %s", code, holder.stderr)
-			}
-			r = cli(ctx, t, nil, "run", b.flag(t), "--lock", lock, "--no-wait", "--", "echo", "ran")
-			if r.code != 0 || r.stdout != "ran\n" {
-				t.Errorf("--no-wait on a free lock: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-			}
-		})
-	}
+		holder.stdin.Close()
+		if code := holder.wait(30 * time.Second); code != 0 {
+			t.Errorf("holder: code %d, stderr %s", code, holder.stderr)
+		}
+		r = cli(ctx, t, nil, b.args("run", "--lock", lock, "--no-wait", "--", "echo", "ran")...)
+		if r.code != 0 || r.stdout != "ran\n" {
+			t.Errorf("--no-wait on a free lock: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+	})
 }
 
 // readFile waits (bounded) for path to contain want.
@@ -407,42 +304,40 @@ func waitFile(t *testing.T, path, want string) {
 }
 
 func TestRunLockLoss(t *testing.T) {
-	for _, b := range runBackends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			lock := lockName(t)
-			file := filepath.Join(t.TempDir(), "trap")
-			script := fmt.Sprintf(`trap 'echo got TERM >> %s; exit 0' TERM; echo ready; while :; do sleep 0.05; done`, file)
-			holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--ttl=10s", "--", "sh", "-c", script)
-			holder.waitLine(ctx, "ready")
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		t.Parallel()
+		ctx := testCtx(t)
+		lock := lockName(t)
+		file := filepath.Join(t.TempDir(), "trap")
+		script := fmt.Sprintf(`trap 'echo got TERM >> %s; exit 0' TERM; echo ready; while :; do sleep 0.05; done`, file)
+		holder := start(ctx, t, b.args("run", "--lock", lock, "--ttl=10s", "--", "sh", "-c", script)...)
+		holder.waitLine(ctx, "ready")
 
-			b.remove(ctx, t, lock)
-			if code := holder.wait(30 * time.Second); code != exitLost {
-				t.Fatalf("code %d, want %d; stderr %s", code, exitLost, holder.stderr)
-			}
-			t.Logf("lost: %s", holder.stderr)
-			// The command's shell may say "Terminated" about its sleep;
-			// distlock itself says one line.
-			if s := holder.stderr.String(); !regexp.MustCompile(`(?m)^distlock: lock "[^"]+" lost while the command ran; .*deleted.*$`).MatchString(s) || strings.Count(s, "distlock:") != 1 {
-				t.Errorf("stderr: want one line saying the lock was lost and why: %q", s)
-			}
-			waitFile(t, file, "got TERM")
-		})
-	}
+		b.remove(t, lock)
+		if code := holder.wait(30 * time.Second); code != exitLost {
+			t.Fatalf("code %d, want %d; stderr %s", code, exitLost, holder.stderr)
+		}
+		t.Logf("lost: %s", holder.stderr)
+		// The command's shell may say "Terminated" about its sleep;
+		// distlock itself says one line.
+		if s := holder.stderr.String(); !regexp.MustCompile(`(?m)^distlock: lock "[^"]+" lost while the command ran; .*deleted.*$`).MatchString(s) || strings.Count(s, "distlock:") != 1 {
+			t.Errorf("stderr: want one line saying the lock was lost and why: %q", s)
+		}
+		waitFile(t, file, "got TERM")
+	})
 }
 
 // A command that ignores SIGTERM gets SIGKILL after --grace.
 func TestRunLockLossGrace(t *testing.T) {
 	t.Parallel()
-	b := runBackends[0]
+	b := etcdBackend(t)
 	ctx := testCtx(t)
 	lock := lockName(t)
 	file := filepath.Join(t.TempDir(), "trap")
 	script := fmt.Sprintf(`trap 'echo got TERM >> %s' TERM; echo ready; while :; do sleep 0.05; done`, file)
-	holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--ttl=10s", "--grace=1s", "--", "sh", "-c", script)
+	holder := start(ctx, t, b.args("run", "--lock", lock, "--ttl=10s", "--grace=1s", "--", "sh", "-c", script)...)
 	holder.waitLine(ctx, "ready")
-	b.remove(ctx, t, lock)
+	b.remove(t, lock)
 	begin := time.Now()
 	if code := holder.wait(30 * time.Second); code != exitLost {
 		t.Fatalf("code %d, want %d; stderr %s", code, exitLost, holder.stderr)
@@ -454,68 +349,64 @@ func TestRunLockLossGrace(t *testing.T) {
 }
 
 func TestRunSignalForwarded(t *testing.T) {
-	for _, b := range runBackends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			lock := lockName(t)
-			file := filepath.Join(t.TempDir(), "trap")
-			script := fmt.Sprintf(`trap 'echo got TERM >> %s; exit 7' TERM; echo ready; while :; do sleep 0.05; done`, file)
-			holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--", "sh", "-c", script)
-			holder.waitLine(ctx, "ready")
-			if err := holder.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			if code := holder.wait(30 * time.Second); code != 7 {
-				t.Fatalf("code %d, want the command's 7; stderr %s", code, holder.stderr)
-			}
-			waitFile(t, file, "got TERM")
-			if e := b.entries(ctx, t, lock); len(e) != 0 {
-				t.Errorf("entries left behind: %v", e)
-			}
-		})
-	}
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		t.Parallel()
+		ctx := testCtx(t)
+		lock := lockName(t)
+		file := filepath.Join(t.TempDir(), "trap")
+		script := fmt.Sprintf(`trap 'echo got TERM >> %s; exit 7' TERM; echo ready; while :; do sleep 0.05; done`, file)
+		holder := start(ctx, t, b.args("run", "--lock", lock, "--", "sh", "-c", script)...)
+		holder.waitLine(ctx, "ready")
+		if err := holder.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := holder.wait(30 * time.Second); code != 7 {
+			t.Fatalf("code %d, want the command's 7; stderr %s", code, holder.stderr)
+		}
+		waitFile(t, file, "got TERM")
+		if e := b.entries(t, lock); len(e) != 0 {
+			t.Errorf("entries left behind: %v", e)
+		}
+	})
 }
 
 func TestRunSignalWhileWaiting(t *testing.T) {
-	for _, b := range runBackends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			lock := lockName(t)
-			holder := start(ctx, t, "run", b.flag(t), "--lock", lock, "--", "sh", "-c", "echo ready; read x; exit 0")
-			holder.waitLine(ctx, "ready")
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		t.Parallel()
+		ctx := testCtx(t)
+		lock := lockName(t)
+		holder := start(ctx, t, b.args("run", "--lock", lock, "--", "sh", "-c", "echo ready; read x; exit 0")...)
+		holder.waitLine(ctx, "ready")
 
-			waiter := start(ctx, t, "run", b.flag(t), "--lock", lock, "--", "echo", "ran")
-			until(t, 20*time.Second, "two entries (the waiter enqueued)", func() bool { return len(b.entries(ctx, t, lock)) == 2 })
-			if err := waiter.cmd.Process.Signal(syscall.SIGINT); err != nil {
-				t.Fatal(err)
-			}
-			if code := waiter.wait(5 * time.Second); code != 128+int(syscall.SIGINT) {
-				t.Fatalf("waiter: code %d, want 130; stderr %s", code, waiter.stderr)
-			}
-			t.Logf("waiter: %s", waiter.stderr)
-			if s := waiter.stderr.String(); !strings.Contains(s, "while waiting") {
-				t.Errorf("waiter stderr: %q", s)
-			}
-			if e := b.entries(ctx, t, lock); len(e) != 1 {
-				t.Errorf("entries after the waiter gave up: %v, want only the holder's", e)
-			}
+		waiter := start(ctx, t, b.args("run", "--lock", lock, "--", "echo", "ran")...)
+		until(t, 20*time.Second, "two entries (the waiter enqueued)", func() bool { return len(b.entries(t, lock)) == 2 })
+		if err := waiter.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if code := waiter.wait(5 * time.Second); code != 128+int(syscall.SIGINT) {
+			t.Fatalf("waiter: code %d, want 130; stderr %s", code, waiter.stderr)
+		}
+		t.Logf("waiter: %s", waiter.stderr)
+		if s := waiter.stderr.String(); !strings.Contains(s, "while waiting") {
+			t.Errorf("waiter stderr: %q", s)
+		}
+		if e := b.entries(t, lock); len(e) != 1 {
+			t.Errorf("entries after the waiter gave up: %v, want only the holder's", e)
+		}
 
-			holder.stdin.Close()
-			if code := holder.wait(30 * time.Second); code != 0 {
-				t.Errorf("holder: code %d, stderr %s", code, holder.stderr)
+		holder.stdin.Close()
+		if code := holder.wait(30 * time.Second); code != 0 {
+			t.Errorf("holder: code %d, stderr %s", code, holder.stderr)
+		}
+		if e := b.entries(t, lock); len(e) != 0 {
+			t.Errorf("entries left behind: %v", e)
+		}
+		select {
+		case l, ok := <-waiter.lines:
+			if ok {
+				t.Errorf("the waiter ran its command: %q", l)
 			}
-			if e := b.entries(ctx, t, lock); len(e) != 0 {
-				t.Errorf("entries left behind: %v", e)
-			}
-			select {
-			case l, ok := <-waiter.lines:
-				if ok {
-					t.Errorf("the waiter ran its command: %q", l)
-				}
-			default:
-			}
-		})
-	}
+		default:
+		}
+	})
 }

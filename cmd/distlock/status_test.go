@@ -40,31 +40,39 @@ var prefixSeq atomic.Int64
 // forEachBackend runs f as a subtest on the etcd cluster and on the
 // ZooKeeper ensemble.
 func forEachBackend(t *testing.T, f func(t *testing.T, b *testBackend)) {
-	t.Run("etcd", func(t *testing.T) {
-		p := fmt.Sprintf("/t%d/", prefixSeq.Add(1))
-		cli, err := etcdCluster(t).Client()
+	t.Run("etcd", func(t *testing.T) { f(t, etcdBackend(t)) })
+	t.Run("zk", func(t *testing.T) { f(t, zkBackend(t)) })
+}
+
+// etcdBackend is the run's etcd cluster, under a prefix of the test's own.
+func etcdBackend(t *testing.T) *testBackend {
+	p := fmt.Sprintf("/t%d/", prefixSeq.Add(1))
+	cli, err := etcdCluster(t).Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return &testBackend{name: "etcd", flags: []string{etcdFlag(t), "--prefix=" + p}, prefix: p, etcd: cli}
+}
+
+// zkBackend is the run's ZooKeeper ensemble, under a prefix of the test's
+// own.
+func zkBackend(t *testing.T) *testBackend {
+	p := fmt.Sprintf("/t%d", prefixSeq.Add(1))
+	ens := zkEnsemble(t)
+	connect := func() *zk.Conn {
+		conn, events, err := ens.Connect(testCtx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		f(t, &testBackend{name: "etcd", flags: []string{etcdFlag(t), "--prefix=" + p}, prefix: p, etcd: cli})
-	})
-	t.Run("zk", func(t *testing.T) {
-		p := fmt.Sprintf("/t%d", prefixSeq.Add(1))
-		ens := zkEnsemble(t)
-		connect := func() *zk.Conn {
-			conn, events, err := ens.Connect(testCtx(t))
-			if err != nil {
-				t.Fatal(err)
+		go func() {
+			for range events {
 			}
-			go func() {
-				for range events {
-				}
-			}()
-			t.Cleanup(conn.Close)
-			return conn
-		}
-		f(t, &testBackend{name: "zk", flags: []string{zkFlag(t), "--prefix=" + p}, prefix: p, ens: connect, zk: connect()})
-	})
+		}()
+		t.Cleanup(conn.Close)
+		return conn
+	}
+	return &testBackend{name: "zk", flags: []string{zkFlag(t), "--prefix=" + p}, prefix: p, ens: connect, zk: connect()}
 }
 
 // args returns the binary's arguments: sub, the backend's flags, then rest.
@@ -119,6 +127,36 @@ func (b *testBackend) inspect(t *testing.T, name string) []distlock.QueueEntry {
 		t.Fatal(err)
 	}
 	return q
+}
+
+// entries returns the keys of lock name's entries in the store.
+func (b *testBackend) entries(t *testing.T, name string) []string {
+	t.Helper()
+	var keys []string
+	for _, e := range b.inspect(t, name) {
+		keys = append(keys, e.Key)
+	}
+	return keys
+}
+
+// remove deletes lock name's entries behind their holders' backs.
+func (b *testBackend) remove(t *testing.T, name string) {
+	t.Helper()
+	keys := b.entries(t, name)
+	if len(keys) == 0 {
+		t.Fatalf("lock %s: no entry to remove", name)
+	}
+	for _, k := range keys {
+		var err error
+		if b.name == "etcd" {
+			_, err = b.etcd.Delete(testCtx(t), k)
+		} else {
+			err = b.zk.Delete(k, -1)
+		}
+		if err != nil {
+			t.Fatalf("delete %s: %v", k, err)
+		}
+	}
 }
 
 // waitQueued waits until lock name has n entries in its queue. It polls:
