@@ -6,7 +6,7 @@
 # another installation). The container tests need a running Docker engine.
 GO ?= go
 
-.PHONY: test check deps bench example
+.PHONY: test check deps bench example demo
 
 test: deps check
 	$(GO) test -race -count=1 -timeout 60m ./...
@@ -42,3 +42,7 @@ bench:
 
 example:
 	$(GO) run ./examples/quickstart
+
+# The README's first command: the GC-pause story on an embedded etcd.
+demo:
+	$(GO) run ./cmd/distlock demo
