@@ -20,7 +20,10 @@ import (
 // lock's directory with the leader, lists it, and reads every entry (the
 // reads go out together); entries deleted between the listing and their
 // read are left out, and children that are not lock entries are ignored.
-// An empty result means nobody holds or waits.
+// An empty result means nobody holds or waits. An Election's candidates
+// ("@e-…" nodes) are listed the same way, as exclusive entries whose
+// Holder is the candidate's value; give a lock and an election different
+// names, or their entries are listed together.
 //
 // Each entry's Token is the node's czxid (the fencing token it has or will
 // have), Owner its ephemeral owner's session ID in hex, Holder its data,
@@ -64,6 +67,10 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 	for _, c := range children {
 		if k, _, seq, ok := parseEntry(c); ok {
 			nodes = append(nodes, node{dir + "/" + c, k, seq})
+		} else if _, seq, ok := parseElectionEntry(c); ok {
+			// An Election's candidates, listed as exclusive entries: the
+			// first one leads, Holder is its value.
+			nodes = append(nodes, node{dir + "/" + c, distlock.Exclusive, seq})
 		}
 	}
 	slices.SortFunc(nodes, func(a, b node) int { return cmp.Compare(a.seq, b.seq) })

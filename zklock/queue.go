@@ -79,6 +79,23 @@ func parseEntry(child string) (kind distlock.Kind, guid string, seq int64, ok bo
 	return kind, guid, seq, true
 }
 
+// electionMark marks an Election's entries: "@e-<guid>-<seq>". parseEntry
+// does not accept them, so lock queues (Mutex, RWMutex) and elections
+// never see each other's entries, even in a directory of the same name: an
+// election's waiters must not take a Proclaim (a data change) for a
+// release, as a lock's waiters do (see waitGone).
+const electionMark = 'e'
+
+// parseElectionEntry parses an Election's child name "@e-<guid>-<seq>",
+// which has the layout of a lock entry's.
+func parseElectionEntry(child string) (guid string, seq int64, ok bool) {
+	if len(child) < 2 || child[0] != '@' || child[1] != electionMark {
+		return "", 0, false
+	}
+	_, guid, seq, ok = parseEntry("@" + string(exclusiveMark) + child[2:])
+	return guid, seq, ok
+}
+
 func newGUID() string {
 	var b [guidLen / 2]byte
 	rand.Read(b[:])
@@ -96,6 +113,10 @@ type entry struct {
 	czxid   int64 // the fencing token once it holds
 	version int32
 	own     <-chan zk.Event // the watch on the node, until track's goroutine takes over
+	// election marks an Election's entry ("@e-…", see election.go): its
+	// leader changes its data without leaving (Proclaim), so a data
+	// change on a predecessor is not a release (see waitGone).
+	election bool
 	// alive is cancelled when the node is deleted by anyone but its owner,
 	// when the session ends, or when the owner releases it; the cause says
 	// which.
@@ -227,10 +248,16 @@ func (s *Session) first(ctx context.Context, dir string, kind distlock.Kind) (st
 // happened: the node is then looked for by its GUID. On failure nothing is
 // left behind (a cleanup runs on in the background if needed).
 func (s *Session) create(ctx context.Context, dir, base, guid string) (string, error) {
+	return s.createData(ctx, dir, base, guid, []byte(s.holder))
+}
+
+// createData is create with the node's data given (an Election's
+// candidate value instead of the session's holder).
+func (s *Session) createData(ctx context.Context, dir, base, guid string, data []byte) (string, error) {
 	for {
 		ch := make(chan createResult, 1)
 		go func() {
-			p, err := s.conn.Create(dir+"/"+base, []byte(s.holder), zk.FlagEphemeral|zk.FlagSequence, s.acl)
+			p, err := s.conn.Create(dir+"/"+base, data, zk.FlagEphemeral|zk.FlagSequence, s.acl)
 			ch <- createResult{p, err}
 		}()
 		var r createResult
@@ -315,6 +342,10 @@ func (s *Session) findGUID(ctx context.Context, dir, guid string) (string, error
 	}
 	for _, c := range children {
 		if _, g, _, ok := parseEntry(c); ok && g == guid {
+			return dir + "/" + c, nil
+		}
+		// An Election's entry ("@e-…") made by a create that was cut off.
+		if g, _, ok := parseElectionEntry(c); ok && g == guid {
 			return dir + "/" + c, nil
 		}
 	}
@@ -436,7 +467,15 @@ func (e *entry) waitGone(ctx context.Context, q *distlock.Queue, p distlock.Entr
 			case zk.EventNodeDataChanged:
 				if p.Kind == distlock.Exclusive {
 					q.Observed(p.Seq, distlock.Entry{}, false)
-					return nil
+					if !e.election {
+						return nil
+					}
+					// Election: p's data changes when it releases AND
+					// when its leader Proclaims (it stays). Either way p
+					// led, so nothing older is left (Observed above); the
+					// loop's next read tells whether p is gone (released)
+					// or still there (keep waiting on it). Mutex waiters
+					// never get here: their path costs no extra request.
 				}
 			case zk.EventNotWatching:
 				return e.s.watchErr(ev)
