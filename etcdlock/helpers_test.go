@@ -147,3 +147,11 @@ var (
 	mustLock   = locktest.MustLock
 	mustUnlock = locktest.MustUnlock
 )
+
+func (s *etcdSession) RWMutex(name string) (locktest.RWLocker, error) {
+	m, err := etcdlock.NewRWMutex(s.s, name)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -230,3 +230,11 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
 	return locktest.Recv(t, ch, what)
 }
+
+func (s *zkSession) RWMutex(name string) (locktest.RWLocker, error) {
+	m, err := zklock.NewRWMutex(s.s, name)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -38,6 +38,8 @@ type Backend interface {
 type Session interface {
 	// Mutex returns the lock called name on this session.
 	Mutex(name string) (distlock.Locker, error)
+	// RWMutex returns the readers-writer lock called name on this session.
+	RWMutex(name string) (RWLocker, error)
 	// End ends the session on the server, as if it had expired (etcd:
 	// revoke its lease; ZooKeeper: expire its session), without telling the
 	// client first.
@@ -64,6 +66,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"Do", do},
 		{"InvalidNames", invalidNames},
 	}
+	cases = append(cases, rwCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
 	}
