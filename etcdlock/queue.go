@@ -71,9 +71,19 @@ type entry struct {
 
 // acquire is Lock and TryLock for both kinds of entries.
 func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, try bool) (*distlock.Lease, error) {
-	op := "lock"
+	e, err := s.acquireEntry(ctx, name, kind, try, "lock", s.holder)
+	if err != nil {
+		return nil, err
+	}
+	return e.hold(), nil
+}
+
+// acquireEntry is acquire for an entry whose value is value, reporting
+// failures as op; it returns the held entry (an Election's leader needs its
+// key to Proclaim).
+func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.Kind, try bool, op, value string) (*entry, error) {
 	if try {
-		op = "trylock"
+		op = "try" + op
 	}
 	fail := func(err error) error { return &distlock.LockError{Name: name, Op: op, Err: err} }
 	if err := s.Err(); err != nil {
@@ -84,7 +94,7 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 	}
 	dir := s.queueDir(name)
 	key := dir + kindMark(kind) + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
-	put := clientv3.OpPut(key, s.holder, clientv3.WithLease(s.id))
+	put := clientv3.OpPut(key, value, clientv3.WithLease(s.id))
 
 	if try {
 		cdir := conflictDir(dir, kind)
@@ -103,7 +113,7 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 		}
 		e := s.track(name, key, resp.Header.Revision)
 		s.log.Debug("etcdlock: acquired", "lock", name, "key", key, "token", e.rev)
-		return e.hold(), nil
+		return e, nil
 	}
 
 	// The enqueue is safe to repeat: a second put of the same key keeps its
@@ -144,7 +154,7 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 		return nil, fail(err)
 	}
 	s.log.Debug("etcdlock: acquired", "lock", name, "key", key, "token", rev)
-	return e.hold(), nil
+	return e, nil
 }
 
 // wait blocks until q says its owner holds the lock (distlock.WaitTurn),

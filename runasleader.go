@@ -1,0 +1,117 @@
+package distlock
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// RunAsLeader's backoff: the pause before campaigning again grows from
+// minBackoff, doubling after every failed Campaign and every term that
+// ended with fn's error or the loss of leadership, up to maxBackoff; each
+// pause is drawn at random between half and all of it, so that workers
+// that failed together do not come back together.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 10 * time.Second
+)
+
+// RunAsLeader is the singleton-worker loop: it campaigns in e with value,
+// runs fn while this candidate leads, and starts over, until ctx ends;
+// then it returns ctx's cause. At most one of the workers running
+// RunAsLeader on one election leads at a time.
+//
+// fn's context is cancelled the moment leadership is lost (entry deleted,
+// session expired or not confirmed alive in time; context.Cause says why)
+// and when ctx ends. When fn returns, for any reason, RunAsLeader resigns,
+// which hands leadership to the next candidate at once, and campaigns
+// again: right away if fn returned nil, otherwise after a backoff. A
+// failed Campaign is retried after a backoff too. The backoff starts at
+// 100 ms, doubles after each such failure up to 10 s, is jittered (each
+// pause is uniform between half and all of the current value), and starts
+// over after a term that lasted longer than 10 s. fn's errors are not
+// returned: a worker that must stop cancels ctx.
+//
+// Waiting candidates are queued in their Campaign, not in a backoff: when
+// the leader dies, the next one takes over as soon as the backend sees the
+// leader's entry go, whatever the backoff.
+//
+// # When fn ignores its context
+//
+// Cancelling a context stops nothing by itself: a fn that keeps going (or
+// that is paused — GC, swap, a stopped VM — and resumes unaware) still
+// writes after a new leader has taken over. That is what fencing tokens
+// are for: fn receives this term's token and must send every write to the
+// protected resource through a fence (package fencing: fencing.Memory, a
+// SQL table, etcd, ZooKeeper, an HTTP service) with it. Tokens of later
+// terms are larger, so once the new leader has written, the fence refuses
+// every write of the deposed one (fencing.ErrStale); before that, the old
+// leader's writes are still admitted, in token order. fn should stop at
+// the first refusal.
+//
+// A backend's Elector may be bound to a session that can end for good (an
+// etcdlock.Election's session, once expired, fails every Campaign);
+// RunAsLeader then keeps retrying with the longest backoff until ctx ends,
+// so watch the session and cancel ctx, or run RunAsLeader again on a new
+// session.
+func RunAsLeader(ctx context.Context, e Elector, value string, fn func(ctx context.Context, t Token) error) error {
+	failures := 0
+	pause := func() error {
+		d := min(maxBackoff, minBackoff<<min(failures, 16))
+		failures++
+		d = d/2 + rand.N(d/2+1)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+			return nil
+		}
+	}
+	for {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		l, err := e.Campaign(ctx, value)
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			if err := pause(); err != nil {
+				return err
+			}
+			continue
+		}
+		began := time.Now()
+		ferr := runTerm(ctx, l, fn)
+		lost := l.Err() != nil
+
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+		// A failed resign is not lost: the entry goes with the session at
+		// the latest, and the backend keeps trying to delete it.
+		_ = l.Resign(rctx)
+		cancel()
+
+		if time.Since(began) > maxBackoff {
+			failures = 0
+		}
+		if ferr == nil && !lost {
+			failures = 0
+			continue
+		}
+		if err := pause(); err != nil {
+			return err
+		}
+	}
+}
+
+// runTerm runs fn for one term of leadership l, with a context cancelled
+// when ctx ends or l does.
+func runTerm(ctx context.Context, l Leadership, fn func(ctx context.Context, t Token) error) error {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(l.Context(), func() { cancel(l.Err()) })
+	defer stop()
+	return fn(runCtx, l.Token())
+}
