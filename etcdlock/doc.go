@@ -33,4 +33,25 @@
 // over. A deletion that happened between the enqueue and the moment the
 // watch started is found by one read at the watch's start revision, made
 // only when the revision moved in between.
+//
+// # Readers and writers
+//
+// RWMutex keeps readers ("@r…") and writers ("@w…") in the same queue as
+// Mutex (a Mutex is a writer there) and grants it in FIFO order: a writer
+// waits on its immediate predecessor, a reader on the nearest writer ahead
+// of it, so a reader that arrives while a writer waits queues behind that
+// writer and a stream of readers cannot starve it. Readers between two
+// writers hold together; each watches the writer ahead on its own watch,
+// so a writer's release wakes exactly the readers behind it, each by one
+// watch event. TryRLock compares the writers' sub-prefix only: it wins
+// while readers alone hold, and loses, writing nothing, while any writer
+// holds or waits.
+//
+// A reader's fencing token is its key's create revision like any other:
+// readers holding together have distinct tokens that are not ordered among
+// themselves for exclusivity. A writer's token exceeds every earlier
+// reader's and writer's, so a fence that admits writers' tokens refuses any
+// writer or reader older than the newest writer it admitted. Readers must
+// not record their tokens in a writers' fence (one reader's token would
+// refuse the older readers beside it); see RWMutex.
 package etcdlock

@@ -7,8 +7,8 @@
 //
 // A lock named N under the session's prefix P ("/distlock" by default)
 // keeps its queue in the directory P + "/" + N. Each acquisition attempt
-// creates one ephemeral sequential child "@w-<guid>-<seq>" ("@r-…" is kept
-// for readers): the "@" cannot occur in a lock-name segment (see
+// creates one ephemeral sequential child "@w-<guid>-<seq>" ("@r-…" for
+// RWMutex's readers): the "@" cannot occur in a lock-name segment (see
 // distlock.ValidateName), so the entries of lock "a" are never mistaken for
 // the sub-directory of lock "a/b", and children that do not parse as
 // entries are ignored. The GUID (protected mode) lets a Lock whose create
@@ -59,6 +59,31 @@
 // again, and when an entry that came in between is ahead, deletes its node
 // before returning distlock.ErrLocked. It may therefore lose to a holder
 // that releases at the same moment.
+//
+// # Readers and writers
+//
+// RWMutex keeps readers ("@r-…") and writers ("@w-…") in the same
+// directory as Mutex (a Mutex is a writer there) and grants the lock in
+// FIFO order: a writer waits on its immediate predecessor, a reader on the
+// nearest writer ahead of it, so a reader that arrives while a writer waits
+// queues behind that writer and a stream of readers cannot starve it.
+// Readers between two writers hold together; each watches the writer ahead
+// on its own watch, so a writer's release wakes exactly the readers behind
+// it. Only a writer that waited releases with the set-data + delete
+// transaction, and a waiter trusts a data change only on a writer: a
+// writer held alone, so nothing older is left. Readers always delete
+// plainly, since other readers older than them may still hold: a writer
+// behind them then checks the older entries of its snapshot (Exists, or
+// one listing) before it takes the lock. TryRLock loses while any writer
+// holds or waits, and wins while readers alone hold.
+//
+// A reader's fencing token is its node's czxid like any other: readers
+// holding together have distinct tokens that are not ordered among
+// themselves for exclusivity. A writer's token exceeds every earlier
+// reader's and writer's, so a fence that admits writers' tokens refuses any
+// writer or reader older than the newest writer it admitted. Readers must
+// not record their tokens in a writers' fence (one reader's token would
+// refuse the older readers beside it); see RWMutex.
 //
 // # Failures
 //
