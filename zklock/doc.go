@@ -85,6 +85,37 @@
 // not record their tokens in a writers' fence (one reader's token would
 // refuse the older readers beside it); see RWMutex.
 //
+// # Election
+//
+// Election runs on the same queue mechanism with entries of its own kind,
+// "@e-<guid>-<seq>", whose data is the candidate's value; the oldest
+// leads, and its token is its node's czxid. Campaign costs what Lock
+// costs (the create, then the listing and the Stat read sent together),
+// returns only once the candidate knows its node still exists, and leaves
+// no node behind when it fails. Lock queues ignore election entries and
+// elections ignore lock entries, even in a directory of the same name
+// (Inspect lists both; give them different names).
+//
+// The entries differ because a leader changes its node's data without
+// leaving: Proclaim is a SetData guarded by the node's version (the node
+// gone, or not this session's: distlock.ErrNotLeader). A Mutex waiter takes
+// a data change on its predecessor for a release; an election waiter only
+// learns from it that its predecessor led (nothing older is left) and
+// reads the node again: still there, it keeps waiting on it; gone, it
+// leads. So a Proclaim never hands leadership over, and the Mutex's wake
+// path costs no extra request. Resign is the Lease's release (the guarded
+// delete, or the set-data + delete transaction for a leader that waited),
+// and its errors say when the node could not be deleted.
+//
+// Leader syncs, lists the directory and reads the oldest entry. Observe
+// keeps a child watch on the directory (an existence watch while it does
+// not exist) and a data watch on the leader's node, re-arms the one that
+// fired, syncs before listing, and sends the leader after every change,
+// "no leader" (the zero distlock.LeaderInfo) included, in order; changes
+// faster than a watch is re-armed are coalesced. It needs only the
+// connection, so it carries on across reconnects, server failures and
+// session expiries.
+//
 // # Failures
 //
 // Every failed Lock or TryLock deletes its node before returning (within a
