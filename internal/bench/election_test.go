@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/etcdlock"
+	"go.etcd.io/etcd/client/pkg/v3/verify"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.etcd.io/etcd/tests/v3/framework/integration"
+)
+
+// failoverRounds is how many failovers each election is timed over.
+const failoverRounds = 20
+
+// BenchmarkElectionFailover times leader failover — the leader's session
+// revoked → the waiting candidate's Campaign returns — for etcdlock.Election
+// and etcd's concurrency.Election on the same 3-member cluster in the same
+// run, alternating which goes first, and prints a markdown table. Like
+// BenchmarkCompare it runs once whatever b.N; use -benchtime 1x:
+//
+//	go test ./internal/bench -run '^$' -bench BenchmarkElectionFailover -benchtime 1x
+//
+// Each round uses a fresh election: the leader campaigns through one
+// member, the other candidate through another, and once the candidate's
+// entry is in and its watches have settled (100 ms), an outside client
+// revokes the leader's lease. The time is taken from just before the
+// Revoke to the candidate's Campaign returning.
+func BenchmarkElectionFailover(b *testing.B) {
+	integration.BeforeTest(b, integration.WithoutGoLeakDetection())
+	if os.Getenv("BENCH_ETCD_VERIFY") == "" {
+		b.Cleanup(verify.DisableVerifications()) // see BenchmarkCompare
+	}
+	e := newEnv(b)
+	var clis [2]*clientv3.Client
+	for i := range clis {
+		cli, err := e.client(e.leader+1+i, nil) // candidates on different members
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cli.Close() })
+		clis[i] = cli
+	}
+	runs := [2]func(ctx context.Context, e *env, clis [2]*clientv3.Client, round int) (d, revoke time.Duration, err error){
+		ours: failoverOurs, theirs: failoverTheirs,
+	}
+	names := [2]string{ours: "etcdlock.Election", theirs: "concurrency.Election"}
+	var samples, revokes [2][]time.Duration
+	for r := range failoverRounds {
+		order := [2]int{ours, theirs}
+		if r%2 == 1 {
+			order = [2]int{theirs, ours}
+		}
+		for _, i := range order {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			d, rv, err := runs[i](ctx, e, clis, r)
+			cancel()
+			if err != nil {
+				b.Fatalf("%s round %d: %v", names[i], r, err)
+			}
+			samples[i] = append(samples[i], d)
+			revokes[i] = append(revokes[i], rv)
+			e.progress("%s failover %d: %v", names[i], r, d)
+		}
+	}
+	lo, lt := summarize(samples[ours]), summarize(samples[theirs])
+	var t strings.Builder
+	fmt.Fprintf(&t, "Leader failover (session revoked → next Campaign returns), %d rounds each, etcd %s, 3 members\n\n", failoverRounds, etcdVersion)
+	fmt.Fprintf(&t, "| metric | %s | %s | ours ÷ theirs |\n|---|---|---|---|\n", names[ours], names[theirs])
+	for _, m := range []struct {
+		name string
+		pick func(latency) time.Duration
+	}{{"failover p50", p50}, {"failover p90", func(l latency) time.Duration { return l.p90 }}, {"failover max", func(l latency) time.Duration { return l.max }}} {
+		fmt.Fprintf(&t, "| %s | %s | %s | %s |\n", m.name, ms(m.pick(lo)), ms(m.pick(lt)), ratio(float64(m.pick(lo)), float64(m.pick(lt))))
+	}
+	ro, rt := summarize(revokes[ours]), summarize(revokes[theirs])
+	fmt.Fprintf(&t, "| (Revoke's own round trip, p50) | %s | %s | |\n", ms(ro.p50), ms(rt.p50))
+	b.Log("\n" + t.String())
+	b.ReportMetric(float64(lo.p50)/1e6, "failover-p50-ms-ours")
+	b.ReportMetric(float64(lt.p50)/1e6, "failover-p50-ms-theirs")
+}
+
+// timedCampaign is a candidate's Campaign running in the background: done
+// receives its error, and at is when it returned.
+type timedCampaign struct {
+	done chan error
+	at   time.Time
+}
+
+func campaignInBackground(campaign func() error) *timedCampaign {
+	c := &timedCampaign{done: make(chan error, 1)}
+	go func() {
+		err := campaign()
+		c.at = time.Now()
+		c.done <- err
+	}()
+	return c
+}
+
+// failover runs one round once both candidates have campaigned: it waits for
+// two entries under prefix, lets the watches settle, revokes lease and
+// times the candidate's Campaign, and the Revoke's own round trip.
+func (e *env) failover(ctx context.Context, prefix string, lease clientv3.LeaseID, c *timedCampaign) (d, revoke time.Duration, err error) {
+	if err := e.waitKeys(ctx, prefix, 2); err != nil {
+		return 0, 0, err
+	}
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	if _, err := e.observer.Revoke(ctx, lease); err != nil {
+		return 0, 0, err
+	}
+	revoke = time.Since(start)
+	select {
+	case err := <-c.done:
+		if err != nil {
+			return 0, 0, err
+		}
+		return c.at.Sub(start), revoke, nil
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	}
+}
+
+func failoverOurs(ctx context.Context, e *env, clis [2]*clientv3.Client, round int) (d, revoke time.Duration, err error) {
+	name := fmt.Sprintf("bench-election/%d", round)
+	var ss [2]*etcdlock.Session
+	defer func() {
+		for _, s := range ss {
+			if s != nil {
+				s.Close(ctx)
+			}
+		}
+	}()
+	var els [2]*etcdlock.Election
+	for i := range ss {
+		s, err := etcdlock.NewSession(ctx, clis[i], etcdlock.WithTTL(sessionTTL))
+		if err != nil {
+			return 0, 0, err
+		}
+		ss[i] = s
+		if els[i], err = etcdlock.NewElection(s, name); err != nil {
+			return 0, 0, err
+		}
+	}
+	if _, err := els[0].Campaign(ctx, "leader"); err != nil {
+		return 0, 0, err
+	}
+	c := campaignInBackground(func() error {
+		_, err := els[1].Campaign(ctx, "next")
+		return err
+	})
+	return e.failover(ctx, etcdlock.DefaultPrefix+name+"/@", ss[0].Lease(), c)
+}
+
+func failoverTheirs(ctx context.Context, e *env, clis [2]*clientv3.Client, round int) (d, revoke time.Duration, err error) {
+	prefix := fmt.Sprintf("/bench-election-theirs/%d", round)
+	var ss [2]*concurrency.Session
+	defer func() {
+		for _, s := range ss {
+			if s != nil {
+				s.Close() // the revoked one's Revoke fails: nothing left to do
+			}
+		}
+	}()
+	var els [2]*concurrency.Election
+	for i := range ss {
+		s, err := concurrency.NewSession(clis[i], concurrency.WithTTL(int(sessionTTL/time.Second)))
+		if err != nil {
+			return 0, 0, err
+		}
+		ss[i] = s
+		els[i] = concurrency.NewElection(s, prefix)
+	}
+	if err := els[0].Campaign(ctx, "leader"); err != nil {
+		return 0, 0, err
+	}
+	c := campaignInBackground(func() error { return els[1].Campaign(ctx, "next") })
+	return e.failover(ctx, prefix+"/", ss[0].Lease(), c)
+}
