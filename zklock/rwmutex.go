@@ -63,8 +63,11 @@ func NewRWMutex(s *Session, name string) (*RWMutex, error) {
 // Name returns the lock's name.
 func (m *RWMutex) Name() string { return m.name }
 
-// Session returns the session the lock's entries are bound to.
+// Session returns the session the lock's nodes belong to.
 func (m *RWMutex) Session() *Session { return m.s }
+
+// Dir returns the znode under which the lock keeps its queue.
+func (m *RWMutex) Dir() string { return m.s.dir(m.name) }
 
 // RLock enqueues a reader and waits until no writer is ahead of it. It
 // fails, leaving no node behind, as Mutex.Lock does.

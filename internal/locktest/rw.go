@@ -83,8 +83,14 @@ func wantLocked(t *testing.T, err error, what string) {
 func rwManyReaders(t *testing.T, b Backend) {
 	const n = 5
 	var readers []*distlock.Lease
-	for range n {
-		readers = append(readers, MustRLock(t, rwmutex(t, b.Session(t), "rw")))
+	for i := range n {
+		m := rwmutex(t, b.Session(t), "rw")
+		if rl, ok := m.(interface{ RLocker() distlock.Locker }); ok && i%2 == 1 {
+			// A backend's RLocker, where it has one, is the same reader.
+			readers = append(readers, MustLock(t, rl.RLocker()))
+			continue
+		}
+		readers = append(readers, MustRLock(t, m))
 	}
 	wantEntries(t, b, "rw", n, "readers holding together")
 
