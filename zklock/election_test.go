@@ -581,7 +581,7 @@ func TestRunAsLeader(t *testing.T) {
 				if ctx.Err() != nil {
 					return
 				}
-				ns, err := zklock.NewSession(ctx, conns[w], zklock.WithPrefix(prefix))
+				ns, err := zklock.NewSession(ctx, conn, zklock.WithPrefix(prefix))
 				if err != nil {
 					return
 				}
