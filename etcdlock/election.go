@@ -28,9 +28,10 @@ import (
 //     the entry and reads the queue at once), where etcd's needs two;
 //   - a waiting candidate watches only its predecessor, from the current
 //     revision (no 100 ms catch-up delay at handover), and before Campaign
-//     returns it knows its own entry still exists: a candidate whose entry
-//     or session went while it waited fails instead of returning a phantom
-//     leadership;
+//     returns it knows its own entry still exists (a candidate that waited
+//     confirms it by one linearizable read once those ahead are gone): a
+//     candidate whose entry or session went while it waited fails instead
+//     of returning a phantom leadership;
 //   - a Campaign that fails or is cancelled deletes its entry before
 //     returning (or, if etcd cannot be reached, keeps trying in the
 //     background while the session lives), so it never later blocks the
@@ -78,7 +79,37 @@ func (e *Election) Campaign(ctx context.Context, value string) (distlock.Leaders
 	if err != nil {
 		return nil, err
 	}
+	if en.waited {
+		if err := en.confirm(ctx); err != nil {
+			en.abandon(err)
+			return nil, &distlock.LockError{Name: e.name, Op: "campaign", Err: err}
+		}
+	}
 	return &leadership{Lease: en.hold(), e: en}, nil
+}
+
+// confirm makes sure, by one linearizable read, that a candidate that
+// waited still has its entry now that those ahead of it are gone. The
+// watch on its own entry runs from history and may lag behind the one on
+// its predecessor: without the read, a candidate whose entry (or session)
+// went just before its predecessor's would return a phantom leadership
+// and only report the loss a moment later. An uncontended Campaign needs
+// no read: its enqueue Txn itself saw its entry at the front.
+func (en *entry) confirm(ctx context.Context) error {
+	resp, err := en.s.client.Get(ctx, en.key, clientv3.WithKeysOnly())
+	if err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return fmt.Errorf("confirm entry %s: %w", en.key, en.s.storeErr(err))
+	}
+	if en.alive.Err() != nil {
+		return context.Cause(en.alive)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != en.rev {
+		return fmt.Errorf("%w: key %s", distlock.ErrEntryGone, en.key)
+	}
+	return nil
 }
 
 // leadership is a won campaign: the held entry's Lease, and the entry for

@@ -162,11 +162,14 @@ func TestElectionLeaderSessionLost(t *testing.T) {
 		t.Fatalf("initial: %+v, want no leader", info)
 	}
 
+	// The watch starts before a's put: one on a lagging member could
+	// otherwise still deliver it after a's Campaign returned.
+	qw := watchQueue(t, cli, "lost")
 	a := mustCampaign(t, ea, "a")
 	if info := nextInfo(t, ch, "a leads"); info.Value != "a" || info.Token != a.Token() {
 		t.Fatalf("observed %+v, want a %v", info, a.Token())
 	}
-	qw := watchQueue(t, cli, "lost")
+	qw.nextPut() // a's
 	bres := campaignAsync(testCtx(t), eb, "b")
 	qw.nextPut()
 
@@ -246,9 +249,10 @@ func TestElectionObserveOrder(t *testing.T) {
 	}
 	want("a resigned, nobody waiting", "", distlock.Token{})
 
+	qw := watchQueue(t, cli, "observe")
 	b := mustCampaign(t, eb, "b")
 	want("b leads", "b", b.Token())
-	qw := watchQueue(t, cli, "observe")
+	qw.nextPut() // b's
 	cres := campaignAsync(testCtx(t), ec, "c")
 	qw.nextPut()
 
@@ -449,4 +453,37 @@ func TestRunAsLeaderFenced(t *testing.T) {
 		t.Fatalf("%d stale writes refused, want at least %d (one per killed leader)", refused, kills)
 	}
 	t.Logf("%d admitted writes by %d leaders (%v), %d stale writes refused", len(ledger), len(distinct), leaders, refused)
+}
+
+// No phantom leaders: a waiting candidate whose entry is deleted just
+// before its predecessor resigns fails its Campaign, however its watches
+// interleave, instead of returning a leadership it does not have.
+func TestElectionNoPhantomLeader(t *testing.T) {
+	clus := newCluster(t)
+	cli := clus.Client(0)
+	ea := newElection(t, newSession(t, newClient(t, clus, 1)), "phantom")
+	eb := newElection(t, newSession(t, newClient(t, clus, 2)), "phantom")
+	for i := range 5 {
+		qw := watchQueue(t, cli, "phantom")
+		a := mustCampaign(t, ea, "a")
+		qw.nextPut() // a's
+		bres := campaignAsync(testCtx(t), eb, "b")
+		bkey := qw.nextPut()
+		if _, err := cli.Delete(testCtx(t), bkey); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Resign(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		b := recv(t, bres, "b's campaign")
+		if b.err == nil {
+			t.Fatalf("round %d: b returned leadership %v though its entry was deleted", i, b.l.Token())
+		}
+		if !errors.Is(b.err, distlock.ErrEntryGone) {
+			t.Fatalf("round %d: b's campaign: %v, want ErrEntryGone", i, b.err)
+		}
+		if keys := queueKeys(t, cli, "phantom"); len(keys) != 0 {
+			t.Fatalf("round %d: entries left: %v", i, keys)
+		}
+	}
 }

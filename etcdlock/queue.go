@@ -67,6 +67,9 @@ type entry struct {
 	// which.
 	alive context.Context
 	kill  context.CancelCauseFunc
+	// waited says the entry had others ahead at enqueue: its holding rests
+	// on their deletes, not on the enqueue's own answer.
+	waited bool
 }
 
 // acquire is Lock and TryLock for both kinds of entries.
@@ -147,6 +150,7 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 	}
 	q := distlock.NewQueue(distlock.Entry{Key: key, Seq: rev, Kind: kind}, all)
 	e := s.track(name, key, rev)
+	e.waited = len(q.Ahead()) > 0
 	s.log.Debug("etcdlock: enqueued", "lock", name, "key", key, "rev", rev, "ahead", len(q.Ahead()))
 
 	if err := e.wait(ctx, q); err != nil {
