@@ -179,6 +179,9 @@ func BenchmarkRW(b *testing.B) {
 		fmt.Fprintf(&tbl, "| %s | %s | %d | %s | %v | %.0f | %s |\n", r.backend, r.lock, r.acquisitions, writes,
 			r.elapsed.Round(time.Millisecond), r.perSecond(), ratio)
 	}
+	// The testing package cuts a benchmark's log after ten lines (the
+	// ensemble's own take some): the table goes to stdout too.
+	fmt.Println(tbl.String())
 	b.Log(tbl.String())
 	for _, backend := range []string{"etcd", "zookeeper"} {
 		rw, ok := rate[backend+"/RWMutex"]
