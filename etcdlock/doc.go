@@ -54,4 +54,32 @@
 // writer or reader older than the newest writer it admitted. Readers must
 // not record their tokens in a writers' fence (one reader's token would
 // refuse the older readers beside it); see RWMutex.
+//
+// # Election
+//
+// Election runs on the same queue mechanism with entries of its own kind,
+// "P" + N + "/@e" + lease + "_" + counter, whose value is the candidate's
+// value; the oldest leads, and its token is its key's create revision. An
+// uncontended Campaign is the one enqueue Txn; a candidate that waited
+// confirms its key by one linearizable read before it returns (no phantom
+// leader), and a Campaign that fails leaves no key behind.
+//
+// Lock entries and candidates live in the same "/@" directory but never
+// wait for each other: a lock's queue is the key range from "@r" to the
+// end of the "@w" sub-prefix (readers and writers), an election's the "@e"
+// sub-prefix, which sorts before it, so an Election and a Mutex or RWMutex
+// of the same name do not interfere — the same behaviour as zklock, where
+// candidates are "@e-…" nodes that lock queues ignore. Inspect lists both (give them different names). Keys written by
+// versions of etcdlock before this split ("@w" candidates) are lock entries
+// to this one: do not mix versions on one election.
+//
+// Proclaim is a Put guarded by the key's create revision (the key gone:
+// distlock.ErrNotLeader); it does not hand leadership over, since waiters
+// wait for deletions only. Resign is the guarded delete; a second Resign,
+// or one after leadership was lost, wraps distlock.ErrNotLeader. Leader is
+// one linearizable read of the oldest candidate; Observe reads the
+// candidates, then follows them with one watch from the next revision,
+// reading again after compaction, member failure or a reconnect, and sends
+// every change, "no leader" (the zero distlock.LeaderInfo) included, in
+// order.
 package etcdlock

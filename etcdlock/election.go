@@ -14,14 +14,19 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Election is leader election on etcd, built on the same queue as Mutex:
-// each Campaign puts one exclusive entry, bound to the session's lease,
-// whose value is the candidate's value, and the candidate whose entry is
-// the oldest leads. Its term's fencing token is that entry's create
-// revision, so tokens of successive leaders only grow, like those of a
-// Mutex of the same name — which an Election is, as far as the keys go:
-// Inspect lists its candidates, and a Mutex of the same name on the same
-// prefix would take turns with the candidates.
+// Election is leader election on etcd, built on the same queue mechanism
+// as Mutex: each Campaign puts one entry "P" + name + "/@e" + lease + "_" +
+// counter, bound to the session's lease, whose value is the candidate's
+// value, and the candidate whose entry is the oldest leads. Its term's
+// fencing token is that entry's create revision, so tokens of successive
+// leaders only grow.
+//
+// Candidates have a marker of their own ("@e", where a Mutex's entries are
+// "@w" and an RWMutex's readers "@r"): an Election and a Mutex or RWMutex
+// of the same name on the same prefix are separate queues that do not wait
+// for each other, as on ZooKeeper. Inspect lists both kinds of entries
+// together (give an election and a lock different names to tell them
+// apart there).
 //
 // Compared with etcd's concurrency.Election:
 //   - an uncontended Campaign is one write round trip (the enqueue Txn puts
@@ -75,7 +80,7 @@ func (e *Election) Session() *Session { return e.s }
 // The returned Leadership ends (Done, Context) when the entry goes, the
 // session ends, or Resign is called.
 func (e *Election) Campaign(ctx context.Context, value string) (distlock.Leadership, error) {
-	en, err := e.s.acquireEntry(ctx, e.name, distlock.Exclusive, false, "campaign", value)
+	en, err := e.s.acquireEntry(ctx, e.name, distlock.Exclusive, true, false, "campaign", value)
 	if err != nil {
 		return nil, err
 	}
@@ -151,13 +156,15 @@ func (l *leadership) Proclaim(ctx context.Context, value string) error {
 // Resign ends leadership: it deletes the entry only if it is still this
 // term's (the Lease's Unlock), which hands leadership to the next
 // candidate at once. If leadership had already been lost, the error wraps
-// distlock.ErrNotLeader and distlock.ErrLost; if the delete could not be
+// distlock.ErrNotLeader and distlock.ErrLost; if Resign was called before,
+// it wraps distlock.ErrNotLeader and distlock.ErrReleased (as on
+// ZooKeeper); if the delete could not be
 // made, the error says so (the entry is retried in the background and goes
 // with the session at the latest) — Resign never pretends.
 func (l *leadership) Resign(ctx context.Context) error {
 	err := l.Unlock(ctx)
-	if errors.Is(err, distlock.ErrLost) {
-		return fmt.Errorf("%w: %w", distlock.ErrNotLeader, err)
+	if errors.Is(err, distlock.ErrLost) || errors.Is(err, distlock.ErrReleased) {
+		return &distlock.LockError{Name: l.e.name, Op: "resign", Err: fmt.Errorf("%w: %w", distlock.ErrNotLeader, err)}
 	}
 	return err
 }
@@ -167,7 +174,7 @@ func (l *leadership) Resign(ctx context.Context) error {
 // predecessor's entry went, possibly a little before its Campaign returns.
 // With no candidate at all the error wraps distlock.ErrNoLeader.
 func (e *Election) Leader(ctx context.Context) (distlock.LeaderInfo, error) {
-	dir := e.s.queueDir(e.name) + exclusiveMark
+	dir := e.s.queueDir(e.name) + electionMark
 	resp, err := e.s.client.Get(ctx, dir, clientv3.WithFirstCreate()...)
 	if err != nil {
 		return distlock.LeaderInfo{}, &distlock.LockError{Name: e.name, Op: "leader", Err: err}
@@ -209,7 +216,7 @@ type candidate struct {
 func (e *Election) observe(ctx context.Context, ch chan<- distlock.LeaderInfo) {
 	defer close(ch)
 	cli := e.s.client
-	dir := e.s.queueDir(e.name) + exclusiveMark
+	dir := e.s.queueDir(e.name) + electionMark
 	var (
 		last  distlock.LeaderInfo
 		first = true

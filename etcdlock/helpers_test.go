@@ -155,3 +155,11 @@ func (s *etcdSession) RWMutex(name string) (locktest.RWLocker, error) {
 	}
 	return m, nil
 }
+
+func (s *etcdSession) Election(name string) (locktest.Elector, error) {
+	e, err := etcdlock.NewElection(s.s, name)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}

@@ -15,8 +15,9 @@ import (
 // then the waiters in the order they will hold (for exclusive entries, the
 // first entry holds; see distlock.Holding for shared ones). It is one
 // linearizable range read sorted by create revision, so the entries are a
-// consistent snapshot. Keys under the lock's queue that are not lock
-// entries are ignored. An empty result means nobody holds or waits.
+// consistent snapshot. An Election's candidates of the same name ("@e"
+// keys, a queue of their own) are listed too, as exclusive entries; other
+// keys under the lock's queue are ignored. An empty result means nobody holds or waits.
 //
 // Each entry's Token is the key's create revision (the fencing token it
 // has or will have), Owner the lease ID in hex, Holder the key's value;
@@ -64,7 +65,7 @@ func parseEntryKey(rest string) (distlock.Kind, bool) {
 	}
 	var kind distlock.Kind
 	switch rest[:1] {
-	case exclusiveMark:
+	case exclusiveMark, electionMark:
 		kind = distlock.Exclusive
 	case sharedMark:
 		kind = distlock.Shared

@@ -24,10 +24,16 @@ const abandonTimeout = time.Second
 
 // Entry-key kind markers: writers and readers live under different
 // sub-prefixes of a lock's queue, so that a TryLock can ask "is there any
-// writer?" with a single prefix compare.
+// writer?" with a single prefix compare. An Election's candidates have a
+// marker of their own, sorting before both, so that an Election and a
+// Mutex (or RWMutex) of the same name are separate queues: the lock
+// entries are the key range from the readers' marker to the end of the
+// writers' sub-prefix, which holds no candidate, and the candidates are
+// the "e" sub-prefix, which holds no lock entry.
 const (
 	exclusiveMark = "w"
 	sharedMark    = "r"
+	electionMark  = "e"
 )
 
 // queueDir returns the prefix under which lock name keeps its entries.
@@ -40,13 +46,22 @@ func kindMark(k distlock.Kind) string {
 	return exclusiveMark
 }
 
-// conflictDir returns the prefix of the entries a waiter of kind k must
-// wait for: every entry for an exclusive waiter, writers for a shared one.
-func conflictDir(dir string, k distlock.Kind) string {
-	if k == distlock.Shared {
-		return dir + exclusiveMark
+// conflictRange returns the key range [key, end) of the entries a waiter
+// of kind k must wait for: for a lock, every lock entry for an exclusive
+// waiter, writers for a shared one; for an election's candidate (always
+// exclusive), every candidate. Lock entries and candidates never conflict.
+func conflictRange(dir string, k distlock.Kind, election bool) (key, end string) {
+	switch {
+	case election:
+		key = dir + electionMark
+	case k == distlock.Shared:
+		key = dir + exclusiveMark
+	default:
+		// Readers and writers: from "r" to the end of "w…"; "e" sorts
+		// before them.
+		return dir + sharedMark, clientv3.GetPrefixRangeEnd(dir + exclusiveMark)
 	}
-	return dir
+	return key, clientv3.GetPrefixRangeEnd(key)
 }
 
 func entryKind(dir, key string) distlock.Kind {
@@ -70,11 +85,13 @@ type entry struct {
 	// waited says the entry had others ahead at enqueue: its holding rests
 	// on their deletes, not on the enqueue's own answer.
 	waited bool
+	// election says the entry is an Election's candidate ("e" marker).
+	election bool
 }
 
 // acquire is Lock and TryLock for both kinds of entries.
 func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, try bool) (*distlock.Lease, error) {
-	e, err := s.acquireEntry(ctx, name, kind, try, "lock", s.holder)
+	e, err := s.acquireEntry(ctx, name, kind, false, try, "lock", s.holder)
 	if err != nil {
 		return nil, err
 	}
@@ -83,8 +100,9 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 
 // acquireEntry is acquire for an entry whose value is value, reporting
 // failures as op; it returns the held entry (an Election's leader needs its
-// key to Proclaim).
-func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.Kind, try bool, op, value string) (*entry, error) {
+// key to Proclaim). With election set the entry is an Election's candidate
+// (kind must be Exclusive), queued among candidates only.
+func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.Kind, election, try bool, op, value string) (*entry, error) {
 	if try {
 		op = "try" + op
 	}
@@ -96,15 +114,21 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 		return nil, fail(context.Cause(ctx))
 	}
 	dir := s.queueDir(name)
-	key := dir + kindMark(kind) + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
+	mark := kindMark(kind)
+	if election {
+		mark = electionMark
+	}
+	key := dir + mark + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
 	put := clientv3.OpPut(key, value, clientv3.WithLease(s.id))
+	// The whole queue this entry joins: lock entries, or candidates.
+	qkey, qend := conflictRange(dir, distlock.Exclusive, election)
 
 	if try {
-		cdir := conflictDir(dir, kind)
+		ckey, cend := conflictRange(dir, kind, election)
 		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(cdir), "=", 0).WithPrefix()).
+			If(clientv3.Compare(clientv3.CreateRevision(ckey), "=", 0).WithRange(cend)).
 			Then(put).
-			Else(clientv3.OpGet(cdir, clientv3.WithFirstCreate()...)).
+			Else(clientv3.OpGet(ckey, append(clientv3.WithFirstCreate(), clientv3.WithRange(cend))...)).
 			Commit()
 		if err != nil {
 			// The put may or may not have been applied.
@@ -115,6 +139,7 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 			return nil, fail(heldBy(resp))
 		}
 		e := s.track(name, key, resp.Header.Revision)
+		e.election = election
 		s.log.Debug("etcdlock: acquired", "lock", name, "key", key, "token", e.rev)
 		return e, nil
 	}
@@ -127,7 +152,7 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 	for {
 		var err error
 		resp, err = s.client.Txn(ctx).
-			Then(put, clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())).
+			Then(put, clientv3.OpGet(qkey, clientv3.WithRange(qend), clientv3.WithKeysOnly())).
 			Commit()
 		if err == nil {
 			break
@@ -150,6 +175,7 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 	}
 	q := distlock.NewQueue(distlock.Entry{Key: key, Seq: rev, Kind: kind}, all)
 	e := s.track(name, key, rev)
+	e.election = election
 	e.waited = len(q.Ahead()) > 0
 	s.log.Debug("etcdlock: enqueued", "lock", name, "key", key, "rev", rev, "ahead", len(q.Ahead()))
 
@@ -217,8 +243,8 @@ func (s *Session) goWaitDeleted(ctx context.Context, x distlock.Entry, known int
 // distlock.Queue.Observed); an error leaves q as it was, which only means
 // more watching.
 func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
-	cdir := conflictDir(e.s.queueDir(e.name), q.Me().Kind)
-	resp, err := e.s.client.Get(ctx, cdir, clientv3.WithPrefix(), clientv3.WithSerializable(), clientv3.WithKeysOnly(),
+	ckey, cend := conflictRange(e.s.queueDir(e.name), q.Me().Kind, e.election)
+	resp, err := e.s.client.Get(ctx, ckey, clientv3.WithRange(cend), clientv3.WithSerializable(), clientv3.WithKeysOnly(),
 		clientv3.WithMaxCreateRev(below-1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
 		return

@@ -94,7 +94,11 @@
 // returns only once the candidate knows its node still exists, and leaves
 // no node behind when it fails. Lock queues ignore election entries and
 // elections ignore lock entries, even in a directory of the same name
-// (Inspect lists both; give them different names).
+// (Inspect lists both; give them different names): an Election and a
+// Mutex or RWMutex of the same name do not interfere, as with etcdlock,
+// whose candidates are "@e…" keys that lock queues do not wait for. A
+// second Resign, or one after leadership was lost, returns an error
+// wrapping distlock.ErrNotLeader on both backends.
 //
 // The entries differ because a leader changes its node's data without
 // leaving: Proclaim is a SetData guarded by the node's version (the node

@@ -64,9 +64,10 @@ func newMutex(t *testing.T, s *zklock.Session, name string) *zklock.Mutex {
 	return m
 }
 
-// isEntry reports whether a child of a lock's directory is a lock entry.
+// isEntry reports whether a child of a lock's directory is an entry: a
+// lock's ("@w-", "@r-") or an election's candidate ("@e-").
 func isEntry(child string) bool {
-	return (strings.HasPrefix(child, "@w-") || strings.HasPrefix(child, "@r-")) && len(child) == 3+32+1+10
+	return (strings.HasPrefix(child, "@w-") || strings.HasPrefix(child, "@r-") || strings.HasPrefix(child, "@e-")) && len(child) == 3+32+1+10
 }
 
 // entries lists the lock entries in dir, oldest first, as the leader sees
@@ -237,4 +238,12 @@ func (s *zkSession) RWMutex(name string) (locktest.RWLocker, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+func (s *zkSession) Election(name string) (locktest.Elector, error) {
+	e, err := zklock.NewElection(s.s, name)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
 }

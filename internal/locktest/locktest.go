@@ -27,10 +27,11 @@ type Backend interface {
 	// Session opens a new session on a client of its own, as another
 	// process would; it is closed when the test ends.
 	Session(t *testing.T) Session
-	// Entries lists the entries queued for lock name, oldest first.
+	// Entries lists the entries queued for lock or election name (lock
+	// entries and candidates alike), oldest first.
 	Entries(t *testing.T, name string) []string
-	// WaitEntries blocks until lock name has at least n entries, waiting on
-	// the store's notifications, not on time.
+	// WaitEntries blocks until name has at least n entries (as Entries
+	// counts them), waiting on the store's notifications, not on time.
 	WaitEntries(t *testing.T, name string, n int)
 }
 
@@ -40,6 +41,10 @@ type Session interface {
 	Mutex(name string) (distlock.Locker, error)
 	// RWMutex returns the readers-writer lock called name on this session.
 	RWMutex(name string) (RWLocker, error)
+	// Election returns the election called name on this session; its
+	// candidates count as entries of name for Backend.Entries and
+	// WaitEntries.
+	Election(name string) (Elector, error)
 	// End ends the session on the server, as if it had expired (etcd:
 	// revoke its lease; ZooKeeper: expire its session), without telling the
 	// client first.
@@ -67,6 +72,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"InvalidNames", invalidNames},
 	}
 	cases = append(cases, rwCases...)
+	cases = append(cases, electionCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
 	}
