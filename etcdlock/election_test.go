@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -18,30 +19,6 @@ func newElection(t *testing.T, s *etcdlock.Session, name string) *etcdlock.Elect
 		t.Fatal(err)
 	}
 	return e
-}
-
-type campaignResult struct {
-	who string
-	l   distlock.Leadership
-	err error
-}
-
-func campaignAsync(ctx context.Context, e *etcdlock.Election, value string) <-chan campaignResult {
-	ch := make(chan campaignResult, 1)
-	go func() {
-		l, err := e.Campaign(ctx, value)
-		ch <- campaignResult{who: value, l: l, err: err}
-	}()
-	return ch
-}
-
-func mustCampaign(t *testing.T, e *etcdlock.Election, value string) distlock.Leadership {
-	t.Helper()
-	l, err := e.Campaign(testCtx(t), value)
-	if err != nil {
-		t.Fatalf("campaign %q: %v", value, err)
-	}
-	return l
 }
 
 func wantLeader(t *testing.T, e *etcdlock.Election, value string, token distlock.Token) {
@@ -86,7 +63,7 @@ func TestElectionProclaimDeposed(t *testing.T) {
 	clus := newCluster(t)
 	cli := clus.Client(0)
 	e := newElection(t, newSession(t, newClient(t, clus, 1)), "proclaim")
-	l := mustCampaign(t, e, "v1")
+	l := locktest.MustCampaign(t, e, "v1")
 	if err := l.Proclaim(testCtx(t), "v2"); err != nil {
 		t.Fatal(err)
 	}
@@ -124,10 +101,10 @@ func TestElectionObserveCompaction(t *testing.T) {
 	want("initial", "", distlock.Token{})
 
 	qw := watchQueue(t, cli, "observe")
-	b := mustCampaign(t, eb, "b")
+	b := locktest.MustCampaign(t, eb, "b")
 	want("b leads", "b", b.Token())
 	qw.nextPut() // b's
-	cres := campaignAsync(testCtx(t), ec, "c")
+	cres := locktest.CampaignAsync(testCtx(t), ec, "c")
 	qw.nextPut()
 
 	// Compact everything so far: Observe keeps going.
@@ -142,11 +119,11 @@ func TestElectionObserveCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := recv(t, cres, "c after b resigned")
-	if c.err != nil {
-		t.Fatal(c.err)
+	if c.Err != nil {
+		t.Fatal(c.Err)
 	}
-	want("b resigned into c (no gap)", "c", c.l.Token())
-	if err := c.l.Resign(testCtx(t)); err != nil {
+	want("b resigned into c (no gap)", "c", c.Leadership.Token())
+	if err := c.Leadership.Resign(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	want("c resigned", "", distlock.Token{})
@@ -174,7 +151,7 @@ func TestElectionObserveMemberFailure(t *testing.T) {
 	// While the observer's member is down, the leader changes and the
 	// revisions the observer's watch would resume from are compacted away.
 	clus.Members[down].Stop(t)
-	l := mustCampaign(t, e, "a")
+	l := locktest.MustCampaign(t, e, "a")
 	if err := l.Proclaim(testCtx(t), "a2"); err != nil {
 		t.Fatal(err)
 	}
@@ -213,9 +190,9 @@ func TestElectionNoPhantomLeader(t *testing.T) {
 	eb := newElection(t, newSession(t, newClient(t, clus, 2)), "phantom")
 	for i := range 5 {
 		qw := watchQueue(t, cli, "phantom")
-		a := mustCampaign(t, ea, "a")
+		a := locktest.MustCampaign(t, ea, "a")
 		qw.nextPut() // a's
-		bres := campaignAsync(testCtx(t), eb, "b")
+		bres := locktest.CampaignAsync(testCtx(t), eb, "b")
 		bkey := qw.nextPut()
 		if _, err := cli.Delete(testCtx(t), bkey); err != nil {
 			t.Fatal(err)
@@ -224,11 +201,11 @@ func TestElectionNoPhantomLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := recv(t, bres, "b's campaign")
-		if b.err == nil {
-			t.Fatalf("round %d: b returned leadership %v though its entry was deleted", i, b.l.Token())
+		if b.Err == nil {
+			t.Fatalf("round %d: b returned leadership %v though its entry was deleted", i, b.Leadership.Token())
 		}
-		if !errors.Is(b.err, distlock.ErrEntryGone) {
-			t.Fatalf("round %d: b's campaign: %v, want ErrEntryGone", i, b.err)
+		if !errors.Is(b.Err, distlock.ErrEntryGone) {
+			t.Fatalf("round %d: b's campaign: %v, want ErrEntryGone", i, b.Err)
 		}
 		if keys := queueKeys(t, cli, "phantom"); len(keys) != 0 {
 			t.Fatalf("round %d: entries left: %v", i, keys)

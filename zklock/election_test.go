@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/internal/locktest"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -20,29 +21,13 @@ import (
 // the leader sees them.
 func candidates(t *testing.T, conn *zk.Conn, dir string) []string {
 	t.Helper()
-	for {
-		_, err := conn.Sync(dir)
-		var children []string
-		if err == nil {
-			children, _, err = conn.Children(dir)
-		}
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
-		if err == nil {
-			var out []string
-			for _, c := range children {
-				if strings.HasPrefix(c, "@e-") {
-					out = append(out, c)
-				}
-			}
-			slices.SortFunc(out, func(a, b string) int { return strings.Compare(a[len(a)-10:], b[len(b)-10:]) })
-			return out
-		}
-		if testCtx(t).Err() != nil || (!errors.Is(err, zk.ErrConnectionClosed) && !errors.Is(err, zk.ErrNoServer)) {
-			t.Fatalf("list %s: %v", dir, err)
+	var out []string
+	for _, c := range entries(t, conn, dir) {
+		if strings.HasPrefix(c, "@e-") {
+			out = append(out, c)
 		}
 	}
+	return out
 }
 
 // waitCandidates blocks until dir has n election entries.
@@ -58,55 +43,6 @@ func waitCandidates(t *testing.T, conn *zk.Conn, dir string, n int) {
 		case <-ctx.Done():
 			t.Fatalf("%s: want %d candidates, have %v", dir, n, candidates(t, conn, dir))
 		}
-	}
-}
-
-type campaignResult struct {
-	l   distlock.Leadership
-	err error
-}
-
-func campaignAsync(ctx context.Context, el *zklock.Election, value string) <-chan campaignResult {
-	ch := make(chan campaignResult, 1)
-	go func() {
-		l, err := el.Campaign(ctx, value)
-		ch <- campaignResult{l, err}
-	}()
-	return ch
-}
-
-func mustLead(t *testing.T, ch <-chan campaignResult, what string) distlock.Leadership {
-	t.Helper()
-	r := recv(t, ch, what)
-	if r.err != nil {
-		t.Fatalf("%s: %v", what, r.err)
-	}
-	return r.l
-}
-
-func notLeading(t *testing.T, what string, d time.Duration, chs ...<-chan campaignResult) {
-	t.Helper()
-	deadline := time.After(d)
-	for {
-		for _, ch := range chs {
-			select {
-			case r := <-ch:
-				t.Fatalf("%s: a waiting candidate returned (err %v)", what, r.err)
-			default:
-			}
-		}
-		select {
-		case <-deadline:
-			return
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-func mustResign(t *testing.T, l distlock.Leadership) {
-	t.Helper()
-	if err := l.Resign(testCtx(t)); err != nil {
-		t.Fatalf("resign: %v", err)
 	}
 }
 
@@ -198,10 +134,10 @@ func TestElection(t *testing.T) {
 		x, _ := candidate(t, prefix, "proc")
 		a, _ := candidate(t, prefix, "proc")
 		b, _ := candidate(t, prefix, "proc")
-		first := mustLead(t, campaignAsync(testCtx(t), x, "x"), "x")
-		ra := campaignAsync(testCtx(t), a, "a")
+		first := locktest.Leads(t, locktest.CampaignAsync(testCtx(t), x, "x"), "x")
+		ra := locktest.CampaignAsync(testCtx(t), a, "a")
 		waitCandidates(t, admin, x.Dir(), 2)
-		rb := campaignAsync(testCtx(t), b, "b")
+		rb := locktest.CampaignAsync(testCtx(t), b, "b")
 		waitCandidates(t, admin, x.Dir(), 3)
 		// The first leader never waited; its Proclaim must not hand over
 		// either.
@@ -210,12 +146,12 @@ func TestElection(t *testing.T) {
 		}
 		obs := observe(testCtx(t), x)
 		obs.await(t, info(first, "x2"))
-		notLeading(t, "after the first leader's Proclaim", 500*time.Millisecond, ra, rb)
-		mustResign(t, first)
+		locktest.NotLeading(t, "after the first leader's Proclaim", 500*time.Millisecond, ra, rb)
+		locktest.MustResign(t, first)
 		// a waited: its Resign is the set-data + delete transaction. Its
 		// Proclaims are set-data alone, which a Mutex waiter would take for
 		// a release.
-		la := mustLead(t, ra, "a")
+		la := locktest.Leads(t, ra, "a")
 		obs.await(t, info(la, "a"))
 		for i := range 5 {
 			v := fmt.Sprint("a", i)
@@ -228,24 +164,24 @@ func TestElection(t *testing.T) {
 			}
 			obs.await(t, info(la, v))
 		}
-		notLeading(t, "after the Proclaims", time.Second, rb)
+		locktest.NotLeading(t, "after the Proclaims", time.Second, rb)
 		if la.Err() != nil {
 			t.Fatalf("the proclaiming leader lost: %v", la.Err())
 		}
 		if es := candidates(t, admin, x.Dir()); len(es) != 2 {
 			t.Fatalf("candidates %v, want a's and b's", es)
 		}
-		mustResign(t, la)
-		lb := mustLead(t, rb, "b")
+		locktest.MustResign(t, la)
+		lb := locktest.Leads(t, rb, "b")
 		obs.await(t, info(lb, "b"))
-		mustResign(t, lb)
+		locktest.MustResign(t, lb)
 		obs.await(t, distlock.LeaderInfo{})
 	})
 
 	t.Run("DeposedByDeleteProclaimFails", func(t *testing.T) {
 		prefix := newPrefix()
 		a, _ := candidate(t, prefix, "dep")
-		la := mustLead(t, campaignAsync(testCtx(t), a, "a"), "a")
+		la := locktest.Leads(t, locktest.CampaignAsync(testCtx(t), a, "a"), "a")
 		es := candidates(t, admin, a.Dir())
 		if len(es) != 1 {
 			t.Fatalf("candidates %v", es)
@@ -277,20 +213,20 @@ func TestElection(t *testing.T) {
 			}
 		}
 		step(distlock.LeaderInfo{})
-		la := mustLead(t, campaignAsync(testCtx(t), a, "a"), "a")
+		la := locktest.Leads(t, locktest.CampaignAsync(testCtx(t), a, "a"), "a")
 		step(info(la, "a"))
 		if err := la.Proclaim(testCtx(t), "a2"); err != nil {
 			t.Fatal(err)
 		}
 		step(info(la, "a2"))
-		rb := campaignAsync(testCtx(t), b, "b")
+		rb := locktest.CampaignAsync(testCtx(t), b, "b")
 		waitCandidates(t, admin, a.Dir(), 2)
 		// The observer's connection drops: watches survive the reconnect.
 		if err := ens.DropConnection(oconn); err != nil {
 			t.Fatal(err)
 		}
-		mustResign(t, la)
-		lb := mustLead(t, rb, "b")
+		locktest.MustResign(t, la)
+		lb := locktest.Leads(t, rb, "b")
 		step(info(lb, "b"))
 		// The observer's session expires: Observe re-arms its watches on
 		// the connection's next session.
@@ -301,11 +237,11 @@ func TestElection(t *testing.T) {
 			t.Fatal(err)
 		}
 		step(info(lb, "b2"))
-		mustResign(t, lb)
+		locktest.MustResign(t, lb)
 		step(distlock.LeaderInfo{})
-		la2 := mustLead(t, campaignAsync(testCtx(t), a, "again"), "a again")
+		la2 := locktest.Leads(t, locktest.CampaignAsync(testCtx(t), a, "again"), "a again")
 		step(info(la2, "again"))
-		mustResign(t, la2)
+		locktest.MustResign(t, la2)
 		step(distlock.LeaderInfo{})
 		time.Sleep(200 * time.Millisecond)
 		if seen := obs.get(); !slices.Equal(seen, want) {

@@ -85,8 +85,8 @@ func MustResign(t *testing.T, l distlock.Leadership) {
 	}
 }
 
-// leads waits for a background Campaign and checks that it leads.
-func leads(t *testing.T, ch <-chan Campaigned, what string) distlock.Leadership {
+// Leads waits for a background Campaign and checks that it leads.
+func Leads(t *testing.T, ch <-chan Campaigned, what string) distlock.Leadership {
 	t.Helper()
 	r := Recv(t, ch, what)
 	if r.Err != nil {
@@ -95,8 +95,8 @@ func leads(t *testing.T, ch <-chan Campaigned, what string) distlock.Leadership 
 	return r.Leadership
 }
 
-// notLeading fails if any of the background Campaigns returns within d.
-func notLeading(t *testing.T, what string, d time.Duration, chs ...<-chan Campaigned) {
+// NotLeading fails if any of the background Campaigns returns within d.
+func NotLeading(t *testing.T, what string, d time.Duration, chs ...<-chan Campaigned) {
 	t.Helper()
 	deadline := time.After(d)
 	for {
@@ -228,7 +228,7 @@ func electionOneLeader(t *testing.T, b Backend) {
 	wantEntries(t, b, "one", n, "all campaigning")
 	leader := first
 	for i := range n {
-		notLeading(t, fmt.Sprintf("while c%d leads", i), 100*time.Millisecond, res[i+1:]...)
+		NotLeading(t, fmt.Sprintf("while c%d leads", i), 100*time.Millisecond, res[i+1:]...)
 		wantLeader(t, els[(i+1)%n], leaderInfo(leader, fmt.Sprint("c", i)), fmt.Sprintf("c%d leads", i))
 		if leader.Err() != nil {
 			t.Fatalf("c%d: Err %v while leading", i, leader.Err())
@@ -244,7 +244,7 @@ func electionOneLeader(t *testing.T, b Backend) {
 		if i == n-1 {
 			break
 		}
-		next := leads(t, res[i+1], fmt.Sprintf("c%d after c%d resigned", i+1, i))
+		next := Leads(t, res[i+1], fmt.Sprintf("c%d after c%d resigned", i+1, i))
 		// At once: a few round trips, not a session's TTL.
 		if d := time.Since(began); d > 5*time.Second {
 			t.Fatalf("handover after Resign took %v", d)
@@ -277,13 +277,13 @@ func electionProclaim(t *testing.T, b Backend) {
 		wantLeader(t, eb, leaderInfo(a, v), "after Proclaim")
 		o.await(t, leaderInfo(a, v))
 	}
-	notLeading(t, "after the leader's Proclaims", 300*time.Millisecond, rb)
+	NotLeading(t, "after the leader's Proclaims", 300*time.Millisecond, rb)
 	if err := a.Err(); err != nil {
 		t.Fatalf("the proclaiming leader lost: %v", err)
 	}
 	wantEntries(t, b, "proclaim", 2, "after the Proclaims")
 	MustResign(t, a)
-	lb := leads(t, rb, "b after a resigned")
+	lb := Leads(t, rb, "b after a resigned")
 	seen := o.await(t, leaderInfo(lb, "b"))
 	want := []distlock.LeaderInfo{{}, leaderInfo(a, "a"), leaderInfo(a, "a0"), leaderInfo(a, "a1"), leaderInfo(a, "a2"), leaderInfo(lb, "b")}
 	if !slices.Equal(seen, want) {
@@ -310,7 +310,7 @@ func electionLeaderSessionEnds(t *testing.T, b Backend) {
 	if err := a.Err(); !errors.Is(err, distlock.ErrLost) {
 		t.Fatalf("deposed leader's Err: %v, want ErrLost", err)
 	}
-	lb := leads(t, rb, "b after a's session ended")
+	lb := Leads(t, rb, "b after a's session ended")
 	if !lb.Token().Newer(a.Token()) {
 		t.Fatalf("token %v not newer than %v", lb.Token(), a.Token())
 	}
@@ -402,7 +402,7 @@ func electionAndMutex(t *testing.T, b Backend) {
 	rc := CampaignAsync(Ctx(t), election(t, b.Session(t), "both"), "w")
 	b.WaitEntries(t, "both", 4)
 	MustResign(t, l)
-	w := leads(t, rc, "the waiting candidate")
+	w := Leads(t, rc, "the waiting candidate")
 	notYet(t, "the waiting Lock after the leader resigned", rl)
 	MustUnlock(t, held)
 	MustUnlock(t, Successor(t, rl, held.Token(), "the waiting Lock"))
