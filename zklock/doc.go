@@ -54,11 +54,13 @@
 // release.
 //
 // TryLock cannot compare the children and create in one operation on
-// ZooKeeper: it lists the directory first and loses at once, writing
-// nothing, when an entry is there; otherwise it creates its node and lists
-// again, and when an entry that came in between is ahead, deletes its node
-// before returning distlock.ErrLocked. It may therefore lose to a holder
-// that releases at the same moment.
+// ZooKeeper: it syncs and lists the directory first and loses at once,
+// writing nothing, when an entry is there; otherwise it creates its node
+// and lists again, and when an entry that came in between is ahead,
+// deletes its node before returning distlock.ErrLocked. The Sync makes a
+// release that completed before the call visible even on a lagging
+// follower (as etcd's linearizable read does); a TryLock may still lose to
+// a holder that releases at the same moment.
 //
 // # Readers and writers
 //

@@ -53,9 +53,10 @@ func (m *Mutex) Lock(ctx context.Context) (*distlock.Lease, error) {
 // TryLock acquires the lock only if no other entry is queued, and returns
 // an error wrapping distlock.ErrLocked that names the holder's node
 // otherwise. ZooKeeper cannot compare the children and create in one
-// operation, so TryLock first lists the directory (a loss to a visible
-// entry writes nothing), then creates its node and lists again; if an
-// entry created meanwhile is ahead, it deletes its node before returning.
+// operation, so TryLock first syncs and lists the directory (a loss to a
+// visible entry writes nothing; a release that completed before the call
+// is always seen), then creates its node and lists again; if an entry
+// created meanwhile is ahead, it deletes its node before returning.
 func (m *Mutex) TryLock(ctx context.Context) (*distlock.Lease, error) {
 	return m.s.acquire(ctx, m.name, distlock.Exclusive, true)
 }

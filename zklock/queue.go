@@ -149,7 +149,12 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 	dir := s.dir(name)
 	if try {
 		// Look before creating: a TryLock that loses to a visible entry
-		// costs one read and writes nothing.
+		// costs one read and writes nothing. The Sync first makes the
+		// look as fresh as etcd's: a release that completed before
+		// TryLock was called is seen, even by a lagging follower.
+		if _, err := retry(rctx, func() (string, error) { return s.conn.Sync("/") }); err != nil {
+			return nil, fail(s.storeErr(err))
+		}
 		if p, found, err := s.first(rctx, dir, kind); err != nil {
 			return nil, fail(err)
 		} else if found {
