@@ -70,69 +70,11 @@ func (el *Election) Dir() string { return el.s.dir(el.name) }
 // distlock.ErrLost and the reason.
 func (el *Election) Campaign(ctx context.Context, value string) (distlock.Leadership, error) {
 	s, name := el.s, el.name
-	fail := func(err error) error { return &distlock.LockError{Name: name, Op: "campaign", Err: err} }
-	if err := s.Err(); err != nil {
-		return nil, fail(err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fail(context.Cause(ctx))
-	}
-	if !s.ours() {
-		return nil, fail(s.expired("expired (the connection reports another session)"))
-	}
-	rctx, rcancel := context.WithCancelCause(ctx)
-	defer rcancel(nil)
-	stop := context.AfterFunc(s.ctx, func() { rcancel(context.Cause(s.ctx)) })
-	defer stop()
-
-	dir := s.dir(name)
-	guid := newGUID()
-	path, err := s.createData(rctx, dir, "@"+string(electionMark)+"-"+guid+"-", guid, []byte(value))
+	e, err := s.enqueue(ctx, name, request{op: "campaign", kind: distlock.Exclusive, election: true, data: []byte(value)})
 	if err != nil {
-		return nil, fail(err)
+		return nil, err
 	}
-	_, seq, _ := parseElectionEntry(path[len(dir)+1:])
-	// As in Mutex.Lock: the listing and the Stat read go out together,
-	// both after the create on the session's ordered channel.
-	type listing struct {
-		children []string
-		err      error
-	}
-	lch := make(chan listing, 1)
-	go func() {
-		c, err := retry(rctx, func() ([]string, error) {
-			c, _, err := s.conn.Children(dir)
-			return c, err
-		})
-		lch <- listing{c, err}
-	}()
-	e, err := s.track(rctx, name, path, seq, distlock.Exclusive)
-	if err != nil {
-		<-lch
-		return nil, fail(err)
-	}
-	e.election = true
-	l := <-lch
-	if l.err != nil {
-		err := s.storeErr(l.err)
-		e.abandon(err)
-		return nil, fail(err)
-	}
-	q := distlock.NewQueue(distlock.Entry{Key: path, Seq: seq, Kind: distlock.Exclusive}, electionEntries(dir, l.children))
-	_, waited := q.Next()
-	e.waited = waited
-	if waited {
-		s.log.Debug("zklock: campaigning", "election", name, "node", path, "ahead", len(q.Ahead()))
-		if err := e.wait(rctx, q); err != nil {
-			e.abandon(err)
-			return nil, fail(err)
-		}
-	}
-	if err := e.check(rctx); err != nil {
-		e.abandon(err)
-		return nil, fail(err)
-	}
-	s.log.Debug("zklock: leading", "election", name, "node", path, "token", e.czxid)
+	s.log.Debug("zklock: leading", "election", name, "node", e.path, "token", e.czxid)
 	ld := &leadership{e: e}
 	ld.lease = distlock.HoldWhile(distlock.Token{Name: name, Seq: e.czxid}, e.alive, e.release, func(cause error) {
 		s.log.Info("zklock: leadership lost", "election", name, "token", e.czxid, "cause", cause)

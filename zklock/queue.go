@@ -124,13 +124,33 @@ type entry struct {
 	kill  context.CancelCauseFunc
 }
 
+// request says what enqueue adds to a queue.
+type request struct {
+	op       string // for errors: "lock", "trylock", "campaign"
+	kind     distlock.Kind
+	try      bool
+	election bool   // an Election candidate: an "@e" entry among candidates only
+	data     []byte // the node's data: the session's holder, or the candidate's value
+}
+
 // acquire is Lock and TryLock.
 func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, try bool) (*distlock.Lease, error) {
 	op := "lock"
 	if try {
 		op = "trylock"
 	}
-	fail := func(err error) error { return &distlock.LockError{Name: name, Op: op, Err: err} }
+	e, err := s.enqueue(ctx, name, request{op: op, kind: kind, try: try, data: []byte(s.holder)})
+	if err != nil {
+		return nil, err
+	}
+	s.log.Debug("zklock: acquired", "lock", name, "node", e.path, "token", e.czxid)
+	return e.hold(), nil
+}
+
+// enqueue adds an entry for r to lock name's queue and waits until it
+// holds (Lock, TryLock, Campaign). On failure nothing is left behind.
+func (s *Session) enqueue(ctx context.Context, name string, r request) (*entry, error) {
+	fail := func(err error) error { return &distlock.LockError{Name: name, Op: r.op, Err: err} }
 	if err := s.Err(); err != nil {
 		return nil, fail(err)
 	}
@@ -147,7 +167,7 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 	defer stop()
 
 	dir := s.dir(name)
-	if try {
+	if r.try {
 		// Look before creating: a TryLock that loses to a visible entry
 		// costs one read and writes nothing. The Sync first makes the
 		// look as fresh as etcd's: a release that completed before
@@ -155,18 +175,27 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 		if _, err := retry(rctx, func() (string, error) { return s.conn.Sync("/") }); err != nil {
 			return nil, fail(s.storeErr(err))
 		}
-		if p, found, err := s.first(rctx, dir, kind); err != nil {
+		if p, found, err := s.first(rctx, dir, r.kind); err != nil {
 			return nil, fail(err)
 		} else if found {
 			return nil, fail(fmt.Errorf("%w (entry %s)", distlock.ErrLocked, p))
 		}
 	}
 	guid := newGUID()
-	path, err := s.create(rctx, dir, entryBase(kind, guid), guid)
+	base := entryBase(r.kind, guid)
+	if r.election {
+		base = "@" + string(electionMark) + "-" + guid + "-"
+	}
+	path, err := s.createData(rctx, dir, base, guid, r.data)
 	if err != nil {
 		return nil, fail(err)
 	}
-	_, _, seq, _ := parseEntry(path[len(dir)+1:])
+	var seq int64
+	if r.election {
+		_, seq, _ = parseElectionEntry(path[len(dir)+1:])
+	} else {
+		_, _, seq, _ = parseEntry(path[len(dir)+1:])
+	}
 	// The listing and the read of my node's Stat (with the watch that
 	// follows it) go out together: both follow the create on the session's
 	// ordered channel, so the listing sees every entry created before mine.
@@ -182,26 +211,27 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 		})
 		lch <- listing{c, err}
 	}()
-	e, err := s.track(rctx, name, path, seq, kind)
+	e, err := s.track(rctx, name, path, seq, r.kind)
 	if err != nil {
 		return nil, fail(err)
 	}
+	e.election = r.election
 	l := <-lch
 	if l.err != nil {
 		err := s.storeErr(l.err)
 		e.abandon(err)
 		return nil, fail(err)
 	}
-	all := make([]distlock.Entry, 0, len(l.children))
-	for _, c := range l.children {
-		if k, _, sq, ok := parseEntry(c); ok {
-			all = append(all, distlock.Entry{Key: dir + "/" + c, Seq: sq, Kind: k})
-		}
+	var all []distlock.Entry
+	if r.election {
+		all = electionEntries(dir, l.children)
+	} else {
+		all = lockEntries(dir, l.children)
 	}
-	q := distlock.NewQueue(distlock.Entry{Key: path, Seq: seq, Kind: kind}, all)
+	q := distlock.NewQueue(distlock.Entry{Key: path, Seq: seq, Kind: r.kind}, all)
 	_, waited := q.Next()
 	e.waited = waited
-	if try && waited {
+	if r.try && waited {
 		p, _ := q.Next()
 		err := fmt.Errorf("%w (entry %s)", distlock.ErrLocked, p.Key)
 		e.abandon(err)
@@ -218,8 +248,19 @@ func (s *Session) acquire(ctx context.Context, name string, kind distlock.Kind, 
 		e.abandon(err)
 		return nil, fail(err)
 	}
-	s.log.Debug("zklock: acquired", "lock", name, "node", path, "token", e.czxid)
-	return e.hold(), nil
+	return e, nil
+}
+
+// lockEntries returns the lock entries (readers and writers) among dir's
+// children; anything else there is ignored.
+func lockEntries(dir string, children []string) []distlock.Entry {
+	all := make([]distlock.Entry, 0, len(children))
+	for _, c := range children {
+		if k, _, sq, ok := parseEntry(c); ok {
+			all = append(all, distlock.Entry{Key: dir + "/" + c, Seq: sq, Kind: k})
+		}
+	}
+	return all
 }
 
 // first returns the oldest entry in dir that an entry of kind would wait
@@ -235,12 +276,7 @@ func (s *Session) first(ctx context.Context, dir string, kind distlock.Kind) (st
 	if err != nil {
 		return "", false, s.storeErr(err)
 	}
-	var all []distlock.Entry
-	for _, c := range children {
-		if k, _, sq, ok := parseEntry(c); ok {
-			all = append(all, distlock.Entry{Key: dir + "/" + c, Seq: sq, Kind: k})
-		}
-	}
+	all := lockEntries(dir, children)
 	q := distlock.NewQueue(distlock.Entry{Seq: math.MaxInt64, Kind: kind}, all)
 	if p, ok := q.Next(); ok {
 		return p.Key, true, nil
