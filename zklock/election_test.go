@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,55 +41,6 @@ func waitCandidates(t *testing.T, conn *zk.Conn, dir string, n int) {
 		case <-time.After(20 * time.Millisecond):
 		case <-ctx.Done():
 			t.Fatalf("%s: want %d candidates, have %v", dir, n, candidates(t, conn, dir))
-		}
-	}
-}
-
-// observed collects what Observe sends.
-type observed struct {
-	mu   sync.Mutex
-	seen []distlock.LeaderInfo
-	more chan struct{}
-	done chan struct{}
-}
-
-func observe(ctx context.Context, el *zklock.Election) *observed {
-	o := &observed{more: make(chan struct{}, 1), done: make(chan struct{})}
-	ch := el.Observe(ctx)
-	go func() {
-		defer close(o.done)
-		for i := range ch {
-			o.mu.Lock()
-			o.seen = append(o.seen, i)
-			o.mu.Unlock()
-			select {
-			case o.more <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	return o
-}
-
-func (o *observed) get() []distlock.LeaderInfo {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.seen)
-}
-
-// await waits until the last value Observe sent is want, and returns all.
-func (o *observed) await(t *testing.T, want distlock.LeaderInfo) []distlock.LeaderInfo {
-	t.Helper()
-	ctx := testCtx(t)
-	for {
-		seen := o.get()
-		if len(seen) > 0 && seen[len(seen)-1] == want {
-			return seen
-		}
-		select {
-		case <-o.more:
-		case <-ctx.Done():
-			t.Fatalf("Observe: saw %v, waiting for %v", seen, want)
 		}
 	}
 }
@@ -144,15 +94,15 @@ func TestElection(t *testing.T) {
 		if err := first.Proclaim(testCtx(t), "x2"); err != nil {
 			t.Fatal(err)
 		}
-		obs := observe(testCtx(t), x)
-		obs.await(t, info(first, "x2"))
+		obs := locktest.Observe(t, x)
+		obs.Await(t, info(first, "x2"))
 		locktest.NotLeading(t, "after the first leader's Proclaim", 500*time.Millisecond, ra, rb)
 		locktest.MustResign(t, first)
 		// a waited: its Resign is the set-data + delete transaction. Its
 		// Proclaims are set-data alone, which a Mutex waiter would take for
 		// a release.
 		la := locktest.Leads(t, ra, "a")
-		obs.await(t, info(la, "a"))
+		obs.Await(t, info(la, "a"))
 		for i := range 5 {
 			v := fmt.Sprint("a", i)
 			if err := la.Proclaim(testCtx(t), v); err != nil {
@@ -162,7 +112,7 @@ func TestElection(t *testing.T) {
 			if err != nil || got != info(la, v) {
 				t.Fatalf("Leader after Proclaim %q: %v, %v", v, got, err)
 			}
-			obs.await(t, info(la, v))
+			obs.Await(t, info(la, v))
 		}
 		locktest.NotLeading(t, "after the Proclaims", time.Second, rb)
 		if la.Err() != nil {
@@ -173,9 +123,9 @@ func TestElection(t *testing.T) {
 		}
 		locktest.MustResign(t, la)
 		lb := locktest.Leads(t, rb, "b")
-		obs.await(t, info(lb, "b"))
+		obs.Await(t, info(lb, "b"))
 		locktest.MustResign(t, lb)
-		obs.await(t, distlock.LeaderInfo{})
+		obs.Await(t, distlock.LeaderInfo{})
 	})
 
 	t.Run("DeposedByDeleteProclaimFails", func(t *testing.T) {
@@ -203,12 +153,12 @@ func TestElection(t *testing.T) {
 		a, _ := candidate(t, prefix, "obs")
 		b, _ := candidate(t, prefix, "obs")
 		o, oconn := candidate(t, prefix, "obs")
-		obs := observe(testCtx(t), o)
+		obs := locktest.Observe(t, o)
 		var want []distlock.LeaderInfo
 		step := func(i distlock.LeaderInfo) {
 			t.Helper()
 			want = append(want, i)
-			if seen := obs.await(t, i); !slices.Equal(seen, want) {
+			if seen := obs.Await(t, i); !slices.Equal(seen, want) {
 				t.Fatalf("Observe saw %v, want %v", seen, want)
 			}
 		}
@@ -244,7 +194,7 @@ func TestElection(t *testing.T) {
 		locktest.MustResign(t, la2)
 		step(distlock.LeaderInfo{})
 		time.Sleep(200 * time.Millisecond)
-		if seen := obs.get(); !slices.Equal(seen, want) {
+		if seen := obs.Seen(); !slices.Equal(seen, want) {
 			t.Fatalf("Observe saw %v, want %v", seen, want)
 		}
 	})

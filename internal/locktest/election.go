@@ -134,17 +134,18 @@ func wantNoLeader(t *testing.T, e Elector, what string) {
 	}
 }
 
-// observer collects what an Observe sends; it is stopped, and its
+// Observer collects what an Observe sends; it is stopped, and its
 // goroutine gone, when the test ends.
-type observer struct {
+type Observer struct {
 	mu   sync.Mutex
 	seen []distlock.LeaderInfo
 	more chan struct{}
 }
 
-func observe(t *testing.T, e Elector) *observer {
+// Observe starts collecting what e.Observe sends.
+func Observe(t *testing.T, e Elector) *Observer {
 	ctx, cancel := context.WithCancel(context.Background())
-	o := &observer{more: make(chan struct{}, 1)}
+	o := &Observer{more: make(chan struct{}, 1)}
 	ch := e.Observe(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -166,18 +167,19 @@ func observe(t *testing.T, e Elector) *observer {
 	return o
 }
 
-func (o *observer) get() []distlock.LeaderInfo {
+// Seen returns what was sent so far, in order.
+func (o *Observer) Seen() []distlock.LeaderInfo {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.seen)
 }
 
-// await waits until the last value sent is want, and returns all sent.
-func (o *observer) await(t *testing.T, want distlock.LeaderInfo) []distlock.LeaderInfo {
+// Await waits until the last value sent is want, and returns all sent.
+func (o *Observer) Await(t *testing.T, want distlock.LeaderInfo) []distlock.LeaderInfo {
 	t.Helper()
 	ctx := Ctx(t)
 	for {
-		seen := o.get()
+		seen := o.Seen()
 		if len(seen) > 0 && seen[len(seen)-1] == want {
 			return seen
 		}
@@ -200,8 +202,8 @@ func wantNotLeader(t *testing.T, err error, what string) {
 func electionNoLeader(t *testing.T, b Backend) {
 	e := election(t, b.Session(t), "empty")
 	wantNoLeader(t, e, "empty election")
-	o := observe(t, e)
-	o.await(t, distlock.LeaderInfo{})
+	o := Observe(t, e)
+	o.Await(t, distlock.LeaderInfo{})
 	l := MustCampaign(t, e, "v")
 	wantLeader(t, e, leaderInfo(l, "v"), "after the campaign")
 	MustResign(t, l)
@@ -263,10 +265,10 @@ func electionOneLeader(t *testing.T, b Backend) {
 // candidate.
 func electionProclaim(t *testing.T, b Backend) {
 	ea, eb := election(t, b.Session(t), "proclaim"), election(t, b.Session(t), "proclaim")
-	o := observe(t, eb)
-	o.await(t, distlock.LeaderInfo{})
+	o := Observe(t, eb)
+	o.Await(t, distlock.LeaderInfo{})
 	a := MustCampaign(t, ea, "a")
-	o.await(t, leaderInfo(a, "a"))
+	o.Await(t, leaderInfo(a, "a"))
 	rb := CampaignAsync(Ctx(t), eb, "b")
 	b.WaitEntries(t, "proclaim", 2)
 	for i := range 3 {
@@ -275,7 +277,7 @@ func electionProclaim(t *testing.T, b Backend) {
 			t.Fatalf("Proclaim %q: %v", v, err)
 		}
 		wantLeader(t, eb, leaderInfo(a, v), "after Proclaim")
-		o.await(t, leaderInfo(a, v))
+		o.Await(t, leaderInfo(a, v))
 	}
 	NotLeading(t, "after the leader's Proclaims", 300*time.Millisecond, rb)
 	if err := a.Err(); err != nil {
@@ -284,7 +286,7 @@ func electionProclaim(t *testing.T, b Backend) {
 	wantEntries(t, b, "proclaim", 2, "after the Proclaims")
 	MustResign(t, a)
 	lb := Leads(t, rb, "b after a resigned")
-	seen := o.await(t, leaderInfo(lb, "b"))
+	seen := o.Await(t, leaderInfo(lb, "b"))
 	want := []distlock.LeaderInfo{{}, leaderInfo(a, "a"), leaderInfo(a, "a0"), leaderInfo(a, "a1"), leaderInfo(a, "a2"), leaderInfo(lb, "b")}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("Observe saw %v, want %v", seen, want)
@@ -298,10 +300,10 @@ func electionProclaim(t *testing.T, b Backend) {
 func electionLeaderSessionEnds(t *testing.T, b Backend) {
 	sa := b.Session(t)
 	ea, eb := election(t, sa, "lost"), election(t, b.Session(t), "lost")
-	o := observe(t, election(t, b.Session(t), "lost"))
-	o.await(t, distlock.LeaderInfo{})
+	o := Observe(t, election(t, b.Session(t), "lost"))
+	o.Await(t, distlock.LeaderInfo{})
 	a := MustCampaign(t, ea, "a")
-	o.await(t, leaderInfo(a, "a"))
+	o.Await(t, leaderInfo(a, "a"))
 	rb := CampaignAsync(Ctx(t), eb, "b")
 	b.WaitEntries(t, "lost", 2)
 
@@ -314,7 +316,7 @@ func electionLeaderSessionEnds(t *testing.T, b Backend) {
 	if !lb.Token().Newer(a.Token()) {
 		t.Fatalf("token %v not newer than %v", lb.Token(), a.Token())
 	}
-	seen := o.await(t, leaderInfo(lb, "b"))
+	seen := o.Await(t, leaderInfo(lb, "b"))
 	if want := []distlock.LeaderInfo{{}, leaderInfo(a, "a"), leaderInfo(lb, "b")}; !slices.Equal(seen, want) {
 		t.Fatalf("Observe saw %v, want %v", seen, want)
 	}
@@ -329,12 +331,12 @@ func electionLeaderSessionEnds(t *testing.T, b Backend) {
 // included.
 func electionObserveOrder(t *testing.T, b Backend) {
 	ea, eb := election(t, b.Session(t), "observe"), election(t, b.Session(t), "observe")
-	o := observe(t, election(t, b.Session(t), "observe"))
+	o := Observe(t, election(t, b.Session(t), "observe"))
 	var want []distlock.LeaderInfo
 	step := func(i distlock.LeaderInfo, what string) {
 		t.Helper()
 		want = append(want, i)
-		if seen := o.await(t, i); !slices.Equal(seen, want) {
+		if seen := o.Await(t, i); !slices.Equal(seen, want) {
 			t.Fatalf("%s: Observe saw %v, want %v", what, seen, want)
 		}
 	}
@@ -352,7 +354,7 @@ func electionObserveOrder(t *testing.T, b Backend) {
 	MustResign(t, lb)
 	step(distlock.LeaderInfo{}, "b resigned")
 	time.Sleep(100 * time.Millisecond)
-	if seen := o.get(); !slices.Equal(seen, want) {
+	if seen := o.Seen(); !slices.Equal(seen, want) {
 		t.Fatalf("Observe saw %v, want %v", seen, want)
 	}
 }
