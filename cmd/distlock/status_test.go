@@ -163,14 +163,7 @@ func (b *testBackend) remove(t *testing.T, name string) {
 // the condition is what the test waits for, not a guess at timing.
 func (b *testBackend) waitQueued(t *testing.T, name string, n int) {
 	t.Helper()
-	ctx := testCtx(t)
-	for len(b.inspect(t, name)) < n {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("lock %s: fewer than %d entries queued: %v", name, n, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	until(t, time.Minute, fmt.Sprintf("%d entries queued for lock %s", n, name), func() bool { return len(b.inspect(t, name)) >= n })
 }
 
 func TestStatus(t *testing.T) {
