@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // EtcdCluster is a real etcd cluster run by the harness: N members, each
@@ -25,6 +25,11 @@ type EtcdCluster struct {
 	mu      sync.Mutex
 	clients []*clientv3.Client
 	closed  bool
+
+	// TLS are the cluster's certificates (nil without WithTLS).
+	TLS     *TLSFiles
+	tlsConf *tls.Config // the harness's clients' (see TLSConfig)
+	authOn  bool        // WithAuth: authentication is enabled
 }
 
 // EtcdMember is one member of an EtcdCluster.
@@ -39,7 +44,7 @@ type EtcdMember struct {
 
 // ClientURL returns the URL clients use to reach the member (through its
 // proxy).
-func (m *EtcdMember) ClientURL() string { return "http://" + m.clientProxy.Addr() }
+func (m *EtcdMember) ClientURL() string { return m.c.scheme() + m.clientProxy.Addr() }
 
 // NewEtcd starts an etcd cluster for a test and stops it when the test
 // ends. It fails the test if the cluster cannot start: under CI a missing
@@ -110,9 +115,13 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 		}
 		c.Members = append(c.Members, m)
 		c.nodes = append(c.nodes, &m.node)
-		initial = append(initial, fmt.Sprintf("%s=http://%s", name, m.peerProxy.Addr()))
+		initial = append(initial, fmt.Sprintf("%s=%s%s", name, c.scheme(), m.peerProxy.Addr()))
 	}
 	token := filepath.Base(c.dir)
+	security, err := c.securityArgs()
+	if err != nil {
+		return err
+	}
 	for i, m := range c.Members {
 		data := filepath.Join(c.dir, m.Name)
 		if err := os.MkdirAll(data, 0o755); err != nil {
@@ -120,13 +129,13 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 		}
 		srv, err := c.cfg.newServer(serverSpec{
 			name: m.Name,
-			argv: []string{bin,
+			argv: append([]string{bin,
 				"--name", m.Name,
 				"--data-dir", data,
-				"--listen-client-urls", "http://" + real[i].client,
+				"--listen-client-urls", c.scheme() + real[i].client,
 				"--advertise-client-urls", m.ClientURL(),
-				"--listen-peer-urls", "http://" + real[i].peer,
-				"--initial-advertise-peer-urls", "http://" + m.peerProxy.Addr(),
+				"--listen-peer-urls", c.scheme() + real[i].peer,
+				"--initial-advertise-peer-urls", c.scheme() + m.peerProxy.Addr(),
 				"--initial-cluster", strings.Join(initial, ","),
 				"--initial-cluster-state", "new",
 				"--initial-cluster-token", token,
@@ -134,9 +143,9 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 				"--heartbeat-interval", "50",
 				"--election-timeout", "500",
 				"--log-level", "warn",
-			},
+			}, security...),
 			log:  filepath.Join(c.dir, m.Name+".log"),
-			dirs: []string{data},
+			dirs: append([]string{data}, c.securityDirs()...),
 		})
 		if err != nil {
 			return err
@@ -151,7 +160,10 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 	c.cfg.logger.Info("integration: etcd cluster starting", "members", c.cfg.size, "dir", c.dir, "provider", c.cfg.provider)
 	wctx, cancel := c.untilExit(ctx)
 	defer cancel(nil)
-	return c.WaitHealthy(wctx)
+	if err := c.WaitHealthy(wctx); err != nil {
+		return err
+	}
+	return c.enableAuth(wctx)
 }
 
 // freeAddr returns a loopback address with a port that is free now, for a
@@ -184,7 +196,7 @@ func (c *EtcdCluster) Client(members ...int) (*clientv3.Client, error) {
 			eps = append(eps, c.Members[i].ClientURL())
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(c.clientConfig(eps, 5*time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -197,14 +209,15 @@ func (c *EtcdCluster) Client(members ...int) (*clientv3.Client, error) {
 // status asks member m directly (not through its proxy, so faults do not
 // blind the harness) for its status.
 func (m *EtcdMember) status(ctx context.Context) (*clientv3.StatusResponse, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + m.clientAddr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	url := m.c.scheme() + m.clientAddr
+	cli, err := clientv3.New(m.c.statusConfig(url))
 	if err != nil {
 		return nil, err
 	}
 	defer cli.Close()
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	return cli.Status(sctx, "http://"+m.clientAddr)
+	return cli.Status(sctx, url)
 }
 
 // Status asks member i for its status directly, bypassing its proxy: what

@@ -31,6 +31,9 @@ type config struct {
 	size     int
 	logger   *slog.Logger
 	provider Provider
+	// tls and rootPassword: see WithTLS and WithAuth (etcd only).
+	tls          bool
+	rootPassword string
 }
 
 func newConfig(opts []Option) config {
