@@ -103,14 +103,21 @@ func (c *connFlags) openEtcd(ctx context.Context) (*backend, error) {
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
+		if aerr := c.etcdAuthFailed(err); aerr != nil {
+			return nil, exit(exitUnreachable, aerr)
+		}
 		return nil, exit(exitUnreachable, fmt.Errorf("etcd %s: %w", c.etcd, err))
 	}
-	// The client dials lazily: ask once, so that an unreachable cluster is
-	// told apart from a lock that is held.
-	sctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	if _, err := cli.Get(sctx, "distlock-ping", clientv3.WithCountOnly()); err != nil {
+	// The client dials lazily: ask once, so that an unreachable cluster
+	// (or refused credentials) is told apart from a lock that is held.
+	if err := c.pingEtcd(ctx, cli, cfg.TLS); err != nil {
 		cli.Close()
+		if errors.Is(err, errCredentials) {
+			return nil, exit(exitUnreachable, err)
+		}
+		if aerr := c.etcdAuthFailed(err); aerr != nil {
+			return nil, exit(exitUnreachable, aerr)
+		}
 		return nil, exit(exitUnreachable, fmt.Errorf("etcd %s unreachable: %w", c.etcd, err))
 	}
 	prefix := c.prefix

@@ -187,7 +187,7 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 	case errors.Is(err, errWaitElapsed) || elapsed:
 		return nil, exit(exitNotAcquired, fmt.Errorf("lock %q not acquired: still held after --wait %v", c.name, c.wait))
 	default:
-		return nil, exit(exitUnreachable, fmt.Errorf("lock %q not acquired: %s", c.name, lockCause(err)))
+		return nil, exit(exitUnreachable, fmt.Errorf("lock %q not acquired: %s%s", c.name, lockCause(err), c.conn.zkAuthHint(err)))
 	}
 	return &held{lease: lease, b: b, holder: holder, sigs: sigs, release: func() {
 		for i := len(cleanup) - 1; i >= 0; i-- {

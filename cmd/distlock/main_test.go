@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 	if ens != nil {
 		ens.Close()
 	}
+	if tlsEtcd != nil {
+		tlsEtcd.Close()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -342,7 +342,7 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 		if lerr := lease.Err(); lerr != nil {
 			return lostErr(name, lerr, false)
 		}
-		return exit(exitUnreachable, fmt.Errorf("once: read the marker of slot %q: %w", slot, err))
+		return exit(exitUnreachable, fmt.Errorf("once: read the marker of slot %q: %w%s", slot, err, conn.zkAuthHint(err)))
 	}
 	if prev != nil {
 		fmt.Fprintf(stdout, "slot %s already done by %s\n", slot, prev)

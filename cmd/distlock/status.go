@@ -141,7 +141,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 		q, err = zklock.Inspect(qctx, b.zk, b.prefix, name)
 	}
 	if err != nil {
-		return exit(exitUnreachable, fmt.Errorf("status of lock %q: %w", name, err))
+		return exit(exitUnreachable, fmt.Errorf("status of lock %q: %w%s", name, err, conn.zkAuthHint(err)))
 	}
 	st := newStatus(name, b.kind, q, time.Now())
 	if asJSON {

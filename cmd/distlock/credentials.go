@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/connectivity"
+)
+
+// Credentials refused by a server must be a clear error and exit 69 at
+// once, never a wait until --dial-timeout that ends in "context deadline
+// exceeded": the etcd client retries a failed TLS handshake like any
+// connection failure (its requests wait for a ready connection), so the
+// cause never reaches the caller. pingEtcd watches the client's
+// connection; when it fails, a direct handshake with each endpoint finds
+// out whether credentials were refused, and says which and why.
+
+// errCredentials marks a refusal of the client's credentials.
+var errCredentials = errors.New("credentials refused")
+
+// pingEtcd reads once through cli (the client dials lazily, so this is
+// where an unreachable cluster or refused credentials show up). It returns
+// early, with an error matching errCredentials, when the connection failed
+// and every endpoint refused the TLS credentials (or the lack of them).
+func (c *connFlags) pingEtcd(ctx context.Context, cli *clientv3.Client, tc *tls.Config) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		_, err := cli.Get(ctx, "distlock-ping", clientv3.WithCountOnly())
+		got <- err
+	}()
+	failed := make(chan struct{})
+	go func() {
+		conn := cli.ActiveConnection()
+		for s := conn.GetState(); ; s = conn.GetState() {
+			if s == connectivity.TransientFailure {
+				close(failed)
+				return
+			}
+			if !conn.WaitForStateChange(ctx, s) {
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-got:
+		if err == nil {
+			return nil
+		}
+		if cerr := c.probeEtcd(tc); cerr != nil {
+			return cerr
+		}
+		return err
+	case <-failed:
+		if cerr := c.probeEtcd(tc); cerr != nil {
+			return cerr
+		}
+		// Not refused: unreachable for now, which may pass; wait on.
+		return <-got
+	}
+}
+
+// probeEtcd connects to every endpoint as the client would and returns an
+// error (matching errCredentials) when each one refused the credentials;
+// nil when at least one did not, or gave no verdict.
+func (c *connFlags) probeEtcd(tc *tls.Config) error {
+	eps := splitList(c.etcd)
+	errs := make(chan error, len(eps))
+	for _, ep := range eps {
+		go func() { errs <- probeEndpoint(ep, tc, min(c.timeout, 3*time.Second)) }()
+	}
+	var refused []error
+	for range eps {
+		if err := <-errs; err != nil {
+			refused = append(refused, err)
+		}
+	}
+	if len(refused) < len(eps) {
+		return nil
+	}
+	return refused[0] // one line: the first is as good as all
+}
+
+// probeEndpoint returns an error matching errCredentials when ep refused
+// the credentials of tc (nil: plain connections), or asked for TLS from a
+// plain client; nil otherwise, including when ep could not be reached.
+func probeEndpoint(ep string, tc *tls.Config, timeout time.Duration) error {
+	addr, useTLS := ep, tc != nil
+	if u, err := url.Parse(ep); err == nil && u.Host != "" {
+		switch u.Scheme {
+		case "http":
+			addr, useTLS = u.Host, false
+		case "https":
+			addr, useTLS = u.Host, true
+		default:
+			return nil // unix sockets and the like: no verdict
+		}
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	d := net.Dialer{Timeout: timeout}
+	raw, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil
+	}
+	defer raw.Close()
+	raw.SetDeadline(time.Now().Add(timeout))
+	if !useTLS {
+		// A plain client of a TLS server: does the server complete a
+		// handshake? Then it wants TLS.
+		probe := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+		if probe.Handshake() == nil {
+			return refusedf(ep, "the server requires TLS: use an https:// endpoint (or host:port) with --cacert, --cert and --key")
+		}
+		return nil
+	}
+	cfg := tc
+	if cfg == nil {
+		cfg = &tls.Config{}
+	}
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	cfg.NextProtos = []string{"h2"}
+	conn := tls.Client(raw, cfg)
+	if err := conn.Handshake(); err != nil {
+		return tlsRefusal(ep, err, tc != nil && tc.RootCAs != nil)
+	}
+	// With TLS 1.3 the server judges the client certificate after the
+	// client's side of the handshake is done, and says so in an alert:
+	// read briefly for it. A server that accepted us waits for the
+	// client's first request, and the read times out.
+	conn.SetReadDeadline(time.Now().Add(min(timeout, time.Second)))
+	if _, err := conn.Read(make([]byte, 1)); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+		return tlsRefusal(ep, err, true)
+	}
+	return nil
+}
+
+// tlsRefusal says in one line why a TLS handshake with ep failed, when the
+// reason is the credentials; nil for other failures.
+func tlsRefusal(ep string, err error, haveCA bool) error {
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	ca := "--cacert"
+	if !haveCA {
+		ca = "--cacert (none given, so the system's CAs)"
+	}
+	msg := err.Error()
+	switch {
+	case errors.As(err, &unknown):
+		return refusedf(ep, "TLS: the server's certificate is not signed by a CA in %s (%v)", ca, err)
+	case errors.As(err, &hostname):
+		return refusedf(ep, "TLS: the server's certificate is not valid for this endpoint's address (%v)", err)
+	case errors.As(err, &invalid):
+		return refusedf(ep, "TLS: the server's certificate is not valid (%v)", err)
+	case strings.Contains(msg, "remote error: tls: expired certificate"):
+		return refusedf(ep, "TLS: the server refused the client certificate: it has expired; renew --cert (%v)", err)
+	case strings.Contains(msg, "remote error: tls: certificate required"):
+		return refusedf(ep, "TLS: the server refused the client certificate: it requires one signed by a CA it trusts, and --cert gave none that is (%v)", err)
+	case strings.Contains(msg, "remote error: tls: unknown certificate authority"),
+		strings.Contains(msg, "remote error: tls: bad certificate"),
+		strings.Contains(msg, "remote error: tls: certificate revoked"),
+		strings.Contains(msg, "remote error: tls: unsupported certificate"),
+		strings.Contains(msg, "remote error: tls: access denied"):
+		return refusedf(ep, "TLS: the server refused the client certificate in --cert (%v)", err)
+	case strings.Contains(msg, "remote error: tls:"), strings.Contains(msg, "tls: first record does not look like a TLS handshake"):
+		return refusedf(ep, "TLS handshake failed (%v)", err)
+	}
+	return nil
+}
+
+func refusedf(ep, format string, args ...any) error {
+	return &credError{fmt.Sprintf("etcd %s refused the credentials: ", ep) + fmt.Sprintf(format, args...)}
+}
+
+// credError is a refusal of credentials, matching errCredentials.
+type credError struct{ msg string }
+
+func (e *credError) Error() string        { return e.msg }
+func (e *credError) Is(target error) bool { return target == errCredentials }
+
+// etcdAuthFailed says in one line that etcd refused --user/--password.
+func (c *connFlags) etcdAuthFailed(err error) error {
+	user := c.user
+	if u, _, ok := strings.Cut(user, ":"); ok {
+		user = u
+	}
+	if strings.Contains(err.Error(), "authentication failed") {
+		return &credError{fmt.Sprintf("etcd %s refused the credentials: authentication failed for user %q: check --user and --password (%v)", c.etcd, user, err)}
+	}
+	return nil
+}
+
+// zkAuthHint explains a ZooKeeper NoAuth (nothing for other errors): the
+// lock's znodes carry an ACL the session's --zk-auth credentials do not
+// match.
+func (c *connFlags) zkAuthHint(err error) string {
+	if !errors.Is(err, zk.ErrNoAuth) {
+		return ""
+	}
+	if c.zkAuth == "" {
+		return "; ZooKeeper refused access: the lock's znodes have an ACL that needs credentials, give them with --zk-auth user:password"
+	}
+	user, _, _ := strings.Cut(c.zkAuth, ":")
+	return fmt.Sprintf("; ZooKeeper refused access: the lock's znodes have an ACL that the --zk-auth credentials of user %q do not match (wrong user or password)", user)
+}
