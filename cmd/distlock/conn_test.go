@@ -62,7 +62,7 @@ func TestConnEtcdAuth(t *testing.T) {
 		t.Fatalf("run without credentials on an auth-enabled cluster: code %d, stderr %q", r.code, r.stderr)
 	}
 	r = cli(ctx, t, nil, "run", etcd, "--user", "root:wrong", "--lock", lock, "--", "true")
-	if r.code == 0 || !strings.Contains(r.stderr, "authentication failed") {
+	if r.code != exitUnreachable || !strings.Contains(r.stderr, "authentication failed") {
 		t.Fatalf("run with a wrong password: code %d, stderr %q", r.code, r.stderr)
 	}
 }
