@@ -40,14 +40,14 @@ type connFlags struct {
 }
 
 func (c *connFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.etcd, "etcd", os.Getenv("ETCDCTL_ENDPOINTS"), "etcd endpoints, comma-separated (default $ETCDCTL_ENDPOINTS)")
-	fs.StringVar(&c.cacert, "cacert", os.Getenv("ETCDCTL_CACERT"), "etcd: CA bundle to verify the servers (default $ETCDCTL_CACERT)")
-	fs.StringVar(&c.cert, "cert", os.Getenv("ETCDCTL_CERT"), "etcd: client certificate (default $ETCDCTL_CERT)")
-	fs.StringVar(&c.key, "key", os.Getenv("ETCDCTL_KEY"), "etcd: client key (default $ETCDCTL_KEY)")
+	fs.StringVar(&c.etcd, "etcd", os.Getenv("ETCDCTL_ENDPOINTS"), "etcd endpoints, comma-separated: https://host:port, host:port (TLS when --cacert, --cert or --key is given) or http://host:port (default $ETCDCTL_ENDPOINTS)")
+	fs.StringVar(&c.cacert, "cacert", os.Getenv("ETCDCTL_CACERT"), "etcd: CA bundle to verify the servers' certificates, PEM (default $ETCDCTL_CACERT; without it, the system's CAs)")
+	fs.StringVar(&c.cert, "cert", os.Getenv("ETCDCTL_CERT"), "etcd: client certificate, PEM, for servers run with --client-cert-auth (default $ETCDCTL_CERT)")
+	fs.StringVar(&c.key, "key", os.Getenv("ETCDCTL_KEY"), "etcd: the client certificate's key, PEM (default $ETCDCTL_KEY)")
 	fs.StringVar(&c.user, "user", os.Getenv("ETCDCTL_USER"), "etcd: user name, or user:password (default $ETCDCTL_USER)")
 	fs.StringVar(&c.password, "password", os.Getenv("ETCDCTL_PASSWORD"), "etcd: password (default $ETCDCTL_PASSWORD)")
 	fs.StringVar(&c.zk, "zk", os.Getenv("DISTLOCK_ZK"), "ZooKeeper servers host:port, comma-separated (default $DISTLOCK_ZK)")
-	fs.StringVar(&c.zkAuth, "zk-auth", os.Getenv("DISTLOCK_ZK_AUTH"), "ZooKeeper: digest credentials user:password; the lock nodes get a creator-only ACL (default $DISTLOCK_ZK_AUTH)")
+	fs.StringVar(&c.zkAuth, "zk-auth", os.Getenv("DISTLOCK_ZK_AUTH"), "ZooKeeper: digest credentials user:password; the lock nodes get a creator-only ACL, and locks made with other credentials are refused (exit 69) (default $DISTLOCK_ZK_AUTH)")
 	fs.StringVar(&c.zkChroot, "zk-chroot", os.Getenv("DISTLOCK_ZK_CHROOT"), "ZooKeeper: a path all lock nodes live under, e.g. /myapp (default $DISTLOCK_ZK_CHROOT)")
 	fs.StringVar(&c.prefix, "prefix", "", "where the locks live: an etcd key prefix (default "+etcdlock.DefaultPrefix+") or a znode path (default "+zklock.DefaultPrefix+")")
 	fs.DurationVar(&c.ttl, "ttl", 15*time.Second, "etcd lease TTL / ZooKeeper session timeout: how long a crashed holder blocks the lock")

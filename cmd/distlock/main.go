@@ -31,8 +31,9 @@ const (
 	exitFailure = 1
 	// exitUsage: bad flags or arguments (EX_USAGE).
 	exitUsage = 64
-	// exitUnreachable: the cluster could not be reached, or answered with
-	// an error before the lock was asked for (EX_UNAVAILABLE).
+	// exitUnreachable: the cluster could not be reached, refused the
+	// credentials (TLS, etcd user, ZooKeeper digest), or answered with an
+	// error before the lock was asked for (EX_UNAVAILABLE).
 	exitUnreachable = 69
 	// exitNotAcquired: --no-wait found the lock held, or --wait elapsed
 	// (EX_TEMPFAIL: try again later).
@@ -51,7 +52,7 @@ const exitCodes = `Exit codes:
   0     success (for once: also when the slot was already done)
   N     the command's own exit code when it ran (128+signal if a signal ended it)
   64    usage error
-  69    the cluster could not be reached
+  69    the cluster could not be reached, or refused the credentials
   75    lock not acquired (--no-wait, or --wait elapsed)
   76    lock lost while the command ran (the command was stopped)
   126   the command could not be run; 127 the command was not found

@@ -71,7 +71,7 @@ JSON output (--json), one object; fields are never removed or renamed:
   }
 
 Exit status 0 whether the lock is free or held; 64 for a usage error; 69
-when the cluster cannot be reached.
+when the cluster cannot be reached or refuses the credentials.
 
 Flags:
 `
