@@ -40,6 +40,9 @@ type HolderSpec struct {
 	Prefix string
 	// Logger logs the holder's steps, events and stderr (silent if nil).
 	Logger *slog.Logger
+	// TLS, for an etcd cluster started WithTLS, is its EtcdCluster.TLS:
+	// the holder trusts its CA and presents the good client certificate.
+	TLS *TLSFiles
 }
 
 // Holder is a lock holder in a process of its own (the lockholder command):
@@ -140,6 +143,9 @@ func StartHolder(ctx context.Context, spec HolderSpec) (*Holder, error) {
 	}
 	if spec.Prefix != "" {
 		args = append(args, "-prefix", spec.Prefix)
+	}
+	if spec.TLS != nil {
+		args = append(args, "-cacert", spec.TLS.CA, "-cert", spec.TLS.Cert, "-key", spec.TLS.Key)
 	}
 	cmd := exec.Command(bin, args...)
 	// Its own process group, so that Pause stops every thread; and killed

@@ -42,6 +42,15 @@ func TestEtcdTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A lock holder in another process connects with the cluster's files.
+	h := integration.NewHolder(t, integration.HolderSpec{Endpoints: c.Endpoints(), Lock: "tls", TLS: c.TLS})
+	if tok := h.Token(); tok.IsZero() {
+		t.Fatal("holder over TLS has no token")
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	f := c.TLS
 	for _, tc := range []struct {
 		name, ca, cert, key string

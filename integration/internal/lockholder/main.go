@@ -214,10 +214,15 @@ func etcdMutex(ctx context.Context, endpoints []string, name string, ttl time.Du
 	if ttl == 0 {
 		ttl = etcdlock.MinTTL
 	}
+	tc, err := tlsFromFlags()
+	if err != nil {
+		return nil, nil, fmt.Errorf("TLS: %w", err)
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
+		TLS:         tc,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect: %w", err)
