@@ -58,7 +58,7 @@ func TestConnEtcdAuth(t *testing.T) {
 		t.Fatalf("run with $ETCDCTL_USER/$ETCDCTL_PASSWORD: code %d, stderr %q", r.code, r.stderr)
 	}
 	r = cli(ctx, t, nil, "run", etcd, "--lock", lock, "--", "true")
-	if r.code == 0 || strings.Count(r.stderr, "\n") != 1 {
+	if r.code != exitUnreachable || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "--user") {
 		t.Fatalf("run without credentials on an auth-enabled cluster: code %d, stderr %q", r.code, r.stderr)
 	}
 	r = cli(ctx, t, nil, "run", etcd, "--user", "root:wrong", "--lock", lock, "--", "true")

@@ -103,26 +103,27 @@ func (c *connFlags) openEtcd(ctx context.Context) (*backend, error) {
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		if aerr := c.etcdAuthFailed(err); aerr != nil {
+		if aerr := c.etcdAuthFailed(err, ""); aerr != nil {
 			return nil, exit(exitUnreachable, aerr)
 		}
 		return nil, exit(exitUnreachable, fmt.Errorf("etcd %s: %w", c.etcd, err))
 	}
+	prefix := c.prefix
+	if prefix == "" {
+		prefix = etcdlock.DefaultPrefix
+	}
 	// The client dials lazily: ask once, so that an unreachable cluster
 	// (or refused credentials) is told apart from a lock that is held.
-	if err := c.pingEtcd(ctx, cli, cfg.TLS); err != nil {
+	// The read is under the prefix: a user may read nothing else.
+	if err := c.pingEtcd(ctx, cli, cfg.TLS, prefix+"distlock-ping"); err != nil {
 		cli.Close()
 		if errors.Is(err, errCredentials) {
 			return nil, exit(exitUnreachable, err)
 		}
-		if aerr := c.etcdAuthFailed(err); aerr != nil {
+		if aerr := c.etcdAuthFailed(err, prefix); aerr != nil {
 			return nil, exit(exitUnreachable, aerr)
 		}
 		return nil, exit(exitUnreachable, fmt.Errorf("etcd %s unreachable: %w", c.etcd, err))
-	}
-	prefix := c.prefix
-	if prefix == "" {
-		prefix = etcdlock.DefaultPrefix
 	}
 	return &backend{kind: "etcd", etcd: cli, prefix: prefix, c: c}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/connectivity"
 )
@@ -27,16 +28,17 @@ import (
 // errCredentials marks a refusal of the client's credentials.
 var errCredentials = errors.New("credentials refused")
 
-// pingEtcd reads once through cli (the client dials lazily, so this is
-// where an unreachable cluster or refused credentials show up). It returns
-// early, with an error matching errCredentials, when the connection failed
-// and every endpoint refused the TLS credentials (or the lack of them).
-func (c *connFlags) pingEtcd(ctx context.Context, cli *clientv3.Client, tc *tls.Config) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+// pingEtcd reads key once through cli (the client dials lazily, so this
+// is where an unreachable cluster or refused credentials show up). It
+// returns early, with an error matching errCredentials, when the
+// connection failed and every endpoint refused the TLS credentials (or the
+// lack of them); after a failed read, with one when any endpoint did.
+func (c *connFlags) pingEtcd(parent context.Context, cli *clientv3.Client, tc *tls.Config, key string) error {
+	ctx, cancel := context.WithTimeout(parent, c.timeout)
 	defer cancel()
 	got := make(chan error, 1)
 	go func() {
-		_, err := cli.Get(ctx, "distlock-ping", clientv3.WithCountOnly())
+		_, err := cli.Get(ctx, key, clientv3.WithCountOnly())
 		got <- err
 	}()
 	failed := make(chan struct{})
@@ -52,28 +54,30 @@ func (c *connFlags) pingEtcd(ctx context.Context, cli *clientv3.Client, tc *tls.
 			}
 		}
 	}()
+	var err error
 	select {
-	case err := <-got:
-		if err == nil {
-			return nil
-		}
-		if cerr := c.probeEtcd(tc); cerr != nil {
-			return cerr
-		}
-		return err
+	case err = <-got:
 	case <-failed:
-		if cerr := c.probeEtcd(tc); cerr != nil {
+		if cerr := c.probeEtcd(tc, true); cerr != nil {
 			return cerr
 		}
-		// Not refused: unreachable for now, which may pass; wait on.
-		return <-got
+		// Not refused everywhere: unreachable for now, which may pass.
+		err = <-got
 	}
+	if err == nil || parent.Err() != nil {
+		return err // done, or cancelled by the caller (a signal): no probing
+	}
+	if cerr := c.probeEtcd(tc, false); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // probeEtcd connects to every endpoint as the client would and returns an
-// error (matching errCredentials) when each one refused the credentials;
-// nil when at least one did not, or gave no verdict.
-func (c *connFlags) probeEtcd(tc *tls.Config) error {
+// error (matching errCredentials) when each one (all) or any one (!all)
+// refused the credentials; nil otherwise. It takes at most about
+// min(--dial-timeout, 3s) + 1s.
+func (c *connFlags) probeEtcd(tc *tls.Config, all bool) error {
 	eps := splitList(c.etcd)
 	errs := make(chan error, len(eps))
 	for _, ep := range eps {
@@ -85,7 +89,7 @@ func (c *connFlags) probeEtcd(tc *tls.Config) error {
 			refused = append(refused, err)
 		}
 	}
-	if len(refused) < len(eps) {
+	if len(refused) == 0 || all && len(refused) < len(eps) {
 		return nil
 	}
 	return refused[0] // one line: the first is as good as all
@@ -200,14 +204,30 @@ type credError struct{ msg string }
 func (e *credError) Error() string        { return e.msg }
 func (e *credError) Is(target error) bool { return target == errCredentials }
 
-// etcdAuthFailed says in one line that etcd refused --user/--password.
-func (c *connFlags) etcdAuthFailed(err error) error {
+// etcdAuthFailed says in one line that etcd refused the user (or the
+// client certificate's CN, which etcd takes as the user when no password
+// is given) or its permissions; nil for other errors. prefix is where the
+// command reads and writes ("" before it got that far).
+func (c *connFlags) etcdAuthFailed(err error, prefix string) error {
 	user := c.user
 	if u, _, ok := strings.Cut(user, ":"); ok {
 		user = u
 	}
-	if strings.Contains(err.Error(), "authentication failed") {
-		return &credError{fmt.Sprintf("etcd %s refused the credentials: authentication failed for user %q: check --user and --password (%v)", c.etcd, user, err)}
+	who := fmt.Sprintf("user %q", user)
+	if user == "" {
+		who = "the client (no --user; with --cert, etcd takes the user from the certificate's CN)"
+	}
+	is := func(target error) bool {
+		// The dial's login returns the server's status unconverted.
+		return errors.Is(err, target) || strings.Contains(err.Error(), target.Error())
+	}
+	switch {
+	case is(rpctypes.ErrAuthFailed):
+		return &credError{fmt.Sprintf("etcd %s refused the credentials: authentication failed for %s: check --user and --password (%v)", c.etcd, who, err)}
+	case is(rpctypes.ErrPermissionDenied):
+		return &credError{fmt.Sprintf("etcd %s refused the credentials: permission denied to %s: it needs read and write permission on the keys under %q (%v)", c.etcd, who, prefix, err)}
+	case is(rpctypes.ErrUserEmpty), is(rpctypes.ErrInvalidAuthToken), is(rpctypes.ErrAuthOldRevision):
+		return &credError{fmt.Sprintf("etcd %s refused the credentials: authentication is on and %s has none it accepts: give --user and --password, or a client certificate whose CN is a user (%v)", c.etcd, who, err)}
 	}
 	return nil
 }

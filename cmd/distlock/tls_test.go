@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The security flags against servers that enforce them: an etcd cluster
@@ -65,6 +67,27 @@ func TestTLSEtcd(t *testing.T) {
 	good := []string{etcd, "--cacert", f.CA, "--cert", f.Cert, "--key", f.Key}
 	lock := lockName(t)
 
+	// Least privilege: app may read and write the locks' prefix only;
+	// noperm may do nothing.
+	root, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []func() error{
+		func() error { _, err := root.RoleAdd(ctx, "app"); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, "app", etcdlock.DefaultPrefix, clientv3.GetPrefixRangeEnd(etcdlock.DefaultPrefix), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, "app", "apppw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "app", "app"); return err },
+		func() error { _, err := root.UserAdd(ctx, "noperm", "nopw"); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("set up users: %v", err)
+		}
+	}
+
 	t.Run("good credentials", func(t *testing.T) {
 		r := cliBounded(ctx, t, badCredsBound, append(append([]string{"run"}, good...), "--lock", lock, "--", "sh", "-c", `echo "$DISTLOCK_TOKEN"`)...)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, lock+"@") {
@@ -77,6 +100,11 @@ func TestTLSEtcd(t *testing.T) {
 			"--user", "root:"+tlsRootPassword, "--lock", lock, "--", "true")
 		if r.code != 0 {
 			t.Fatalf("run with host:port and a password: code %d, stderr %q", r.code, r.stderr)
+		}
+		// A user who may only use the locks' prefix.
+		r = cliBounded(ctx, t, badCredsBound, append(append([]string{"run"}, good...), "--user", "app:apppw", "--lock", lock, "--", "true")...)
+		if r.code != 0 {
+			t.Fatalf("run as a user with permissions on the prefix only: code %d, stderr %q", r.code, r.stderr)
 		}
 		r = cliBounded(ctx, t, badCredsBound, append(append([]string{"status"}, good...), lock)...)
 		if r.code != 0 || !strings.Contains(r.stdout, "free") {
@@ -97,6 +125,7 @@ func TestTLSEtcd(t *testing.T) {
 		{"no TLS", []string{"--etcd=" + strings.ReplaceAll(strings.Join(c.Endpoints(), ","), "https://", "http://")}, "TLS"},
 		{"wrong password", append(append([]string(nil), good...), "--user", "root:wrong"), "authentication failed"},
 		{"unknown user", append(append([]string(nil), good...), "--user", "nobody", "--password", "x"), "authentication failed"},
+		{"user without permission", append(append([]string(nil), good...), "--user", "noperm:nopw"), "permission denied"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, args := range [][]string{
