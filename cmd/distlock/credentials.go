@@ -58,16 +58,18 @@ func (c *connFlags) pingEtcd(parent context.Context, cli *clientv3.Client, tc *t
 	select {
 	case err = <-got:
 	case <-failed:
-		if cerr := c.probeEtcd(tc, true); cerr != nil {
+		if cerr := c.probeEtcd(parent, tc, true); cerr != nil {
 			return cerr
 		}
 		// Not refused everywhere: unreachable for now, which may pass.
 		err = <-got
 	}
-	if err == nil || parent.Err() != nil {
-		return err // done, or cancelled by the caller (a signal): no probing
+	if err == nil || parent.Err() != nil || c.etcdAuthFailed(err, "") != nil {
+		// Done; or cancelled by the caller (a signal); or the server
+		// answered, so the connection's credentials were accepted.
+		return err
 	}
-	if cerr := c.probeEtcd(tc, false); cerr != nil {
+	if cerr := c.probeEtcd(parent, tc, false); cerr != nil {
 		return cerr
 	}
 	return err
@@ -76,12 +78,12 @@ func (c *connFlags) pingEtcd(parent context.Context, cli *clientv3.Client, tc *t
 // probeEtcd connects to every endpoint as the client would and returns an
 // error (matching errCredentials) when each one (all) or any one (!all)
 // refused the credentials; nil otherwise. It takes at most about
-// min(--dial-timeout, 3s) + 1s.
-func (c *connFlags) probeEtcd(tc *tls.Config, all bool) error {
+// min(--dial-timeout, 3s) + 1s, and ends with ctx.
+func (c *connFlags) probeEtcd(ctx context.Context, tc *tls.Config, all bool) error {
 	eps := splitList(c.etcd)
 	errs := make(chan error, len(eps))
 	for _, ep := range eps {
-		go func() { errs <- probeEndpoint(ep, tc, min(c.timeout, 3*time.Second)) }()
+		go func() { errs <- probeEndpoint(ctx, ep, tc, min(c.timeout, 3*time.Second)) }()
 	}
 	var refused []error
 	for range eps {
@@ -98,7 +100,7 @@ func (c *connFlags) probeEtcd(tc *tls.Config, all bool) error {
 // probeEndpoint returns an error matching errCredentials when ep refused
 // the credentials of tc (nil: plain connections), or asked for TLS from a
 // plain client; nil otherwise, including when ep could not be reached.
-func probeEndpoint(ep string, tc *tls.Config, timeout time.Duration) error {
+func probeEndpoint(ctx context.Context, ep string, tc *tls.Config, timeout time.Duration) error {
 	addr, useTLS := ep, tc != nil
 	if u, err := url.Parse(ep); err == nil && u.Host != "" {
 		switch u.Scheme {
@@ -115,11 +117,12 @@ func probeEndpoint(ep string, tc *tls.Config, timeout time.Duration) error {
 		return nil
 	}
 	d := net.Dialer{Timeout: timeout}
-	raw, err := d.Dial("tcp", addr)
+	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil
 	}
 	defer raw.Close()
+	defer context.AfterFunc(ctx, func() { raw.Close() })()
 	raw.SetDeadline(time.Now().Add(timeout))
 	if !useTLS {
 		// A plain client of a TLS server: does the server complete a
@@ -145,8 +148,9 @@ func probeEndpoint(ep string, tc *tls.Config, timeout time.Duration) error {
 	}
 	// With TLS 1.3 the server judges the client certificate after the
 	// client's side of the handshake is done, and says so in an alert:
-	// read briefly for it. A server that accepted us waits for the
-	// client's first request, and the read times out.
+	// read briefly for it. A server that accepted us sends its HTTP/2
+	// settings (gRPC does at once), or waits for the client's first
+	// request and the read times out.
 	conn.SetReadDeadline(time.Now().Add(min(timeout, time.Second)))
 	if _, err := conn.Read(make([]byte, 1)); err != nil {
 		var ne net.Error
