@@ -42,8 +42,24 @@ func TestOverTLS(t *testing.T) {
 		return cli
 	}
 	a, b := client(0), client(1)
-	sa := newSession(t, a, etcdlock.WithTTL(etcdlock.MinTTL))
-	sb := newSession(t, b, etcdlock.WithTTL(etcdlock.MinTTL))
+	// A TTL long enough for a loaded machine, short enough that the test
+	// sees keepalives confirmed over TLS with a logged-in user.
+	const ttl = 5 * time.Second
+	sa := newSession(t, a, etcdlock.WithTTL(ttl))
+	sb := newSession(t, b, etcdlock.WithTTL(ttl))
+
+	t.Run("keepalive", func(t *testing.T) {
+		first := sa.Deadline()
+		for sa.Deadline().Equal(first) {
+			select {
+			case <-sa.Done():
+				t.Fatalf("session lost: %v", sa.Err())
+			case <-ctx.Done():
+				t.Fatal("no keepalive confirmed")
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
 
 	t.Run("mutex", func(t *testing.T) {
 		first := mustLock(t, newMutex(t, sa, "tls"))

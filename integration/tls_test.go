@@ -43,7 +43,7 @@ func TestEtcdTLS(t *testing.T) {
 	}
 
 	// A lock holder in another process connects with the cluster's files.
-	h := integration.NewHolder(t, integration.HolderSpec{Endpoints: c.Endpoints(), Lock: "tls", TLS: c.TLS})
+	h := integration.NewHolder(t, integration.HolderSpec{Endpoints: c.Endpoints(), Lock: "tls", TLS: c.TLS, TTL: 5 * time.Second})
 	if tok := h.Token(); tok.IsZero() {
 		t.Fatal("holder over TLS has no token")
 	}
