@@ -117,6 +117,7 @@ func TestTLSEtcd(t *testing.T) {
 		flags []string
 		want  string // in the one-line error
 	}{
+		// Each is tried with run, status and once.
 		{"wrong CA", []string{etcd, "--cacert", f.OtherCA, "--cert", f.Cert, "--key", f.Key}, "not signed by a CA in --cacert"},
 		{"no CA", []string{etcd, "--cert", f.Cert, "--key", f.Key}, "not signed by a CA in --cacert"},
 		{"expired client certificate", []string{etcd, "--cacert", f.CA, "--cert", f.ExpiredCert, "--key", f.ExpiredKey}, "expired"},
@@ -131,6 +132,7 @@ func TestTLSEtcd(t *testing.T) {
 			for _, args := range [][]string{
 				append(append([]string{"run"}, tc.flags...), "--lock", lock, "--", "echo", "ran"),
 				append(append([]string{"status"}, tc.flags...), lock),
+				append(append([]string{"once"}, tc.flags...), "--lock", lock, "--slot", "s1", "--", "echo", "ran"),
 			} {
 				start := time.Now()
 				r := cliBounded(ctx, t, badCredsBound, args...)
