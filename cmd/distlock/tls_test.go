@@ -106,6 +106,10 @@ func TestTLSEtcd(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("run as a user with permissions on the prefix only: code %d, stderr %q", r.code, r.stderr)
 		}
+		r = cliBounded(ctx, t, badCredsBound, append(append([]string{"once"}, good...), "--lock", lock, "--slot", "good", "--", "echo", "ran")...)
+		if r.code != 0 || !strings.Contains(r.stdout, "ran") {
+			t.Fatalf("once: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
 		r = cliBounded(ctx, t, badCredsBound, append(append([]string{"status"}, good...), lock)...)
 		if r.code != 0 || !strings.Contains(r.stdout, "free") {
 			t.Fatalf("status: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
@@ -169,6 +173,7 @@ func TestZooKeeperWrongDigest(t *testing.T) {
 		for _, args := range [][]string{
 			append(append([]string{"run", zkFlag(t), chroot}, auth...), "--lock", lock, "--no-wait", "--", "echo", "ran"),
 			append(append([]string{"status", zkFlag(t), chroot}, auth...), lock),
+			append(append([]string{"once", zkFlag(t), chroot}, auth...), "--lock", lock, "--slot", "s1", "--", "echo", "ran"),
 		} {
 			start := time.Now()
 			r := cliBounded(ctx, t, badCredsBound, args...)
