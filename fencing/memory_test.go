@@ -28,7 +28,7 @@ func TestMemoryDo(t *testing.T) {
 	ctx := context.Background()
 	var ledger []int64
 	write := func(seq int64) error {
-		return m.Do(ctx, distlock.Token{Name: "ledger", Seq: seq}, func(context.Context) error {
+		return m.Do(ctx, distlock.Token{Name: "ledger", Seq: seq, Owner: 0x5e55}, func(context.Context) error {
 			ledger = append(ledger, seq)
 			return nil
 		})
@@ -45,7 +45,7 @@ func TestMemoryDo(t *testing.T) {
 		t.Fatalf("ledger %v newest %v", ledger, m.Newest())
 	}
 	boom := errors.New("boom")
-	if err := m.Do(ctx, distlock.Token{Name: "ledger", Seq: 9}, func(context.Context) error { return boom }); err != boom {
+	if err := m.Do(ctx, distlock.Token{Name: "ledger", Seq: 9, Owner: 0x5e55}, func(context.Context) error { return boom }); err != boom {
 		t.Fatalf("write error: %v", err)
 	}
 	if m.Newest().Seq != 9 {
