@@ -281,7 +281,7 @@ func (s *Session) track(name, key string, rev int64) *entry {
 
 // hold turns an acquired entry into a Lease that is lost when the entry is.
 func (e *entry) hold() *distlock.Lease {
-	return distlock.HoldWhile(distlock.Token{Name: e.name, Seq: e.rev}, e.alive, e.release, func(cause error) {
+	return distlock.HoldWhile(distlock.Token{Name: e.name, Seq: e.rev, Owner: uint64(e.s.id)}, e.alive, e.release, func(cause error) {
 		e.s.log.Info("etcdlock: lock lost", "lock", e.name, "token", e.rev, "cause", cause)
 	})
 }
