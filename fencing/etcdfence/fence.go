@@ -196,7 +196,9 @@ func HolderKey(ctx context.Context, client *clientv3.Client, prefix string, t di
 		return "", fmt.Errorf("etcdfence: holder key: %w", err)
 	}
 	dir := prefix + t.Name + "/@"
-	resp, err := client.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+	// Not WithKeysOnly: etcd then answers from its index alone, without
+	// the keys' leases.
+	resp, err := client.Get(ctx, dir, clientv3.WithPrefix(),
 		clientv3.WithMinCreateRev(t.Seq), clientv3.WithMaxCreateRev(t.Seq))
 	if err != nil {
 		return "", fmt.Errorf("etcdfence: holder key of %v: %w", t, err)

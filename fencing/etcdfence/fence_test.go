@@ -188,6 +188,17 @@ func TestEtcdFence(t *testing.T) {
 			t.Fatalf("holder key %q", key)
 		}
 		f := newFence(t, cli, "/held/fence", "jobs/held")
+		// The key's create revision with another lease (another session
+		// of a forked history) is not the holder's either.
+		forged := distlock.Token{Name: t1.Name, Seq: t1.Seq, Owner: t1.Owner ^ 0xff}
+		if _, err := etcdfence.HolderKey(ctx, cli, etcdlock.DefaultPrefix, forged); !errors.Is(err, etcdfence.ErrNotHeld) {
+			t.Fatalf("HolderKey of %v: %v, want ErrNotHeld", forged, err)
+		}
+		if _, err := f.WriteHeld(ctx, forged, key, clientv3.OpPut("/held/forged", "1")); !errors.Is(err, etcdfence.ErrNotHeld) {
+			t.Fatalf("write with %v: %v, want ErrNotHeld", forged, err)
+		}
+		absent(t, cli, "/held/forged")
+		absent(t, cli, "/held/fence")
 		if _, err := f.WriteHeld(ctx, t1, key, clientv3.OpPut("/held/data", "1")); err != nil {
 			t.Fatalf("write while held: %v", err)
 		}
