@@ -324,6 +324,13 @@ func TestZooKeeperRestoredFromCopy(t *testing.T) {
 	if err := ens.Restart(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
+	// Other writes after the backup, before the old holder's: room for
+	// the new session and the padding of the restored history.
+	for i := range 20 {
+		if _, err := connA.Create(fmt.Sprintf("/after-%d", i), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	l, err = muA.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
