@@ -120,6 +120,7 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 	}
 	key := dir + mark + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
 	put := clientv3.OpPut(key, value, clientv3.WithLease(s.id))
+	floor := s.maxRev.Load() // before the put is sent, see checkRev
 	// The whole queue this entry joins: lock entries, or candidates.
 	qkey, qend := conflictRange(dir, distlock.Exclusive, election)
 
@@ -137,6 +138,9 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 		}
 		if !resp.Succeeded {
 			return nil, fail(heldBy(resp))
+		}
+		if err := s.checkRev(key, resp.Header.Revision, floor); err != nil {
+			return nil, fail(err)
 		}
 		e := s.track(name, key, resp.Header.Revision)
 		e.election = election
@@ -172,6 +176,9 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 			rev = kv.CreateRevision // the first put's, if a retry repeated it
 		}
 		all = append(all, distlock.Entry{Key: k, Seq: kv.CreateRevision, Kind: entryKind(dir, k)})
+	}
+	if err := s.checkRev(key, rev, floor); err != nil {
+		return nil, fail(err)
 	}
 	q := distlock.NewQueue(distlock.Entry{Key: key, Seq: rev, Kind: kind}, all)
 	e := s.track(name, key, rev)

@@ -218,9 +218,13 @@ func TestEtcdRestoredFromSnapshot(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		r    integration.EtcdRestore
+		// same: the old holder's session, which lived through the
+		// restore, locks again instead of a new one.
+		same bool
 	}{
-		{"NoBump", integration.EtcdRestore{}},
-		{"BumpRevision", integration.EtcdRestore{BumpRevision: 1_000_000, MarkCompacted: true}},
+		{"NoBump", integration.EtcdRestore{}, false},
+		{"NoBumpSameSession", integration.EtcdRestore{}, true},
+		{"BumpRevision", integration.EtcdRestore{BumpRevision: 1_000_000, MarkCompacted: true}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := restoreCtx(t)
@@ -269,6 +273,40 @@ func TestEtcdRestoredFromSnapshot(t *testing.T) {
 			}
 			if tc.r.BumpRevision == 0 {
 				etcdPadTo(ctx, t, cli, old.Seq-1)
+			}
+			if tc.same {
+				// Its next key gets the old key's revision, and would
+				// carry the old token again: the session ends instead,
+				// and leaves nothing behind.
+				_, err := mu.Lock(ctx)
+				if !errors.Is(err, distlock.ErrHistoryRewound) {
+					t.Fatalf("the surviving session locks again: %v, want ErrHistoryRewound", err)
+				}
+				t.Logf("the surviving session refused: %v", err)
+				select {
+				case <-l.Done():
+				case <-ctx.Done():
+					t.Fatal("the old lease is not lost after the session ended")
+				}
+				if !errors.Is(l.Err(), distlock.ErrLost) || !errors.Is(l.Err(), distlock.ErrHistoryRewound) {
+					t.Errorf("the old lease ended with %v, want ErrLost and ErrHistoryRewound", l.Err())
+				}
+				if !errors.Is(s.Err(), distlock.ErrHistoryRewound) {
+					t.Errorf("session error %v, want ErrHistoryRewound", s.Err())
+				}
+				resp, err := cli.Get(ctx, etcdlock.DefaultPrefix+restoreLock+"/", clientv3.WithPrefix())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(resp.Kvs) != 0 {
+					t.Fatalf("after the refusal the lock has %d entries, want none", len(resp.Kvs))
+				}
+				// Another session goes on with the next revisions.
+				fresh := etcdLock(ctx, t, cli)
+				if !fresh.Newer(old) {
+					t.Fatalf("token %v after %v", fresh, old)
+				}
+				return
 			}
 			fresh := etcdLock(ctx, t, cli)
 			t.Logf("before the restore %v, after it %v", old, fresh)
