@@ -189,3 +189,24 @@ func copyFile(dst, src string) error {
 	}
 	return out.Close()
 }
+
+// SetEpoch writes epoch into server i's acceptedEpoch and currentEpoch
+// files (dataDir/version-2), the ZooKeeper counterpart of etcdutl's
+// --bump-revision: started again, the ensemble elects a leader of epoch
+// epoch+1 or later, whose zxids (the epoch is their top 32 bits) are above
+// every zxid of epochs up to epoch. Kill the server first. Only an
+// ensemble of several servers runs epochs: a standalone server does not
+// read these files.
+func (e *ZooKeeperEnsemble) SetEpoch(i int, epoch int64) error {
+	s := e.Servers[i]
+	if s.srv.pid() != 0 {
+		return fmt.Errorf("integration: set epoch of %s: the server runs; kill it first", s.Name)
+	}
+	dir := filepath.Join(s.DataDir(), "version-2")
+	for _, f := range []string{"acceptedEpoch", "currentEpoch"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(strconv.FormatInt(epoch, 10)), 0o644); err != nil {
+			return fmt.Errorf("integration: set epoch of %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}

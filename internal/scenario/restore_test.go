@@ -456,3 +456,94 @@ func zkPadTo(t *testing.T, conn *zk.Conn, p string, zxid int64) {
 		cur = stat.Mzxid
 	}
 }
+
+// TestZooKeeperRestoredWithEpochBump is the ZooKeeper counterpart of
+// --bump-revision, the procedure the README gives: a 3-server ensemble is
+// restored from copies of its data directories, with acceptedEpoch and
+// currentEpoch raised to the epoch the old ensemble had reached before it
+// starts again. The new holder's czxid is then above the old holder's,
+// and the old holder's late write is refused as stale.
+func TestZooKeeperRestoredWithEpochBump(t *testing.T) {
+	ctx := restoreCtx(t)
+	ens := integration.NewZooKeeper(t)
+	n := len(ens.Servers)
+	backup := t.TempDir()
+	killAll := func() {
+		t.Helper()
+		for i := range n {
+			if err := ens.Kill(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	restartAll := func() {
+		t.Helper()
+		for i := range n {
+			if err := ens.Restart(ctx, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ens.WaitHealthy(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	killAll()
+	for i := range n {
+		if err := ens.SaveData(i, filepath.Join(backup, fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restartAll()
+	connA, _, err := ens.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sA, err := zklock.NewSession(ctx, connA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sA.Close(context.Background())
+	muA, err := zklock.NewMutex(sA, restoreLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := muA.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := l.Token()
+
+	killAll()
+	for i := range n {
+		if err := ens.RestoreData(i, filepath.Join(backup, fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		// The epoch the old ensemble reached: the top 32 bits of its
+		// last zxid (here the old holder's czxid).
+		if err := ens.SetEpoch(i, old.Seq>>32); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restartAll()
+	connB, _, err := ens.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sB, err := zklock.NewSession(ctx, connB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sB.Close(context.Background())
+	muB, err := zklock.NewMutex(sB, restoreLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lB, err := muB.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := lB.Token()
+	t.Logf("before the restore %v (epoch %d), after it %v (epoch %d)", old, old.Seq>>32, fresh, fresh.Seq>>32)
+	checkNewer(t, old, fresh)
+}
