@@ -88,10 +88,11 @@ type Session struct {
 	cancel context.CancelCauseFunc
 
 	seq atomic.Uint64 // makes each entry key unique within the lease
+	wg  sync.WaitGroup
+
 	// maxRev is the highest create revision of the session's entries
 	// whose enqueue has answered (see checkRev).
 	maxRev atomic.Int64
-	wg  sync.WaitGroup
 
 	mu       sync.Mutex
 	deadline time.Time // client-side expiry, see Session
