@@ -33,11 +33,13 @@ import (
 // (fencing.ErrFork) instead of taking it for a retry.
 //
 // A restore also brings back the leases or sessions that were in the
-// backup. A process whose session lived through the restore keeps its
-// Owner; its tokens are kept apart by Seq all the same, because the
-// backends refuse to hand a session a token whose Seq is not larger than
-// every Seq the session was handed before (the store's history went
-// back), see ErrHistoryRewound.
+// backup, so a process whose session lived through the restore keeps its
+// Owner. Its tokens are kept apart by Seq all the same: an etcd session
+// that is handed a create revision not above those of its earlier keys
+// ends with ErrHistoryRewound instead of issuing the token (etcdlock), and
+// a ZooKeeper server refuses to reconnect a client that has seen a later
+// zxid than its own, so the session cannot create anything until the
+// restored zxids have passed all it saw.
 //
 // Operators restoring a cluster should move the counters past everything
 // issued before (etcdutl snapshot restore --bump-revision, see the README):
