@@ -227,7 +227,7 @@ func (f *Fence) decode(kvs []*mvccpb.KeyValue) (distlock.Token, error) {
 	v := kvs[0].Value
 	num, own, withOwner := bytes.Cut(v, []byte("."))
 	seq, err := strconv.ParseInt(string(bytes.TrimLeft(num, "0")), 10, 64)
-	bad := len(num) != width || err != nil || seq <= 0
+	bad := len(num) != width || err != nil || seq <= 0 || len(bytes.Trim(num, "0123456789")) > 0
 	var owner uint64
 	if withOwner {
 		// A value without owner is a sequence number stored by a version
