@@ -26,11 +26,17 @@ import (
 // restore, a copied ZooKeeper data directory) rolls revisions or zxids back
 // to the backup's and issues again every number issued after the backup,
 // to other holders. Two acquisitions with equal Seq are then told apart by
-// Owner: etcd lease IDs and ZooKeeper session IDs are derived from the
-// server's clock when it started (plus a counter), so the sessions of a
-// rebuilt or restored cluster get other IDs than the old one's with near
-// certainty. A fence that sees an equal Seq with another Owner refuses it
-// (fencing.ErrFork) instead of taking it for a retry.
+// Owner. An etcd lease ID is the granting member's ID in the top 16 bits
+// and, below, the member's start time in milliseconds times 256 plus the
+// number of requests it has handled since; a ZooKeeper session ID is the
+// server's myid in the top 8 bits and its start time in milliseconds,
+// shifted by 16 bits, plus the number of sessions it has created. So the
+// sessions of a rebuilt or restored cluster, whose members start later,
+// get other IDs than the old one's, with near certainty (an old member
+// would have had to handle 256 requests, or create 65536 sessions, per
+// millisecond between the two starts). A fence that sees an equal Seq
+// with another Owner refuses it (fencing.ErrFork) instead of taking it for
+// a retry.
 //
 // A restore also brings back the leases or sessions that were in the
 // backup, so a process whose session lived through the restore keeps its

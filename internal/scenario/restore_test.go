@@ -140,6 +140,14 @@ func checkNewer(t *testing.T, older, newer distlock.Token) {
 	}
 }
 
+// closeSoon closes a session, giving up after a few seconds: after a
+// restore its server may refuse it or have forgotten it.
+func closeSoon(s interface{ Close(context.Context) error }) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.Close(ctx)
+}
+
 // etcdLock acquires the restore lock on a new session of cli.
 func etcdLock(ctx context.Context, t *testing.T, cli *clientv3.Client) distlock.Token {
 	t.Helper()
@@ -147,11 +155,7 @@ func etcdLock(ctx context.Context, t *testing.T, cli *clientv3.Client) distlock.
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Close(ctx)
-	})
+	t.Cleanup(func() { closeSoon(s) })
 	mu, err := etcdlock.NewMutex(s, restoreLock)
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +243,7 @@ func TestEtcdRestoredFromSnapshot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close(context.Background())
+			defer closeSoon(s)
 			for i := range 5 {
 				if _, err := cli.Put(ctx, fmt.Sprintf("/before/%d", i), "x"); err != nil {
 					t.Fatal(err)
@@ -332,6 +336,38 @@ func TestZooKeeperRestoredFromCopy(t *testing.T) {
 	ens := integration.NewZooKeeper(t, integration.WithSize(1))
 	backup := filepath.Join(t.TempDir(), "backup")
 
+	// One acquisition before the backup creates the lock's directories.
+	conn0, _, err := ens.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0, err := zklock.NewSession(ctx, conn0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu0, err := zklock.NewMutex(s0, restoreLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := mu0.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s0.Close(ctx)
+	conn0.Close()
+	if err := ens.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.SaveData(0, backup); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.Restart(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The old holder's session starts after the backup.
 	connA, _, err := ens.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -340,26 +376,9 @@ func TestZooKeeperRestoredFromCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sA.Close(context.Background())
+	defer closeSoon(sA)
 	muA, err := zklock.NewMutex(sA, restoreLock)
 	if err != nil {
-		t.Fatal(err)
-	}
-	// One acquisition before the backup creates the lock's directories.
-	l, err := muA.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Kill(0); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.SaveData(0, backup); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Restart(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Other writes after the backup, before the old holder's: room for
@@ -503,7 +522,7 @@ func TestZooKeeperRestoredWithEpochBump(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sA.Close(context.Background())
+	defer closeSoon(sA)
 	muA, err := zklock.NewMutex(sA, restoreLock)
 	if err != nil {
 		t.Fatal(err)
@@ -534,7 +553,7 @@ func TestZooKeeperRestoredWithEpochBump(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sB.Close(context.Background())
+	defer closeSoon(sB)
 	muB, err := zklock.NewMutex(sB, restoreLock)
 	if err != nil {
 		t.Fatal(err)
