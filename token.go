@@ -34,9 +34,14 @@ import (
 // sessions of a rebuilt or restored cluster, whose members start later,
 // get other IDs than the old one's, with near certainty (an old member
 // would have had to handle 256 requests, or create 65536 sessions, per
-// millisecond between the two starts). A fence that sees an equal Seq
-// with another Owner refuses it (fencing.ErrFork) instead of taking it for
-// a retry.
+// millisecond between the two starts). One caveat: ZooKeeper's start time
+// is the machine's monotonic clock (milliseconds since boot), so a server
+// started on a freshly booted machine exactly as many milliseconds after
+// boot as the old one was would repeat the old session IDs; restoring with
+// the epoch raised (see the README) makes the new sequence numbers larger,
+// which rules forks out whatever the owners. A fence that sees an equal
+// Seq with another Owner refuses it (fencing.ErrFork) instead of taking it
+// for a retry.
 //
 // A restore also brings back the leases or sessions that were in the
 // backup, so a process whose session lived through the restore keeps its
