@@ -34,7 +34,7 @@ func (s *semLocker) lease() *distlock.Lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	l, lose := distlock.NewLease(distlock.Token{Name: s.name, Seq: s.seq}, func(ctx context.Context) error {
+	l, lose := distlock.NewLease(distlock.Token{Name: s.name, Seq: s.seq, Owner: 1}, func(ctx context.Context) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.releases++
@@ -96,8 +96,8 @@ func TestDoRunsUnderLock(t *testing.T) {
 		var fnCtx context.Context
 		err := distlock.Do(ctx, lk, func(ctx context.Context, tk distlock.Token) error {
 			fnCtx = ctx
-			if tk != (distlock.Token{Name: "jobs/nightly", Seq: want}) {
-				t.Errorf("fn got token %v, want jobs/nightly@%d", tk, want)
+			if tk != (distlock.Token{Name: "jobs/nightly", Seq: want, Owner: 1}) {
+				t.Errorf("fn got token %v, want jobs/nightly@%d.1", tk, want)
 			}
 			if ctx.Err() != nil {
 				t.Errorf("fn's ctx done on entry: %v", context.Cause(ctx))

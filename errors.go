@@ -42,6 +42,21 @@ var (
 	// that is not valid for the use it is put to.
 	ErrInvalidToken = errors.New("invalid fencing token")
 
+	// ErrTokenFork reports two tokens of one lock with the same sequence
+	// number and different owners: two acquisitions that a cluster rebuilt
+	// from scratch, or restored from a backup, issued with the same number.
+	// They cannot be ordered, and a fence refuses the second one it sees
+	// (fencing.ErrFork is this error).
+	ErrTokenFork = errors.New("two acquisitions with the same fencing sequence number (cluster rebuilt or restored from a backup?)")
+
+	// ErrHistoryRewound reports that the store handed a session a sequence
+	// number (etcd revision, ZooKeeper zxid) not larger than one it had
+	// handed the same session before: the cluster's history went back, as
+	// after a restore from a backup without moving the counters on. The
+	// session ends with it rather than issue a token that could equal one
+	// of its earlier acquisitions'.
+	ErrHistoryRewound = errors.New("store history went back (cluster restored from a backup?)")
+
 	// ErrNilClient reports a nil client, connection or session passed to a
 	// constructor.
 	ErrNilClient = errors.New("nil client")

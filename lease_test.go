@@ -36,7 +36,7 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-var tok = distlock.Token{Name: "reports/daily", Seq: 42}
+var tok = distlock.Token{Name: "reports/daily", Seq: 42, Owner: 0x694d7f0c8a1b2c3d}
 
 func TestLeaseHeld(t *testing.T) {
 	var r releaseRecorder
@@ -273,7 +273,7 @@ func TestLeaseConcurrentUnlock(t *testing.T) {
 }
 
 func TestHoldWhile(t *testing.T) {
-	tok := distlock.Token{Name: "a", Seq: 7}
+	tok := distlock.Token{Name: "a", Seq: 7, Owner: 1}
 	release := func(context.Context) error { return nil }
 
 	alive, kill := context.WithCancelCause(context.Background())

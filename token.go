@@ -6,38 +6,85 @@ import (
 	"strings"
 )
 
-// Token is the fencing token of one acquisition of a lock: the lock's name
-// and a sequence number that is strictly larger for every later holder of
-// the same lock. On etcd, Seq is the holder key's create revision; on
-// ZooKeeper, the holder znode's czxid. Both survive leader changes and are
-// never reused by the cluster that issued them.
+// Token is the fencing token of one acquisition of a lock: the lock's name,
+// a sequence number that is strictly larger for every later holder of the
+// same lock, and the owner that acquired it.
 //
-// A resource protected by the lock admits a write carrying token T only if
-// it has admitted no newer token for T.Name before (see package fencing).
+// On etcd, Seq is the holder key's create revision and Owner the ID of the
+// lease the key is bound to (the holder's session); on ZooKeeper, Seq is the
+// holder znode's czxid and Owner the ZooKeeper session ID that owns the
+// ephemeral znode. A resource protected by the lock admits a write carrying
+// token T only if it has admitted no newer token for T.Name before, and no
+// other acquisition with T's sequence number (see package fencing).
 //
-// The token deliberately carries no cluster identity. etcd derives its
-// cluster ID from the initial member configuration, so a cluster rebuilt
-// with the same configuration has the same ID and would pass such a check,
-// and ZooKeeper exposes no ID at all. What a rebuilt cluster does is restart
-// its revisions or zxids near zero: its tokens are then SMALLER than the
-// ones a resource has already seen, so fencing refuses them. That fails
-// safe (no stale write is admitted) but blocks the resource until it is
-// told to forget the old tokens or the lock is renamed, e.g. by putting a
-// generation in the name ("ledger/g2"). Operators rebuilding a cluster must
-// do one of the two.
+// # Why the owner
+//
+// Within one cluster's history Seq alone names one acquisition. But a
+// cluster can issue the same Seq twice: one rebuilt from scratch restarts
+// its revisions or zxids near zero and, as young as the old one was, hands
+// "ledger@2" out again; one restored from a backup (etcdutl snapshot
+// restore, a copied ZooKeeper data directory) rolls revisions or zxids back
+// to the backup's and issues again every number issued after the backup,
+// to other holders. Two acquisitions with equal Seq are then told apart by
+// Owner. An etcd lease ID is the granting member's ID in the top 16 bits
+// and, below, the member's start time in milliseconds times 256 plus the
+// number of requests it has handled since; a ZooKeeper session ID is the
+// server's myid in the top 8 bits and its start time in milliseconds,
+// shifted by 16 bits, plus the number of sessions it has created. So the
+// sessions of a rebuilt or restored cluster, whose members start later,
+// get other IDs than the old one's, with near certainty (an old member
+// would have had to handle 256 requests, or create 65536 sessions, per
+// millisecond between the two starts). One caveat: ZooKeeper's start time
+// is the machine's monotonic clock (milliseconds since boot), so a server
+// started on a freshly booted machine exactly as many milliseconds after
+// boot as the old one was would repeat the old session IDs; restoring with
+// the epoch raised (see the README) makes the new sequence numbers larger,
+// which rules forks out whatever the owners. A fence that sees an equal
+// Seq with another Owner refuses it (fencing.ErrFork) instead of taking it
+// for a retry.
+//
+// A restore also brings back the leases or sessions that were in the
+// backup, so a process whose session lived through the restore keeps its
+// Owner. Its tokens are kept apart by Seq all the same: an etcd session
+// that is handed a create revision not above those of its earlier keys
+// ends with ErrHistoryRewound instead of issuing the token (etcdlock), and
+// a ZooKeeper server refuses to reconnect a client that has seen a later
+// zxid than its own, so the session cannot create anything until the
+// restored zxids have passed all it saw.
+//
+// Operators restoring a cluster should move the counters past everything
+// issued before (etcdutl snapshot restore --bump-revision, see the README):
+// the new cluster's tokens are then newer, and the old holders' late writes
+// are refused as stale. Without the bump, a fence refuses whichever of two
+// forked acquisitions comes second, and the first one's later tokens stay
+// newer until the new cluster's numbers catch up: fail-safe, but the
+// resource may refuse the new holders for a while.
+//
+// The cluster itself is not part of the token: etcd derives its cluster ID
+// from the initial member configuration, so a rebuilt or restored cluster
+// has the same ID, and ZooKeeper exposes no ID at all.
 type Token struct {
 	// Name is the lock's name (see ValidateName).
 	Name string
 	// Seq grows strictly from one holder of Name to the next; it is always
 	// positive for a token issued by a lock.
 	Seq int64
+	// Owner identifies the session that acquired: the etcd lease ID, or
+	// the ZooKeeper session ID, as the bits of an unsigned 64-bit integer.
+	// It is never 0 in a token issued by a lock (0 is etcd's "no lease").
+	Owner uint64
 }
 
-// String returns the stable text form "name@seq", e.g. "reports/daily@1042".
-// '@' never occurs in a lock name, so the form is unambiguous; it is safe in
-// environment variables and HTTP header values. ParseToken reverses it.
+// String returns the stable text form "name@seq.owner": the name, '@',
+// the sequence number in decimal, '.', and the owner in lower-case
+// hexadecimal, both without leading zeros, e.g.
+// "reports/daily@1042.694d7f0c8a1b2c3d". '@' never occurs in a lock name,
+// so the form is unambiguous; it is safe in environment variables and HTTP
+// header values. ParseToken reverses it. The owner is written in hex as
+// etcdctl and ZooKeeper write lease and session IDs, so it can be matched
+// with their output.
 func (t Token) String() string {
-	return t.Name + "@" + strconv.FormatInt(t.Seq, 10)
+	return t.Name + "@" + strconv.FormatInt(t.Seq, 10) + "." + strconv.FormatUint(t.Owner, 16)
 }
 
 // MarshalText implements encoding.TextMarshaler with the form of String.
@@ -61,8 +108,9 @@ func (t *Token) UnmarshalText(b []byte) error {
 // IsZero reports whether t is the zero Token (no acquisition).
 func (t Token) IsZero() bool { return t == Token{} }
 
-// Validate reports whether t could have been issued by a lock: a valid name
-// and a positive sequence number. The error wraps ErrInvalidToken.
+// Validate reports whether t could have been issued by a lock: a valid
+// name, a positive sequence number and a non-zero owner. The error wraps
+// ErrInvalidToken.
 func (t Token) Validate() error {
 	if err := ValidateName(t.Name); err != nil {
 		return fmt.Errorf("%w %q: %w", ErrInvalidToken, t.String(), err)
@@ -70,21 +118,33 @@ func (t Token) Validate() error {
 	if t.Seq <= 0 {
 		return fmt.Errorf("%w %q: sequence %d is not positive", ErrInvalidToken, t.String(), t.Seq)
 	}
+	if t.Owner == 0 {
+		return fmt.Errorf("%w %q: no owner (a token names the lease or session that acquired)", ErrInvalidToken, t.String())
+	}
 	return nil
 }
 
-// ParseToken parses the text form produced by Token.String. It rejects empty
-// input, a missing or malformed name, and a sequence number that is not a
-// positive decimal integer written without sign or leading zeros (so every
-// token has exactly one text form). Errors wrap ErrInvalidToken.
+// ParseToken parses the text form produced by Token.String. It rejects
+// empty input, a missing or malformed name, a sequence number that is not
+// a positive decimal integer written without sign or leading zeros, and an
+// owner that is not a non-zero lower-case hexadecimal integer of at most
+// 16 digits without leading zeros: every token has exactly one text form.
+// The form "name@seq" of earlier versions, which names no owner, is
+// refused too: such a token cannot be told apart from another acquisition
+// with the same sequence number, so a fence must not admit it. Errors wrap
+// ErrInvalidToken.
 func ParseToken(s string) (Token, error) {
 	i := strings.LastIndexByte(s, '@')
 	if s == "" || i < 0 {
-		return Token{}, fmt.Errorf("%w %q: want \"name@seq\"", ErrInvalidToken, s)
+		return Token{}, fmt.Errorf("%w %q: want \"name@seq.owner\"", ErrInvalidToken, s)
 	}
-	name, num := s[:i], s[i+1:]
+	name, rest := s[:i], s[i+1:]
 	if err := ValidateName(name); err != nil {
 		return Token{}, fmt.Errorf("%w %q: %w", ErrInvalidToken, s, err)
+	}
+	num, own, ok := strings.Cut(rest, ".")
+	if !ok {
+		return Token{}, fmt.Errorf("%w %q: no owner: want \"name@seq.owner\" (the form \"name@seq\" of distlock before tokens named their owner is no longer accepted)", ErrInvalidToken, s)
 	}
 	if num == "" || num[0] < '1' || num[0] > '9' {
 		return Token{}, fmt.Errorf("%w %q: sequence %q is not a positive decimal without sign or leading zeros", ErrInvalidToken, s, num)
@@ -93,13 +153,22 @@ func ParseToken(s string) (Token, error) {
 	if err != nil {
 		return Token{}, fmt.Errorf("%w %q: sequence %q: %v", ErrInvalidToken, s, num, err)
 	}
-	return Token{Name: name, Seq: seq}, nil
+	if own == "" || len(own) > 16 || own[0] == '0' || strings.Trim(own, "0123456789abcdef") != "" {
+		return Token{}, fmt.Errorf("%w %q: owner %q is not a non-zero lower-case hexadecimal of at most 16 digits without leading zeros", ErrInvalidToken, s, own)
+	}
+	owner, err := strconv.ParseUint(own, 16, 64)
+	if err != nil {
+		return Token{}, fmt.Errorf("%w %q: owner %q: %v", ErrInvalidToken, s, own, err)
+	}
+	return Token{Name: name, Seq: seq, Owner: owner}, nil
 }
 
-// Compare orders two tokens of the same lock: -1 if t is older than u, 0 if
-// they are the same acquisition, +1 if t is newer. Tokens of different locks
-// are not ordered; Compare returns an error wrapping ErrInvalidToken for
-// them rather than guess.
+// Compare orders two tokens of the same lock: -1 if t is older than u, 0
+// if they are the same acquisition, +1 if t is newer. Tokens of different
+// locks are not ordered; Compare returns an error wrapping ErrInvalidToken
+// for them rather than guess. Tokens with equal Seq and different owners
+// are two acquisitions a rebuilt or restored cluster issued with the same
+// number; they are not ordered either, and the error wraps ErrTokenFork.
 func (t Token) Compare(u Token) (int, error) {
 	if t.Name != u.Name {
 		return 0, fmt.Errorf("%w: tokens of different locks %q and %q are not ordered", ErrInvalidToken, t.Name, u.Name)
@@ -109,6 +178,8 @@ func (t Token) Compare(u Token) (int, error) {
 		return -1, nil
 	case t.Seq > u.Seq:
 		return 1, nil
+	case t.Owner != u.Owner:
+		return 0, fmt.Errorf("%w: %v and %v", ErrTokenFork, t, u)
 	}
 	return 0, nil
 }

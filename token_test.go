@@ -84,10 +84,13 @@ func TestTokenStringParseRoundTrip(t *testing.T) {
 		tok  distlock.Token
 		text string
 	}{
-		{distlock.Token{Name: "a", Seq: 1}, "a@1"},
-		{distlock.Token{Name: "reports/daily", Seq: 1042}, "reports/daily@1042"},
-		{distlock.Token{Name: "ledger.v2", Seq: 10}, "ledger.v2@10"},
-		{distlock.Token{Name: "tenant-42/billing", Seq: math.MaxInt64}, "tenant-42/billing@9223372036854775807"},
+		{distlock.Token{Name: "a", Seq: 1, Owner: 1}, "a@1.1"},
+		{distlock.Token{Name: "reports/daily", Seq: 1042, Owner: 0x694d7f0c8a1b2c3d}, "reports/daily@1042.694d7f0c8a1b2c3d"},
+		{distlock.Token{Name: "ledger.v2", Seq: 10, Owner: 0xa}, "ledger.v2@10.a"},
+		{distlock.Token{Name: "tenant-42/billing", Seq: math.MaxInt64, Owner: math.MaxUint64}, "tenant-42/billing@9223372036854775807.ffffffffffffffff"},
+		// A ZooKeeper session ID of a server with id >= 128 is negative as
+		// an int64; the owner is its bits.
+		{distlock.Token{Name: "z", Seq: 0x100000002, Owner: 0x8100017d2c5a0000}, "z@4294967298.8100017d2c5a0000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.text, func(t *testing.T) {
@@ -116,24 +119,44 @@ func TestParseTokenRejects(t *testing.T) {
 		in  string
 		why string
 	}{
-		{"", `want "name@seq"`},
-		{"abc", `want "name@seq"`},
-		{"@5", "invalid lock name: empty"},
-		{"a@", `sequence ""`},
-		{"a@0", `sequence "0"`},
-		{"a@-3", `sequence "-3"`},
-		{"a@+3", `sequence "+3"`},
-		{"a@007", `sequence "007"`},
-		{"a@1x", `sequence "1x"`},
-		{"a@ 1", `sequence " 1"`},
-		{"a@1 ", `sequence "1 "`},
-		{"a@99999999999999999999", `sequence "99999999999999999999"`},
-		{"a@9223372036854775808", `sequence "9223372036854775808"`},
-		{"a b@3", "character ' '"},
-		{"a@b@3", "character '@'"},
-		{"/a@3", "leading or trailing '/'"},
-		{"a/@3", "leading or trailing '/'"},
-		{"..@3", `segment ".."`},
+		{"", `want "name@seq.owner"`},
+		{"abc", `want "name@seq.owner"`},
+		{"abc.1", `want "name@seq.owner"`},
+		{"@5.1", "invalid lock name: empty"},
+		// The form before tokens named their owner.
+		{"a@5", `no owner`},
+		{"reports/daily@1042", `"name@seq" of distlock before`},
+		{"a@.1", `sequence ""`},
+		{"a@0.1", `sequence "0"`},
+		{"a@-3.1", `sequence "-3"`},
+		{"a@+3.1", `sequence "+3"`},
+		{"a@007.1", `sequence "007"`},
+		{"a@1x.1", `sequence "1x"`},
+		{"a@ 1.1", `sequence " 1"`},
+		{"a@1 .1", `sequence "1 "`},
+		{"a@99999999999999999999.1", `sequence "99999999999999999999"`},
+		{"a@9223372036854775808.1", `sequence "9223372036854775808"`},
+		{"a@1.", `owner ""`},
+		{"a@1.0", `owner "0"`},
+		{"a@1.00", `owner "00"`},
+		{"a@1.01", `owner "01"`},
+		{"a@1.A", `owner "A"`},
+		{"a@1.694D7F0C8A1B2C3D", `owner "694D7F0C8A1B2C3D"`},
+		{"a@1.0x1f", `owner "0x1f"`},
+		{"a@1.g", `owner "g"`},
+		{"a@1.-1", `owner "-1"`},
+		{"a@1.+1", `owner "+1"`},
+		{"a@1. 1", `owner " 1"`},
+		{"a@1.1 ", `owner "1 "`},
+		{"a@1.1.2", `owner "1.2"`},
+		{"a@1..2", `owner ".2"`},
+		{"a@1.10000000000000000", `owner "10000000000000000"`},
+		{"a@1.fffffffffffffffff", `owner "fffffffffffffffff"`},
+		{"a b@3.1", "character ' '"},
+		{"a@b@3.1", "character '@'"},
+		{"/a@3.1", "leading or trailing '/'"},
+		{"a/@3.1", "leading or trailing '/'"},
+		{"..@3.1", `segment ".."`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -159,13 +182,15 @@ func TestTokenValidate(t *testing.T) {
 		tok     distlock.Token
 		ok      bool
 		badName bool
+		why     string
 	}{
-		{distlock.Token{Name: "a", Seq: 1}, true, false},
-		{distlock.Token{}, false, true},
-		{distlock.Token{Name: "a", Seq: 0}, false, false},
-		{distlock.Token{Name: "a", Seq: -1}, false, false},
-		{distlock.Token{Name: "a@b", Seq: 1}, false, true},
-		{distlock.Token{Name: "a//b", Seq: 1}, false, true},
+		{distlock.Token{Name: "a", Seq: 1, Owner: 1}, true, false, ""},
+		{distlock.Token{}, false, true, "empty"},
+		{distlock.Token{Name: "a", Seq: 0, Owner: 1}, false, false, "not positive"},
+		{distlock.Token{Name: "a", Seq: -1, Owner: 1}, false, false, "not positive"},
+		{distlock.Token{Name: "a", Seq: 1}, false, false, "no owner"},
+		{distlock.Token{Name: "a@b", Seq: 1, Owner: 1}, false, true, "'@'"},
+		{distlock.Token{Name: "a//b", Seq: 1, Owner: 1}, false, true, "empty segment"},
 	}
 	for _, tt := range tests {
 		err := tt.tok.Validate()
@@ -181,6 +206,9 @@ func TestTokenValidate(t *testing.T) {
 		if got := errors.Is(err, distlock.ErrInvalidName); got != tt.badName {
 			t.Errorf("%#v.Validate() = %v, matches ErrInvalidName = %v, want %v", tt.tok, err, got, tt.badName)
 		}
+		if err != nil && !strings.Contains(err.Error(), tt.why) {
+			t.Errorf("%#v.Validate() = %v, want it to mention %q", tt.tok, err, tt.why)
+		}
 	}
 	if !(distlock.Token{}).IsZero() {
 		t.Error("Token{}.IsZero() = false")
@@ -188,31 +216,36 @@ func TestTokenValidate(t *testing.T) {
 }
 
 func TestTokenCompare(t *testing.T) {
-	a1 := distlock.Token{Name: "a", Seq: 1}
-	a2 := distlock.Token{Name: "a", Seq: 2}
-	a9 := distlock.Token{Name: "a", Seq: 9}
-	b5 := distlock.Token{Name: "b", Seq: 5}
-	ab1 := distlock.Token{Name: "a/b", Seq: 1}
+	a1 := distlock.Token{Name: "a", Seq: 1, Owner: 7}
+	a2 := distlock.Token{Name: "a", Seq: 2, Owner: 7}
+	a9 := distlock.Token{Name: "a", Seq: 9, Owner: 8}
+	b5 := distlock.Token{Name: "b", Seq: 5, Owner: 7}
+	ab1 := distlock.Token{Name: "a/b", Seq: 1, Owner: 7}
+	a2x := distlock.Token{Name: "a", Seq: 2, Owner: 0xbeef} // a fork of a2
 	tests := []struct {
 		t, u         distlock.Token
 		cmp          int
-		err          bool
+		err          error
 		newer, older bool
 	}{
-		{a1, a2, -1, false, false, true},
-		{a2, a1, 1, false, true, false},
-		{a9, a2, 1, false, true, false}, // numeric, not lexical
-		{a2, a9, -1, false, false, true},
-		{a2, a2, 0, false, false, false},
-		{a1, b5, 0, true, false, false},
-		{b5, a1, 0, true, false, false},
-		{a1, ab1, 0, true, false, false},
+		{a1, a2, -1, nil, false, true},
+		{a2, a1, 1, nil, true, false},
+		{a9, a2, 1, nil, true, false}, // numeric, not lexical
+		{a2, a9, -1, nil, false, true},
+		{a2, a2, 0, nil, false, false},
+		{a1, b5, 0, distlock.ErrInvalidToken, false, false},
+		{b5, a1, 0, distlock.ErrInvalidToken, false, false},
+		{a1, ab1, 0, distlock.ErrInvalidToken, false, false},
+		{a2, a2x, 0, distlock.ErrTokenFork, false, false},
+		{a2x, a2, 0, distlock.ErrTokenFork, false, false},
+		{a2x, a1, 1, nil, true, false}, // only equal Seqs fork
+		{a2x, a9, -1, nil, false, true},
 	}
 	for _, tt := range tests {
 		c, err := tt.t.Compare(tt.u)
-		if tt.err {
-			if err == nil || !errors.Is(err, distlock.ErrInvalidToken) {
-				t.Errorf("%v.Compare(%v) = %d, %v; want ErrInvalidToken", tt.t, tt.u, c, err)
+		if tt.err != nil {
+			if err == nil || !errors.Is(err, tt.err) {
+				t.Errorf("%v.Compare(%v) = %d, %v; want %v", tt.t, tt.u, c, err, tt.err)
 			}
 		} else if err != nil || c != tt.cmp {
 			t.Errorf("%v.Compare(%v) = %d, %v; want %d, nil", tt.t, tt.u, c, err, tt.cmp)
@@ -224,12 +257,17 @@ func TestTokenCompare(t *testing.T) {
 			t.Errorf("%v.Older(%v) = %v, want %v", tt.t, tt.u, got, tt.older)
 		}
 	}
+	// The fork error names both tokens.
+	_, err := a2.Compare(a2x)
+	if err == nil || !strings.Contains(err.Error(), a2.String()) || !strings.Contains(err.Error(), a2x.String()) {
+		t.Errorf("fork error %v does not name %v and %v", err, a2, a2x)
+	}
 }
 
 func TestTokenText(t *testing.T) {
-	tok := distlock.Token{Name: "reports/daily", Seq: 1042}
+	tok := distlock.Token{Name: "reports/daily", Seq: 1042, Owner: 0x694d7f0c8a1b2c3d}
 	b, err := tok.MarshalText()
-	if err != nil || string(b) != "reports/daily@1042" {
+	if err != nil || string(b) != "reports/daily@1042.694d7f0c8a1b2c3d" {
 		t.Fatalf("MarshalText() = %q, %v", b, err)
 	}
 	var back distlock.Token
@@ -238,18 +276,20 @@ func TestTokenText(t *testing.T) {
 	}
 
 	// Invalid tokens do not marshal.
-	for _, bad := range []distlock.Token{{}, {Name: "a", Seq: 0}, {Name: "a b", Seq: 1}} {
+	for _, bad := range []distlock.Token{{}, {Name: "a", Seq: 0, Owner: 1}, {Name: "a b", Seq: 1, Owner: 1}, {Name: "a", Seq: 1}} {
 		if b, err := bad.MarshalText(); err == nil || !errors.Is(err, distlock.ErrInvalidToken) {
 			t.Errorf("%#v.MarshalText() = %q, %v; want ErrInvalidToken", bad, b, err)
 		}
 	}
 
 	// A failed UnmarshalText leaves the token untouched.
-	keep := distlock.Token{Name: "keep", Seq: 7}
-	if err := keep.UnmarshalText([]byte("a@0")); !errors.Is(err, distlock.ErrInvalidToken) {
-		t.Errorf("UnmarshalText(a@0) = %v, want ErrInvalidToken", err)
+	keep := distlock.Token{Name: "keep", Seq: 7, Owner: 3}
+	for _, bad := range []string{"a@0.1", "keep@7"} {
+		if err := keep.UnmarshalText([]byte(bad)); !errors.Is(err, distlock.ErrInvalidToken) {
+			t.Errorf("UnmarshalText(%s) = %v, want ErrInvalidToken", bad, err)
+		}
 	}
-	if keep != (distlock.Token{Name: "keep", Seq: 7}) {
+	if keep != (distlock.Token{Name: "keep", Seq: 7, Owner: 3}) {
 		t.Errorf("failed UnmarshalText changed token to %#v", keep)
 	}
 
@@ -258,23 +298,25 @@ func TestTokenText(t *testing.T) {
 		T distlock.Token         `json:"t"`
 		M map[distlock.Token]int `json:"m"`
 	}
-	in := doc{T: tok, M: map[distlock.Token]int{{Name: "x", Seq: 3}: 1}}
+	in := doc{T: tok, M: map[distlock.Token]int{{Name: "x", Seq: 3, Owner: 0xff}: 1}}
 	js, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"t":"reports/daily@1042","m":{"x@3":1}}`; string(js) != want {
+	if want := `{"t":"reports/daily@1042.694d7f0c8a1b2c3d","m":{"x@3.ff":1}}`; string(js) != want {
 		t.Errorf("json = %s, want %s", js, want)
 	}
 	var out doc
 	if err := json.Unmarshal(js, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.T != tok || out.M[distlock.Token{Name: "x", Seq: 3}] != 1 || len(out.M) != 1 {
+	if out.T != tok || out.M[distlock.Token{Name: "x", Seq: 3, Owner: 0xff}] != 1 || len(out.M) != 1 {
 		t.Errorf("json round trip = %#v", out)
 	}
-	if err := json.Unmarshal([]byte(`{"t":"x@01"}`), &out); !errors.Is(err, distlock.ErrInvalidToken) {
-		t.Errorf("json.Unmarshal(x@01) = %v, want ErrInvalidToken", err)
+	for _, bad := range []string{`{"t":"x@01.1"}`, `{"t":"x@1"}`, `{"t":"x@1.0"}`} {
+		if err := json.Unmarshal([]byte(bad), &out); !errors.Is(err, distlock.ErrInvalidToken) {
+			t.Errorf("json.Unmarshal(%s) = %v, want ErrInvalidToken", bad, err)
+		}
 	}
 	if _, err := json.Marshal(doc{}); !errors.Is(err, distlock.ErrInvalidToken) {
 		t.Errorf("json.Marshal(zero token) = %v, want ErrInvalidToken", err)
@@ -286,20 +328,27 @@ func FuzzParseToken(f *testing.F) {
 		"", "abc", "@5", "a@", "a@0", "a@-3", "a@+3", "a@007", "a@1x",
 		"a@99999999999999999999", "a b@3", "a@1", "reports/daily@1042",
 		"a@b@3", "x/y.z_w-v@9223372036854775807", "..@1", "a//b@2", "é@1",
+		"a@1.1", "a@1.0", "a@1.01", "a@1.A", "a@1.ffffffffffffffff",
+		"a@1.10000000000000000", "reports/daily@1042.694d7f0c8a1b2c3d",
+		"a@1.1.1", "a.b@2.c",
 	} {
-		f.Add(s, int64(1))
+		f.Add(s, int64(1), uint64(1))
 	}
-	f.Add("reports/daily", int64(math.MaxInt64))
-	f.Add("a", int64(0))
-	f.Add("a", int64(-5))
-	f.Add("a", int64(math.MinInt64))
+	f.Add("reports/daily", int64(math.MaxInt64), uint64(math.MaxUint64))
+	f.Add("a", int64(0), uint64(1))
+	f.Add("a", int64(5), uint64(0))
+	f.Add("a", int64(-5), uint64(7))
+	f.Add("a", int64(math.MinInt64), uint64(1<<63))
 
-	f.Fuzz(func(t *testing.T, s string, seq int64) {
+	f.Fuzz(func(t *testing.T, s string, seq int64, owner uint64) {
 		// Parsing: a successful parse is the unique text form of a valid token.
 		tok, err := distlock.ParseToken(s)
 		if err != nil {
 			if !errors.Is(err, distlock.ErrInvalidToken) {
 				t.Fatalf("ParseToken(%q) = %v, does not match ErrInvalidToken", s, err)
+			}
+			if tok != (distlock.Token{}) {
+				t.Fatalf("ParseToken(%q) = %#v with error %v", s, tok, err)
 			}
 		} else {
 			if got := tok.String(); got != s {
@@ -310,9 +359,13 @@ func FuzzParseToken(f *testing.F) {
 			}
 		}
 
-		// Formatting: every valid token survives String and ParseToken.
-		tok = distlock.Token{Name: s, Seq: seq}
+		// Formatting: every valid token survives String and ParseToken,
+		// and no other token has its text.
+		tok = distlock.Token{Name: s, Seq: seq, Owner: owner}
 		if tok.Validate() != nil {
+			if _, err := tok.MarshalText(); err == nil {
+				t.Fatalf("%#v is invalid, MarshalText succeeded", tok)
+			}
 			return
 		}
 		back, err := distlock.ParseToken(tok.String())
@@ -326,6 +379,16 @@ func FuzzParseToken(f *testing.F) {
 		var u distlock.Token
 		if err := u.UnmarshalText(b); err != nil || u != tok {
 			t.Fatalf("UnmarshalText(%q) = %#v, %v; want %#v", b, u, err, tok)
+		}
+		// Compare is total on one lock's tokens except for forks.
+		other := distlock.Token{Name: s, Seq: seq, Owner: owner ^ 1}
+		if other.Owner != 0 {
+			if _, err := tok.Compare(other); !errors.Is(err, distlock.ErrTokenFork) {
+				t.Fatalf("%v.Compare(%v) = %v, want ErrTokenFork", tok, other, err)
+			}
+		}
+		if c, err := tok.Compare(tok); c != 0 || err != nil {
+			t.Fatalf("%v.Compare(itself) = %d, %v", tok, c, err)
 		}
 	})
 }

@@ -183,7 +183,7 @@ func (e *Election) Leader(ctx context.Context) (distlock.LeaderInfo, error) {
 		return distlock.LeaderInfo{}, &distlock.LockError{Name: e.name, Op: "leader", Err: distlock.ErrNoLeader}
 	}
 	kv := resp.Kvs[0]
-	return distlock.LeaderInfo{Value: string(kv.Value), Token: distlock.Token{Name: e.name, Seq: kv.CreateRevision}}, nil
+	return distlock.LeaderInfo{Value: string(kv.Value), Token: distlock.Token{Name: e.name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)}}, nil
 }
 
 // Observe streams the election's leader: first the leader when it starts
@@ -210,6 +210,7 @@ func (e *Election) Observe(ctx context.Context) <-chan distlock.LeaderInfo {
 type candidate struct {
 	key   string
 	rev   int64
+	lease clientv3.LeaseID
 	value string
 }
 
@@ -226,7 +227,7 @@ func (e *Election) observe(ctx context.Context, ch chan<- distlock.LeaderInfo) {
 		var now distlock.LeaderInfo
 		if len(cands) > 0 {
 			c := slices.MinFunc(cands, func(a, b candidate) int { return cmp.Compare(a.rev, b.rev) })
-			now = distlock.LeaderInfo{Value: c.value, Token: distlock.Token{Name: e.name, Seq: c.rev}}
+			now = distlock.LeaderInfo{Value: c.value, Token: distlock.Token{Name: e.name, Seq: c.rev, Owner: uint64(c.lease)}}
 		}
 		if !first && now == last {
 			return true
@@ -253,7 +254,7 @@ func (e *Election) observe(ctx context.Context, ch chan<- distlock.LeaderInfo) {
 		}
 		cands := make([]candidate, 0, len(resp.Kvs))
 		for _, kv := range resp.Kvs {
-			cands = append(cands, candidate{key: string(kv.Key), rev: kv.CreateRevision, value: string(kv.Value)})
+			cands = append(cands, candidate{key: string(kv.Key), rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease), value: string(kv.Value)})
 		}
 		if !emit(cands) {
 			return
@@ -291,7 +292,7 @@ func (e *Election) follow(ctx context.Context, dir string, rev int64, cands []ca
 					cands = slices.Delete(cands, idx, idx+1)
 				}
 			case mvccpb.PUT:
-				c := candidate{key: key, rev: ev.Kv.CreateRevision, value: string(ev.Kv.Value)}
+				c := candidate{key: key, rev: ev.Kv.CreateRevision, lease: clientv3.LeaseID(ev.Kv.Lease), value: string(ev.Kv.Value)}
 				if idx >= 0 {
 					cands[idx] = c
 				} else {

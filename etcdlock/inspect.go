@@ -49,7 +49,7 @@ func Inspect(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]
 		out = append(out, distlock.QueueEntry{
 			Key:    key,
 			Kind:   kind,
-			Token:  distlock.Token{Name: name, Seq: kv.CreateRevision},
+			Token:  distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)},
 			Owner:  strconv.FormatInt(kv.Lease, 16),
 			Holder: string(kv.Value),
 		})

@@ -120,6 +120,7 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 	}
 	key := dir + mark + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
 	put := clientv3.OpPut(key, value, clientv3.WithLease(s.id))
+	floor := s.maxRev.Load() // before the put is sent, see checkRev
 	// The whole queue this entry joins: lock entries, or candidates.
 	qkey, qend := conflictRange(dir, distlock.Exclusive, election)
 
@@ -137,6 +138,9 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 		}
 		if !resp.Succeeded {
 			return nil, fail(heldBy(resp))
+		}
+		if err := s.checkRev(key, resp.Header.Revision, floor); err != nil {
+			return nil, fail(err)
 		}
 		e := s.track(name, key, resp.Header.Revision)
 		e.election = election
@@ -172,6 +176,9 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 			rev = kv.CreateRevision // the first put's, if a retry repeated it
 		}
 		all = append(all, distlock.Entry{Key: k, Seq: kv.CreateRevision, Kind: entryKind(dir, k)})
+	}
+	if err := s.checkRev(key, rev, floor); err != nil {
+		return nil, fail(err)
 	}
 	q := distlock.NewQueue(distlock.Entry{Key: key, Seq: rev, Kind: kind}, all)
 	e := s.track(name, key, rev)
@@ -281,7 +288,7 @@ func (s *Session) track(name, key string, rev int64) *entry {
 
 // hold turns an acquired entry into a Lease that is lost when the entry is.
 func (e *entry) hold() *distlock.Lease {
-	return distlock.HoldWhile(distlock.Token{Name: e.name, Seq: e.rev}, e.alive, e.release, func(cause error) {
+	return distlock.HoldWhile(distlock.Token{Name: e.name, Seq: e.rev, Owner: uint64(e.s.id)}, e.alive, e.release, func(cause error) {
 		e.s.log.Info("etcdlock: lock lost", "lock", e.name, "token", e.rev, "cause", cause)
 	})
 }

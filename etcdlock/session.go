@@ -90,6 +90,10 @@ type Session struct {
 	seq atomic.Uint64 // makes each entry key unique within the lease
 	wg  sync.WaitGroup
 
+	// maxRev is the highest create revision of the session's entries
+	// whose enqueue has answered (see checkRev).
+	maxRev atomic.Int64
+
 	mu       sync.Mutex
 	deadline time.Time // client-side expiry, see Session
 }

@@ -1,7 +1,8 @@
 // Package fencing makes the protected resource the final arbiter of a
 // lock: a write carrying fencing token T for lock N is admitted only if no
-// token newer than T for N was admitted before, and the check is atomic
-// with the write it protects.
+// token newer than T for N was admitted before, nor another acquisition
+// with T's sequence number, and the check is atomic with the write it
+// protects.
 //
 // A lock alone cannot promise mutual exclusion: a holder that pauses (GC,
 // swap, SIGSTOP) past its TTL or session timeout wakes up still believing
@@ -10,10 +11,17 @@
 //
 // The rule, the same for every backend:
 //
-//   - a token equal to the newest admitted one is admitted again (a retry
-//     by the same holder);
+//   - a newer token than the newest admitted one is admitted;
+//   - the newest admitted token itself (same sequence number, same owner)
+//     is admitted again: a retry by the same holder;
 //   - an older one is refused with a *StaleError (errors.Is ErrStale) that
 //     names the refused token and the newer one seen;
+//   - one with the newest admitted token's sequence number but another
+//     owner is refused with a *ForkError (errors.Is ErrFork) naming both:
+//     two acquisitions carry one number, which only a cluster rebuilt from
+//     scratch or restored from a backup issues (see distlock.Token), and
+//     the fence cannot tell which is current, so it keeps the one it saw
+//     first — fail-safe;
 //   - a token of another lock is refused with ErrForeignToken, and an
 //     invalid one with distlock.ErrInvalidToken: a fence guards one lock's
 //     resource, and fences of different resources never interfere.
@@ -23,4 +31,9 @@
 // check part of the write: etcdfence (one Txn), zkfence (one multi-op),
 // sqlfence (a conditional upsert inside the caller's transaction).
 // Middleware and SetToken carry tokens over HTTP.
+//
+// The stores keep the owner beside the sequence number. A sequence number
+// stored by a version before tokens named their owner reads as owner 0,
+// "unknown": it orders tokens as before and refuses a token of its own
+// number as a fork. Reason classifies refusals for logs and metrics.
 package fencing

@@ -31,10 +31,26 @@ func ExampleMiddleware() {
 		defer resp.Body.Close()
 		return fencing.ResponseError("report store", resp)
 	}
-	send(distlock.Token{Name: "reports/daily", Seq: 1042})        // the new holder
-	err := send(distlock.Token{Name: "reports/daily", Seq: 1017}) // a paused old holder, awake again
+	send(distlock.Token{Name: "reports/daily", Seq: 1042, Owner: 0x694d7f0c8a1b2c3d})        // the new holder
+	err := send(distlock.Token{Name: "reports/daily", Seq: 1017, Owner: 0x694d7f0c8a1b2b07}) // a paused old holder, awake again
 	fmt.Println(errors.Is(err, fencing.ErrStale), err)
 	// Output:
-	// written with reports/daily@1042
-	// true fencing: report store: token reports/daily@1017 refused: reports/daily@1042 was admitted already
+	// written with reports/daily@1042.694d7f0c8a1b2c3d
+	// true fencing: report store: token reports/daily@1017.694d7f0c8a1b2b07 refused: reports/daily@1042.694d7f0c8a1b2c3d was admitted already
+}
+
+// A cluster restored from a backup without moving its revisions on issues
+// a sequence number again, to another session. The fence refuses the
+// second acquisition with that number instead of taking it for a retry.
+func ExampleForkError() {
+	fence, _ := fencing.NewMemory("reports/daily")
+	ctx := context.Background()
+	fmt.Println(fence.Admit(ctx, distlock.Token{Name: "reports/daily", Seq: 1042, Owner: 0x694d7f0c8a1b2c3d}))
+	fmt.Println(fence.Admit(ctx, distlock.Token{Name: "reports/daily", Seq: 1042, Owner: 0x694d7f0c8a1b2c3d})) // a retry
+	err := fence.Admit(ctx, distlock.Token{Name: "reports/daily", Seq: 1042, Owner: 0x694d80a3e1f00011})       // after the restore
+	fmt.Println(errors.Is(err, fencing.ErrFork), fencing.Reason(err))
+	// Output:
+	// <nil>
+	// <nil>
+	// true fork
 }

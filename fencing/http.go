@@ -12,7 +12,9 @@ import (
 )
 
 // Header is the HTTP header that carries a fencing token, in the text form
-// of distlock.Token.String ("name@seq").
+// of distlock.Token.String ("name@seq.owner"). A header in the form of
+// earlier versions ("name@seq", no owner) does not parse and is refused
+// with 400 Bad Request.
 const Header = "Fencing-Token"
 
 // ErrNoToken reports a request without a Fencing-Token header.
@@ -50,14 +52,19 @@ type Refusal struct {
 	Error string `json:"error"`
 	// Token is the refused token's text, when it parsed.
 	Token string `json:"token,omitempty"`
-	// Newest is the newer token the resource admitted before, for a stale
-	// one.
+	// Newest is the token the resource admitted before: a newer one for a
+	// stale token, the one with the same sequence number for a fork.
 	Newest string `json:"newest,omitempty"`
+	// Reason classifies the refusal as Reason does: "stale", "fork",
+	// "foreign" or "malformed"; empty when the fence could not decide
+	// (503).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Middleware admits the request's token through f before calling next:
 // 400 Bad Request for a missing or malformed token, 409 Conflict for a
-// stale one or one of another lock (with a JSON Refusal body), 503 when
+// stale one, a fork (another acquisition with the same sequence number was
+// admitted) or one of another lock (with a JSON Refusal body), 503 when
 // the fence's store cannot be reached. The admitted token is in the
 // request's context (FromContext).
 //
@@ -70,7 +77,7 @@ func Middleware(f Fence, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t, err := RequestToken(r)
 		if err != nil {
-			refuse(w, http.StatusBadRequest, Refusal{Error: err.Error()})
+			refuse(w, http.StatusBadRequest, Refusal{Error: err.Error(), Reason: Reason(err)})
 			return
 		}
 		ctx := context.WithValue(r.Context(), tokenKey{}, t)
@@ -80,15 +87,20 @@ func Middleware(f Fence, next http.Handler) http.Handler {
 		} else if err = f.Admit(ctx, t); err == nil {
 			err = serve(ctx)
 		}
-		var stale *StaleError
+		var (
+			stale *StaleError
+			fork  *ForkError
+		)
 		switch {
 		case err == nil:
 		case errors.As(err, &stale):
-			refuse(w, http.StatusConflict, Refusal{Error: err.Error(), Token: t.String(), Newest: stale.Newest.String()})
+			refuse(w, http.StatusConflict, Refusal{Error: err.Error(), Token: t.String(), Newest: stale.Newest.String(), Reason: Reason(err)})
+		case errors.As(err, &fork):
+			refuse(w, http.StatusConflict, Refusal{Error: err.Error(), Token: t.String(), Newest: fork.Admitted.String(), Reason: Reason(err)})
 		case errors.Is(err, ErrForeignToken):
-			refuse(w, http.StatusConflict, Refusal{Error: err.Error(), Token: t.String()})
+			refuse(w, http.StatusConflict, Refusal{Error: err.Error(), Token: t.String(), Reason: Reason(err)})
 		case errors.Is(err, distlock.ErrInvalidToken):
-			refuse(w, http.StatusBadRequest, Refusal{Error: err.Error(), Token: t.String()})
+			refuse(w, http.StatusBadRequest, Refusal{Error: err.Error(), Token: t.String(), Reason: Reason(err)})
 		default:
 			refuse(w, http.StatusServiceUnavailable, Refusal{Error: err.Error(), Token: t.String()})
 		}
@@ -102,8 +114,9 @@ func refuse(w http.ResponseWriter, code int, body Refusal) {
 }
 
 // ResponseError turns a response from a fenced endpoint into an error: nil
-// for 2xx, a *StaleError for a 409 that refused a stale token (so that
-// errors.Is(err, ErrStale) holds on the client too), and otherwise an
+// for 2xx, a *StaleError for a 409 that refused a stale token and a
+// *ForkError for one that refused a fork (so that errors.Is(err, ErrStale)
+// and errors.Is(err, ErrFork) hold on the client too), and otherwise an
 // error with the status and the body's message. It reads (a bounded part
 // of) the body of a non-2xx response.
 func ResponseError(resource string, resp *http.Response) error {
@@ -118,7 +131,16 @@ func ResponseError(resource string, resp *http.Response) error {
 	if resp.StatusCode == http.StatusConflict && ref.Newest != "" {
 		t, err1 := distlock.ParseToken(ref.Token)
 		n, err2 := distlock.ParseToken(ref.Newest)
-		if err1 == nil && err2 == nil {
+		switch {
+		case err1 != nil:
+		case ref.Reason == "fork" || ref.Reason == "" && err2 == nil && n.Seq == t.Seq:
+			if err2 != nil {
+				// A sequence number stored before tokens named their
+				// owner ("name@seq.0").
+				n = distlock.Token{Name: t.Name, Seq: t.Seq}
+			}
+			return &ForkError{Resource: resource, Token: t, Admitted: n}
+		case err2 == nil:
 			return &StaleError{Resource: resource, Token: t, Newest: n}
 		}
 	}

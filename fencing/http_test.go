@@ -60,9 +60,13 @@ func TestMiddleware(t *testing.T) {
 				t.Cleanup(func() { resp.Body.Close() })
 				return resp
 			}
-			write := func(seq int64) error {
+			write := func(seq int64, owner ...uint64) error {
 				req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
-				fencing.SetToken(req.Header, distlock.Token{Name: "ledger", Seq: seq})
+				tok := distlock.Token{Name: "ledger", Seq: seq, Owner: 0xa1}
+				if len(owner) > 0 {
+					tok.Owner = owner[0]
+				}
+				fencing.SetToken(req.Header, tok)
 				resp, err := srv.Client().Do(req)
 				if err != nil {
 					t.Fatal(err)
@@ -80,6 +84,15 @@ func TestMiddleware(t *testing.T) {
 			if !errors.As(err, &stale) || !errors.Is(err, fencing.ErrStale) || stale.Newest.Seq != 12 || stale.Token.Seq != 11 {
 				t.Fatalf("stale write: %v, want a *StaleError 11 < 12", err)
 			}
+			// Another acquisition with the admitted sequence number.
+			err = write(12, 0xb2)
+			var fork *fencing.ForkError
+			if !errors.As(err, &fork) || !errors.Is(err, fencing.ErrFork) || fork.Token.Owner != 0xb2 || fork.Admitted.Owner != 0xa1 || fork.Admitted.Seq != 12 {
+				t.Fatalf("forked write: %v, want a *ForkError naming ledger@12.b2 and ledger@12.a1", err)
+			}
+			if fencing.Reason(err) != "fork" {
+				t.Errorf("Reason(%v) = %q, want fork", err, fencing.Reason(err))
+			}
 			for _, c := range []struct {
 				header []string
 				code   int
@@ -87,9 +100,11 @@ func TestMiddleware(t *testing.T) {
 			}{
 				{nil, http.StatusBadRequest, "no Fencing-Token header"},
 				{[]string{"ledger@x"}, http.StatusBadRequest, "invalid fencing token"},
-				{[]string{"ledger@13", "ledger@14"}, http.StatusBadRequest, "2 Fencing-Token headers"},
-				{[]string{"other@99"}, http.StatusConflict, "another lock"},
-				{[]string{"ledger@5"}, http.StatusConflict, "ledger@12 was admitted already"},
+				{[]string{"ledger@13"}, http.StatusBadRequest, "no owner"}, // the form before owners
+				{[]string{"ledger@13.a1", "ledger@14.a1"}, http.StatusBadRequest, "2 Fencing-Token headers"},
+				{[]string{"other@99.1"}, http.StatusConflict, "another lock"},
+				{[]string{"ledger@5.a1"}, http.StatusConflict, "ledger@12.a1 was admitted already"},
+				{[]string{"ledger@12.c3"}, http.StatusConflict, "ledger@12.a1 was admitted already, with the same sequence number and another owner"},
 			} {
 				resp := post(c.header...)
 				if resp.StatusCode != c.code {
@@ -111,7 +126,7 @@ func TestMiddleware(t *testing.T) {
 		})))
 		defer srv.Close()
 		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
-		fencing.SetToken(req.Header, distlock.Token{Name: "ledger", Seq: 1})
+		fencing.SetToken(req.Header, distlock.Token{Name: "ledger", Seq: 1, Owner: 1})
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)

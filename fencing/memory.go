@@ -17,7 +17,7 @@ type Memory struct {
 	// mu is held by Do for the whole write: the check and the write are
 	// one atomic step for everyone using the fence.
 	mu     sync.Mutex
-	newest int64
+	newest distlock.Token
 }
 
 var _ Doer = (*Memory)(nil)
@@ -33,7 +33,8 @@ func NewMemory(lock string) (*Memory, error) {
 
 func (m *Memory) resource() string { return "memory fence of lock " + m.lock }
 
-// Admit admits t if no newer token was admitted before.
+// Admit admits t if no newer token was admitted before, nor another
+// acquisition with t's sequence number.
 func (m *Memory) Admit(ctx context.Context, t distlock.Token) error {
 	return m.Do(ctx, t, nil)
 }
@@ -54,7 +55,7 @@ func (m *Memory) Do(ctx context.Context, t distlock.Token, write func(ctx contex
 	if err := Compare(m.resource(), t, m.newest); err != nil {
 		return err
 	}
-	m.newest = t.Seq
+	m.newest = t
 	if write == nil {
 		return nil
 	}
@@ -65,8 +66,5 @@ func (m *Memory) Do(ctx context.Context, t distlock.Token, write func(ctx contex
 func (m *Memory) Newest() distlock.Token {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.newest == 0 {
-		return distlock.Token{}
-	}
-	return distlock.Token{Name: m.lock, Seq: m.newest}
+	return m.newest
 }

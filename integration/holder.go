@@ -94,6 +94,7 @@ type holderEvent struct {
 	ID     int64  `json:"id"`
 	Status int    `json:"status"`
 	Stale  bool   `json:"stale"`
+	Fork   bool   `json:"fork"`
 	Newest string `json:"newest"`
 }
 
@@ -362,7 +363,10 @@ func (w *HolderWrite) Done() <-chan struct{} { return w.done }
 // Result returns the HTTP status (0 if no response came) and the error:
 // nil for a 2xx answer; for a 409 that refused the holder's token as
 // stale, an error wrapping a *fencing.StaleError, so that
-// errors.Is(err, fencing.ErrStale) holds. Call it after Done is closed.
+// errors.Is(err, fencing.ErrStale) holds, and for one that refused it as
+// a fork (another acquisition with its sequence number was admitted), one
+// wrapping a *fencing.ForkError (fencing.ErrFork). Call it after Done is
+// closed.
 func (w *HolderWrite) Result() (status int, err error) {
 	<-w.done
 	return w.status, w.err
@@ -457,6 +461,18 @@ func (h *Holder) handleWrite(e holderEvent) {
 			break
 		}
 		err = fmt.Errorf("integration: lock holder %d: write %d: %w", h.pid, e.ID, &fencing.StaleError{Resource: staleResource(e.Error), Token: t, Newest: n})
+	case e.Fork:
+		t, err1 := distlock.ParseToken(e.Token)
+		if err1 != nil {
+			err = fmt.Errorf("integration: lock holder %d: write %d: bad fork refusal %q: %v", h.pid, e.ID, e.Error, err1)
+			break
+		}
+		n, err2 := distlock.ParseToken(e.Newest)
+		if err2 != nil {
+			// A sequence number stored before tokens named their owner.
+			n = distlock.Token{Name: t.Name, Seq: t.Seq}
+		}
+		err = fmt.Errorf("integration: lock holder %d: write %d: %w", h.pid, e.ID, &fencing.ForkError{Resource: staleResource(e.Error), Token: t, Admitted: n})
 	case e.Error != "":
 		err = fmt.Errorf("integration: lock holder %d: write %d (status %d): %s", h.pid, e.ID, e.Status, e.Error)
 	}

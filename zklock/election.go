@@ -76,7 +76,7 @@ func (el *Election) Campaign(ctx context.Context, value string) (distlock.Leader
 	}
 	s.log.Debug("zklock: leading", "election", name, "node", e.path, "token", e.czxid)
 	ld := &leadership{e: e}
-	ld.lease = distlock.HoldWhile(distlock.Token{Name: name, Seq: e.czxid}, e.alive, e.release, func(cause error) {
+	ld.lease = distlock.HoldWhile(distlock.Token{Name: name, Seq: e.czxid, Owner: uint64(s.id)}, e.alive, e.release, func(cause error) {
 		s.log.Info("zklock: leadership lost", "election", name, "token", e.czxid, "cause", cause)
 	})
 	return ld, nil
@@ -250,7 +250,7 @@ func (el *Election) Leader(ctx context.Context) (distlock.LeaderInfo, error) {
 		if err != nil {
 			return distlock.LeaderInfo{}, fail(err)
 		}
-		return distlock.LeaderInfo{Value: string(r.data), Token: distlock.Token{Name: el.name, Seq: r.stat.Czxid}}, nil
+		return distlock.LeaderInfo{Value: string(r.data), Token: distlock.Token{Name: el.name, Seq: r.stat.Czxid, Owner: uint64(r.stat.EphemeralOwner)}}, nil
 	}
 }
 
@@ -365,7 +365,7 @@ func (el *Election) observe(ctx context.Context, out chan<- distlock.LeaderInfo)
 				continue
 			default:
 				dataW = w.ch
-				cur = distlock.LeaderInfo{Value: string(w.data), Token: distlock.Token{Name: el.name, Seq: w.stat.Czxid}}
+				cur = distlock.LeaderInfo{Value: string(w.data), Token: distlock.Token{Name: el.name, Seq: w.stat.Czxid, Owner: uint64(w.stat.EphemeralOwner)}}
 			}
 		}
 		if !quiet && (!started || cur != sent) {

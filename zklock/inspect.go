@@ -108,7 +108,7 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 		out = append(out, distlock.QueueEntry{
 			Key:     n.path,
 			Kind:    n.kind,
-			Token:   distlock.Token{Name: name, Seq: r.stat.Czxid},
+			Token:   distlock.Token{Name: name, Seq: r.stat.Czxid, Owner: uint64(r.stat.EphemeralOwner)},
 			Owner:   strconv.FormatInt(r.stat.EphemeralOwner, 16),
 			Holder:  string(r.data),
 			Created: time.UnixMilli(r.stat.Ctime),

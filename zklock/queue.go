@@ -586,7 +586,7 @@ func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
 
 // hold turns an acquired entry into a Lease that is lost when the entry is.
 func (e *entry) hold() *distlock.Lease {
-	return distlock.HoldWhile(distlock.Token{Name: e.name, Seq: e.czxid}, e.alive, e.release, func(cause error) {
+	return distlock.HoldWhile(distlock.Token{Name: e.name, Seq: e.czxid, Owner: uint64(e.s.id)}, e.alive, e.release, func(cause error) {
 		e.s.log.Info("zklock: lock lost", "lock", e.name, "token", e.czxid, "cause", cause)
 	})
 }

@@ -18,7 +18,7 @@ import (
 // Unit tests of underLock with a lease made by hand (no cluster).
 
 func testLease() (*distlock.Lease, func(error)) {
-	return distlock.NewLease(distlock.Token{Name: "jobs/x", Seq: 42}, func(context.Context) error { return nil })
+	return distlock.NewLease(distlock.Token{Name: "jobs/x", Seq: 42, Owner: 0xabc}, func(context.Context) error { return nil })
 }
 
 func exitCodeOf(err error) int {
@@ -40,7 +40,7 @@ func TestUnderLockExitAndEnv(t *testing.T) {
 	var out strings.Builder
 	err := underLock(context.Background(), l, []string{"sh", "-c", `echo "$DISTLOCK_LOCK $DISTLOCK_TOKEN $EXTRA"; exit 3`},
 		childOpts{env: []string{"EXTRA=yes"}, stdout: &out, stderr: io.Discard}, nil)
-	if exitCodeOf(err) != 3 || out.String() != "jobs/x jobs/x@42 yes\n" {
+	if exitCodeOf(err) != 3 || out.String() != "jobs/x jobs/x@42.abc yes\n" {
 		t.Fatalf("err %v, stdout %q", err, out.String())
 	}
 	if err := underLock(context.Background(), l, []string{"true"}, childOpts{}, nil); err != nil {

@@ -24,7 +24,7 @@ import (
 // growing tokens.
 func checkDemoStory(t *testing.T, out string) {
 	t.Helper()
-	tok := `(\S+@\d+)`
+	tok := `(\S+@\d+\.[0-9a-f]+)`
 	steps := []*regexp.Regexp{
 		// Round 1: unfenced.
 		regexp.MustCompile(`Round 1: an UNFENCED resource`),

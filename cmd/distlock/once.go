@@ -226,7 +226,7 @@ func (s *slotStore) markEtcd(ctx context.Context, tok distlock.Token, value []by
 		[]clientv3.Op{clientv3.OpPut(s.marker, string(value))},
 		[]clientv3.Op{clientv3.OpGet(s.marker)})
 	resp, err := f.WriteHeld(ctx, tok, lockKey, put)
-	if errors.Is(err, etcdfence.ErrNotHeld) || errors.Is(err, fencing.ErrStale) {
+	if errors.Is(err, etcdfence.ErrNotHeld) || errors.Is(err, fencing.ErrStale) || errors.Is(err, fencing.ErrFork) {
 		return fmt.Errorf("%w: %w", errNotHolder, err)
 	}
 	if err != nil {
@@ -281,7 +281,7 @@ func (s *slotStore) markZK(ctx context.Context, tok distlock.Token, value []byte
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, fencing.ErrStale), errors.Is(err, zk.ErrNoNode):
+	case errors.Is(err, fencing.ErrStale), errors.Is(err, fencing.ErrFork), errors.Is(err, zk.ErrNoNode):
 		return fmt.Errorf("%w: %w", errNotHolder, err)
 	case errors.Is(err, zk.ErrNodeExists):
 		m, rerr := s.done(ctx)

@@ -261,7 +261,7 @@ func TestOnceMarkFenced(t *testing.T) {
 		if err := marker(lease, "s1"); !errors.As(err, new(*errMarked)) {
 			t.Fatalf("mark of a marked slot: %v, want errMarked", err)
 		}
-		newer := distlock.Token{Name: "fenced", Seq: lease.Token().Seq + 1000}
+		newer := distlock.Token{Name: "fenced", Seq: lease.Token().Seq + 1000, Owner: lease.Token().Owner}
 		store := newSlotStore(be, "fenced", "s2")
 		if b.name == "etcd" {
 			f, _ := etcdfence.New(b.etcd, store.fenceKey(), "fenced")

@@ -14,8 +14,10 @@ const runUsage = `Usage:
                [--wait D | --no-wait] [--grace D] [--shell] -- COMMAND [ARGS...]
 
 Runs COMMAND only while holding the lock NAME, then releases it. COMMAND
-gets DISTLOCK_LOCK (the name), DISTLOCK_TOKEN (the fencing token, NAME@N:
-pass it with every write to the protected resource) and DISTLOCK_HOLDER
+gets DISTLOCK_LOCK (the name), DISTLOCK_TOKEN (the fencing token,
+NAME@SEQ.OWNER, e.g. deploy@1042.694d7f0c8a1b2c3d: the sequence number in
+decimal, the etcd lease or ZooKeeper session that acquired in hex; pass it
+with every write to the protected resource) and DISTLOCK_HOLDER
 (what the lock entry says about its holder) in its environment.
 
 If the lock is lost while COMMAND runs, COMMAND's process group gets

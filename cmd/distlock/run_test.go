@@ -212,7 +212,7 @@ func TestRunExitCodeAndEnv(t *testing.T) {
 		if !strings.Contains(r.stdout, "lock="+lock+"\n") {
 			t.Errorf("DISTLOCK_LOCK missing: %q", r.stdout)
 		}
-		if !regexp.MustCompile(`(?m)^token=` + regexp.QuoteMeta(lock) + `@[1-9][0-9]*$`).MatchString(r.stdout) {
+		if !regexp.MustCompile(`(?m)^token=` + regexp.QuoteMeta(lock) + `@[1-9][0-9]*\.[1-9a-f][0-9a-f]*$`).MatchString(r.stdout) {
 			t.Errorf("DISTLOCK_TOKEN missing: %q", r.stdout)
 		}
 		if !regexp.MustCompile(`(?m)^holder=.* pid [0-9]+ distlock run since .+$`).MatchString(r.stdout) {

@@ -60,7 +60,7 @@ JSON output (--json), one object; fields are never removed or renamed:
         "role":        "holder",    "holder" or "waiting"
         "kind":        "exclusive", "exclusive" or "shared"
         "key":         "/distlock/backup/@w694d9b1c2a3f4e01_1",  etcd key or znode path
-        "token":       "backup@1042",  the fencing token (DISTLOCK_TOKEN of its holder)
+        "token":       "backup@1042.694d9b1c2a3f4e01",  the fencing token (DISTLOCK_TOKEN of its holder)
         "seq":         1042,        the token's number
         "owner":       "694d9b1c2a3f4e01",  etcd lease / ZooKeeper session id, hex
         "holder":      "web1 pid 4711 distlock run since 2026-11-30T10:00:00Z",

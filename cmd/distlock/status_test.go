@@ -236,7 +236,7 @@ func TestStatus(t *testing.T) {
 				t.Errorf("entry %d: %+v", i, e)
 			}
 			tok, err := distlock.ParseToken(e.Token)
-			if err != nil || tok.Seq != e.Seq || tok.Name != name {
+			if err != nil || tok.Seq != e.Seq || tok.Name != name || fmt.Sprintf("%x", tok.Owner) != e.Owner {
 				t.Errorf("entry %d: token %q, seq %d: %v", i, e.Token, e.Seq, err)
 			}
 		}

@@ -14,14 +14,18 @@ import (
 )
 
 // ErrNotHeld reports a WriteHeld refused because the writer's lock key no
-// longer exists with the token's create revision: the lock was released,
-// or its session expired, and the write may overlap a successor's. It
-// matches distlock.ErrLost with errors.Is.
+// longer exists with the token's create revision and lease: the lock was
+// released, or its session expired, and the write may overlap a
+// successor's. It matches distlock.ErrLost with errors.Is.
 var ErrNotHeld = fmt.Errorf("etcdfence: lock key gone: %w", distlock.ErrLost)
 
-// width is the number of decimal digits a stored token is padded to: the
-// largest int64 has 19, so byte order is numeric order for every token.
-const width = 20
+// width is the number of decimal digits a stored token's sequence number
+// is padded to: the largest int64 has 19, so byte order is numeric order
+// for every token. ownerWidth is the number of hex digits of its owner.
+const (
+	width      = 20
+	ownerWidth = 16
+)
 
 // Fence guards one resource with the tokens of one lock; the newest token
 // admitted is stored in etcd under its key. It is safe for concurrent use,
@@ -59,7 +63,8 @@ func (f *Fence) Lock() string { return f.lock }
 func (f *Fence) resource() string { return fmt.Sprintf("etcd fence %q", f.key) }
 
 // Admit records t as the newest token if no newer one was admitted before,
-// and otherwise returns a *fencing.StaleError. It is Write without
+// nor another acquisition with t's sequence number, and otherwise returns
+// a *fencing.StaleError or a *fencing.ForkError. It is Write without
 // operations.
 func (f *Fence) Admit(ctx context.Context, t distlock.Token) error {
 	_, err := f.write(ctx, t, "", nil)
@@ -67,10 +72,12 @@ func (f *Fence) Admit(ctx context.Context, t distlock.Token) error {
 }
 
 // Write admits t and applies ops in one etcd Txn: both happen only if no
-// token newer than t was admitted before (t itself may have been), and
-// then the response has one entry in Responses per op, in order (the
-// fence's own put is left out). Otherwise nothing is written and the error
-// is a *fencing.StaleError naming the newer token, read in the same Txn.
+// token newer than t was admitted before, nor another acquisition with t's
+// sequence number (t itself may have been), and then the response has one
+// entry in Responses per op, in order (the fence's own put is left out).
+// Otherwise nothing is written and the error is a *fencing.StaleError
+// naming the newer token or a *fencing.ForkError naming the other
+// acquisition's, read in the same Txn.
 // A token of another lock or an invalid one is refused before etcd is
 // asked. The ops must not write or delete the fence's key, and together
 // with it must stay within the server's limit on operations per Txn.
@@ -82,12 +89,12 @@ func (f *Fence) Write(ctx context.Context, t distlock.Token, ops ...clientv3.Op)
 }
 
 // WriteHeld is Write with one more condition in the same Txn: lockKey, the
-// writer's lock entry, must exist with create revision t.Seq (an etcd
-// lock's token is its holder key's create revision). If t is stale, the
-// error is a *fencing.StaleError as for Write; if t is not stale but the
-// key is gone or was re-created, nothing is written and the error wraps
-// ErrNotHeld (and so distlock.ErrLost). HolderKey finds the key of an
-// etcdlock lock's token.
+// writer's lock entry, must exist with create revision t.Seq, bound to the
+// lease t.Owner (an etcd lock's token is its holder key's create revision
+// and lease). If t is stale or forked, the error is the same as Write's;
+// otherwise, if the key is gone or was re-created, nothing is written and
+// the error wraps ErrNotHeld (and so distlock.ErrLost). HolderKey finds
+// the key of an etcdlock lock's token.
 func (f *Fence) WriteHeld(ctx context.Context, t distlock.Token, lockKey string, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	if lockKey == "" {
 		return nil, fmt.Errorf("etcdfence: %s: empty lock key", f.resource())
@@ -104,23 +111,33 @@ func (f *Fence) write(ctx context.Context, t distlock.Token, lockKey string, ops
 			return nil, fmt.Errorf("etcdfence: %s: op %d writes the fence's own key", f.resource(), i)
 		}
 	}
-	v := encode(t.Seq)
+	v := encode(t)
 	commit := append([]clientv3.Op{clientv3.OpPut(f.key, v)}, ops...)
 	if lockKey != "" {
 		commit = []clientv3.Op{clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(lockKey), "=", t.Seq)},
+			[]clientv3.Cmp{
+				clientv3.Compare(clientv3.CreateRevision(lockKey), "=", t.Seq),
+				clientv3.Compare(clientv3.LeaseValue(lockKey), "=", clientv3.LeaseID(t.Owner)),
+			},
 			commit, nil)}
 	}
-	// A Value compare on a missing key is false whatever the operator, so
-	// the first condition tells a missing key apart; then "stored > mine"
-	// is the refusal, and its negation admits equal tokens.
+	// Admitted: no token stored yet (a Value compare on a missing key is
+	// false whatever the operator, so that needs a test of its own); a
+	// stored sequence number below t's ("the stored value sorts before
+	// t's padded number alone", as the fixed width makes byte order
+	// numeric order); or exactly t stored (a retry). Anything else — a
+	// newer number, or t's number with another owner — is read back and
+	// refused.
 	resp, err := f.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(f.key), "=", 0)).
 		Then(commit...).
 		Else(clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(f.key), ">", v)},
-			[]clientv3.Op{clientv3.OpGet(f.key)},
-			commit)).
+			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(f.key), "<", encodeSeq(t.Seq))},
+			commit,
+			[]clientv3.Op{clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(f.key), "=", v)},
+				commit,
+				[]clientv3.Op{clientv3.OpGet(f.key)})})).
 		Commit()
 	if err != nil {
 		return nil, fmt.Errorf("etcdfence: %s: token %v: %w", f.resource(), t, err)
@@ -128,19 +145,25 @@ func (f *Fence) write(ctx context.Context, t distlock.Token, lockKey string, ops
 	rs := resp.Responses
 	if !resp.Succeeded {
 		in := rs[0].GetResponseTxn()
-		if in.Succeeded {
-			newest, err := f.decode(in.Responses[0].GetResponseRange().Kvs)
-			if err != nil {
-				return nil, err
+		if !in.Succeeded {
+			in = in.Responses[0].GetResponseTxn()
+			if !in.Succeeded {
+				stored, err := f.decode(in.Responses[0].GetResponseRange().Kvs)
+				if err != nil {
+					return nil, err
+				}
+				if err := fencing.Compare(f.resource(), t, stored); err != nil {
+					return nil, err
+				}
+				return nil, fmt.Errorf("etcdfence: %s: token %v refused, although the stored token %v admits it", f.resource(), t, stored)
 			}
-			return nil, &fencing.StaleError{Resource: f.resource(), Token: t, Newest: newest}
 		}
 		rs = in.Responses
 	}
 	if lockKey != "" {
 		in := rs[0].GetResponseTxn()
 		if !in.Succeeded {
-			return nil, fmt.Errorf("%w: token %v: key %s does not exist with create revision %d", ErrNotHeld, t, lockKey, t.Seq)
+			return nil, fmt.Errorf("%w: token %v: key %s does not exist with create revision %d and lease %x", ErrNotHeld, t, lockKey, t.Seq, t.Owner)
 		}
 		rs = in.Responses
 	}
@@ -161,7 +184,7 @@ func (f *Fence) Newest(ctx context.Context) (distlock.Token, error) {
 }
 
 // HolderKey returns the key of the lock entry whose create revision is
-// t.Seq, for WriteHeld: prefix is the session's key prefix (etcdlock's
+// t.Seq and whose lease is t.Owner, for WriteHeld: prefix is the session's key prefix (etcdlock's
 // DefaultPrefix, "/distlock/", unless the session was made with
 // WithPrefix). The error wraps ErrNotHeld if no such entry exists. The
 // lookup is a separate read; WriteHeld checks the key again in its Txn.
@@ -173,18 +196,28 @@ func HolderKey(ctx context.Context, client *clientv3.Client, prefix string, t di
 		return "", fmt.Errorf("etcdfence: holder key: %w", err)
 	}
 	dir := prefix + t.Name + "/@"
-	resp, err := client.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+	// Not WithKeysOnly: etcd then answers from its index alone, without
+	// the keys' leases.
+	resp, err := client.Get(ctx, dir, clientv3.WithPrefix(),
 		clientv3.WithMinCreateRev(t.Seq), clientv3.WithMaxCreateRev(t.Seq))
 	if err != nil {
 		return "", fmt.Errorf("etcdfence: holder key of %v: %w", t, err)
 	}
-	if len(resp.Kvs) == 0 {
-		return "", fmt.Errorf("%w: token %v: no key under %s with create revision %d", ErrNotHeld, t, dir, t.Seq)
+	for _, kv := range resp.Kvs {
+		if uint64(kv.Lease) == t.Owner {
+			return string(kv.Key), nil
+		}
 	}
-	return string(resp.Kvs[0].Key), nil
+	return "", fmt.Errorf("%w: token %v: no key under %s with create revision %d and lease %x", ErrNotHeld, t, dir, t.Seq, t.Owner)
 }
 
-func encode(seq int64) string { return fmt.Sprintf("%0*d", width, seq) }
+// encode writes a token as its sequence number in width decimal digits,
+// '.', and its owner in ownerWidth hex digits.
+func encode(t distlock.Token) string {
+	return fmt.Sprintf("%s.%0*x", encodeSeq(t.Seq), ownerWidth, t.Owner)
+}
+
+func encodeSeq(seq int64) string { return fmt.Sprintf("%0*d", width, seq) }
 
 // decode reads the token stored in kvs (the fence key, read back).
 func (f *Fence) decode(kvs []*mvccpb.KeyValue) (distlock.Token, error) {
@@ -192,9 +225,19 @@ func (f *Fence) decode(kvs []*mvccpb.KeyValue) (distlock.Token, error) {
 		return distlock.Token{}, fmt.Errorf("etcdfence: %s: the key vanished while read back", f.resource())
 	}
 	v := kvs[0].Value
-	seq, err := strconv.ParseInt(string(bytes.TrimLeft(v, "0")), 10, 64)
-	if len(v) != width || err != nil || seq <= 0 {
+	num, own, withOwner := bytes.Cut(v, []byte("."))
+	seq, err := strconv.ParseInt(string(bytes.TrimLeft(num, "0")), 10, 64)
+	bad := len(num) != width || err != nil || seq <= 0 || len(bytes.Trim(num, "0123456789")) > 0
+	var owner uint64
+	if withOwner {
+		// A value without owner is a sequence number stored by a version
+		// before tokens named their owner: Owner 0, which refuses every
+		// token of the same number as a fork (fencing.Compare).
+		owner, err = strconv.ParseUint(string(own), 16, 64)
+		bad = bad || len(own) != ownerWidth || err != nil || owner == 0 || string(own) != fmt.Sprintf("%0*x", ownerWidth, owner)
+	}
+	if bad {
 		return distlock.Token{}, fmt.Errorf("etcdfence: %s: stored value %q is not a token written by this package", f.resource(), v)
 	}
-	return distlock.Token{Name: f.lock, Seq: seq}, nil
+	return distlock.Token{Name: f.lock, Seq: seq, Owner: owner}, nil
 }

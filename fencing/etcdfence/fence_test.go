@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-func tok(seq int64) distlock.Token { return distlock.Token{Name: "ledger", Seq: seq} }
+func tok(seq int64) distlock.Token { return fencetest.Tok(seq) }
 
 func newFence(t *testing.T, cli *clientv3.Client, key, lock string) *etcdfence.Fence {
 	t.Helper()
@@ -73,7 +73,7 @@ func TestEtcdFence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v := string(raw.Kvs[0].Value); v != "00000000000000000005" {
+		if v := string(raw.Kvs[0].Value); v != "00000000000000000005.694d7f0c8a1b2c3d" {
 			t.Fatalf("stored %q", v)
 		}
 
@@ -188,6 +188,17 @@ func TestEtcdFence(t *testing.T) {
 			t.Fatalf("holder key %q", key)
 		}
 		f := newFence(t, cli, "/held/fence", "jobs/held")
+		// The key's create revision with another lease (another session
+		// of a forked history) is not the holder's either.
+		forged := distlock.Token{Name: t1.Name, Seq: t1.Seq, Owner: t1.Owner ^ 0xff}
+		if _, err := etcdfence.HolderKey(ctx, cli, etcdlock.DefaultPrefix, forged); !errors.Is(err, etcdfence.ErrNotHeld) {
+			t.Fatalf("HolderKey of %v: %v, want ErrNotHeld", forged, err)
+		}
+		if _, err := f.WriteHeld(ctx, forged, key, clientv3.OpPut("/held/forged", "1")); !errors.Is(err, etcdfence.ErrNotHeld) {
+			t.Fatalf("write with %v: %v, want ErrNotHeld", forged, err)
+		}
+		absent(t, cli, "/held/forged")
+		absent(t, cli, "/held/fence")
 		if _, err := f.WriteHeld(ctx, t1, key, clientv3.OpPut("/held/data", "1")); err != nil {
 			t.Fatalf("write while held: %v", err)
 		}
@@ -242,6 +253,53 @@ func TestEtcdFence(t *testing.T) {
 		absent(t, cli, "/held/late")
 	})
 
+	t.Run("Legacy", func(t *testing.T) {
+		// A value stored by a version before tokens named their owner: 20
+		// digits alone. It orders tokens as before, and refuses its own
+		// number as a fork, since its owner is unknown.
+		ctx := fencetest.Ctx(t)
+		if _, err := cli.Put(ctx, "/legacy/fence", "00000000000000000005"); err != nil {
+			t.Fatal(err)
+		}
+		f := newFence(t, cli, "/legacy/fence", "ledger")
+		legacy := distlock.Token{Name: "ledger", Seq: 5}
+		if n, err := f.Newest(ctx); err != nil || n != legacy {
+			t.Fatalf("Newest: %#v, %v, want %#v", n, err, legacy)
+		}
+		var stale *fencing.StaleError
+		if err := f.Admit(ctx, tok(4)); !errors.As(err, &stale) || stale.Newest != legacy {
+			t.Fatalf("admit 4: %v, want a *StaleError naming %#v", err, legacy)
+		}
+		var fork *fencing.ForkError
+		if _, err := f.Write(ctx, tok(5), clientv3.OpPut("/legacy/data", "5")); !errors.As(err, &fork) || fork.Admitted != legacy || !strings.Contains(err.Error(), "owner not recorded") {
+			t.Fatalf("write 5: %v, want a *ForkError naming %#v", err, legacy)
+		}
+		absent(t, cli, "/legacy/data")
+		if err := f.Admit(ctx, tok(6)); err != nil {
+			t.Fatalf("admit 6: %v", err)
+		}
+		if n, err := f.Newest(ctx); err != nil || n != tok(6) {
+			t.Fatalf("Newest: %v, %v, want %v", n, err, tok(6))
+		}
+		// Values that are neither form are reported, not decoded.
+		for i, v := range []string{
+			"00000000000000000005.0000000000000000", // owner 0
+			"00000000000000000005.694D7F0C8A1B2C3D", // upper case
+			"00000000000000000005.694d7f0c8a1b2c3",  // short
+			"00000000000000000005.",
+			"0000000000000000005.694d7f0c8a1b2c3d", // short number
+			"99999999999999999999.694d7f0c8a1b2c3d",
+		} {
+			key := fmt.Sprintf("/legacy/bad%d", i)
+			if _, err := cli.Put(ctx, key, v); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := newFence(t, cli, key, "ledger").Newest(ctx); err == nil {
+				t.Errorf("stored %q: Newest = %v, want an error", v, n)
+			}
+		}
+	})
+
 	t.Run("BadInput", func(t *testing.T) {
 		ctx := fencetest.Ctx(t)
 		if _, err := etcdfence.New(nil, "/k", "ledger"); !errors.Is(err, distlock.ErrNilClient) {
@@ -254,11 +312,13 @@ func TestEtcdFence(t *testing.T) {
 			t.Errorf("bad lock name: %v", err)
 		}
 		f := newFence(t, cli, "/bad/fence", "ledger")
-		if _, err := f.Write(ctx, distlock.Token{Name: "other", Seq: 3}, clientv3.OpPut("/bad/x", "1")); !errors.Is(err, fencing.ErrForeignToken) {
+		if _, err := f.Write(ctx, distlock.Token{Name: "other", Seq: 3, Owner: fencetest.Owner}, clientv3.OpPut("/bad/x", "1")); !errors.Is(err, fencing.ErrForeignToken) {
 			t.Errorf("foreign token: %v", err)
 		}
-		if _, err := f.Write(ctx, distlock.Token{Name: "ledger"}, clientv3.OpPut("/bad/x", "1")); !errors.Is(err, distlock.ErrInvalidToken) {
-			t.Errorf("invalid token: %v", err)
+		for _, bad := range []distlock.Token{{Name: "ledger"}, {Name: "ledger", Seq: 3}} {
+			if _, err := f.Write(ctx, bad, clientv3.OpPut("/bad/x", "1")); !errors.Is(err, distlock.ErrInvalidToken) {
+				t.Errorf("invalid token %#v: %v", bad, err)
+			}
 		}
 		if _, err := f.Write(ctx, tok(3), clientv3.OpPut("/bad/fence", "1")); err == nil {
 			t.Error("an op on the fence's key accepted")

@@ -31,27 +31,48 @@
 //	CREATE TABLE IF NOT EXISTS distlock_fence (
 //		resource  TEXT PRIMARY KEY,
 //		lock_name TEXT NOT NULL,
-//		seq       BIGINT NOT NULL
+//		seq       BIGINT NOT NULL,
+//		owner_id  BIGINT NOT NULL DEFAULT 0
 //	)
 //
 // (Fence.Schema returns it for a given table name; Fence.CreateTable runs
-// it.) Many resources, guarded by many locks, share one table.
+// it.) Many resources, guarded by many locks, share one table. owner_id is
+// the token's Owner (the etcd lease or ZooKeeper session that acquired,
+// see distlock.Token), its 64 bits stored as a signed BIGINT.
 //
 // Admit first applies fencing.Check (invalid tokens and tokens of another
 // lock are refused without touching the database), then runs ONE
 // statement, a conditional upsert:
 //
-//	INSERT INTO distlock_fence (resource, lock_name, seq) VALUES ($1, $2, $3)
-//	ON CONFLICT (resource) DO UPDATE SET seq = excluded.seq
+//	INSERT INTO distlock_fence (resource, lock_name, seq, owner_id) VALUES ($1, $2, $3, $4)
+//	ON CONFLICT (resource) DO UPDATE SET seq = excluded.seq, owner_id = excluded.owner_id
 //	WHERE distlock_fence.lock_name = excluded.lock_name
-//	  AND distlock_fence.seq <= excluded.seq
+//	  AND (distlock_fence.seq < excluded.seq
+//	    OR distlock_fence.seq = excluded.seq AND distlock_fence.owner_id = excluded.owner_id)
 //
 // Its affected-row count decides: 1 means admitted (a first token, a newer
-// one, or the newest one again — equal tokens are admitted so a holder
-// can retry); 0 means refused. Only on refusal is the stored row read back
-// (in the same transaction) to name the newer token in the
-// *fencing.StaleError, or to report that the row belongs to another lock
-// (an error wrapping fencing.ErrForeignToken).
+// one, or the newest one again — the same acquisition's token is admitted
+// so a holder can retry); 0 means refused. Only on refusal is the stored
+// row read back (in the same transaction) to name the newer token in the
+// *fencing.StaleError, the other acquisition with the same sequence number
+// in the *fencing.ForkError (a cluster rebuilt, or restored from a backup,
+// issued the number twice), or to report that the row belongs to another
+// lock (an error wrapping fencing.ErrForeignToken).
+//
+// # Migrating a table of an earlier version
+//
+// Tables created before tokens named their owner lack owner_id, and
+// CreateTable (IF NOT EXISTS) leaves them so: Admit then fails with the
+// database's "no such column" error — it never admits. Run Fence.Migrate
+// once (or the statement Fence.Migration returns, in your migration tool):
+//
+//	ALTER TABLE distlock_fence ADD COLUMN owner_id BIGINT NOT NULL DEFAULT 0
+//
+// Existing rows get owner 0, "owner unknown": they keep refusing older
+// tokens and admitting newer ones, and a token with a row's own sequence
+// number is refused as a fork (it may or may not be the acquisition
+// admitted before the upgrade; refusing is the safe side). A holder still
+// working with that number when the upgrade happens acquires again.
 //
 // Why this is atomic:
 //
@@ -83,7 +104,7 @@
 //
 // # Placeholders
 //
-// The statements use $1, $2, $3 by default: the pgx stdlib driver
+// The statements use $1, $2, $3, $4 by default: the pgx stdlib driver
 // (github.com/jackc/pgx/v5/stdlib) requires that form, and
 // modernc.org/sqlite binds $NNN by position too. For a driver that takes
 // only ?, pass WithPlaceholder(Question); each argument is used once, so
@@ -102,8 +123,8 @@
 // (e.g. moving to "ledger/g2" after rebuilding a cluster, see
 // distlock.Token) leaves the row refusing the new lock's tokens with
 // fencing.ErrForeignToken until an operator deletes the row or rewrites
-// it: UPDATE distlock_fence SET lock_name = 'ledger/g2', seq = 0 WHERE
-// resource = '...'.
+// it: UPDATE distlock_fence SET lock_name = 'ledger/g2', seq = 0,
+// owner_id = 0 WHERE resource = '...'.
 //
 // # Outside a transaction
 //

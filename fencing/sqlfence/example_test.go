@@ -68,11 +68,11 @@ func Example() {
 		return tx.Commit()
 	}
 
-	fmt.Println(deposit(distlock.Token{Name: "ledger", Seq: 41}, "alice", 100))
+	fmt.Println(deposit(distlock.Token{Name: "ledger", Seq: 41, Owner: 0x694d7f0c8a1b2c3d}, "alice", 100))
 	// A newer holder took over.
-	fmt.Println(deposit(distlock.Token{Name: "ledger", Seq: 42}, "alice", 5))
+	fmt.Println(deposit(distlock.Token{Name: "ledger", Seq: 42, Owner: 0x694d7f0c8a1b2d01}, "alice", 5))
 	// The old holder wakes up from a pause and tries again: refused.
-	err = deposit(distlock.Token{Name: "ledger", Seq: 41}, "alice", 100)
+	err = deposit(distlock.Token{Name: "ledger", Seq: 41, Owner: 0x694d7f0c8a1b2c3d}, "alice", 100)
 	var stale *fencing.StaleError
 	fmt.Println(errors.Is(err, fencing.ErrStale), errors.As(err, &stale) && stale.Newest.Seq == 42)
 

@@ -51,7 +51,7 @@ type Fence struct {
 	lock     string
 	ph       Placeholder
 
-	upsert, read, schema string
+	upsert, read, schema, migration, probe string
 }
 
 // New returns a fence for resource, guarded by the lock called lock, whose
@@ -81,11 +81,14 @@ func New(table, resource, lock string, opts ...Option) (*Fence, error) {
 		}
 		return fmt.Sprintf("$%d", n)
 	}
-	f.upsert = "INSERT INTO " + q + " (resource, lock_name, seq) VALUES (" + p(1) + ", " + p(2) + ", " + p(3) + ")" +
-		" ON CONFLICT (resource) DO UPDATE SET seq = excluded.seq" +
-		" WHERE " + q + ".lock_name = excluded.lock_name AND " + q + ".seq <= excluded.seq"
-	f.read = "SELECT lock_name, seq FROM " + q + " WHERE resource = " + p(1)
-	f.schema = "CREATE TABLE IF NOT EXISTS " + q + " (resource TEXT PRIMARY KEY, lock_name TEXT NOT NULL, seq BIGINT NOT NULL)"
+	f.upsert = "INSERT INTO " + q + " (resource, lock_name, seq, owner_id) VALUES (" + p(1) + ", " + p(2) + ", " + p(3) + ", " + p(4) + ")" +
+		" ON CONFLICT (resource) DO UPDATE SET seq = excluded.seq, owner_id = excluded.owner_id" +
+		" WHERE " + q + ".lock_name = excluded.lock_name AND (" + q + ".seq < excluded.seq OR " +
+		q + ".seq = excluded.seq AND " + q + ".owner_id = excluded.owner_id)"
+	f.read = "SELECT lock_name, seq, owner_id FROM " + q + " WHERE resource = " + p(1)
+	f.schema = "CREATE TABLE IF NOT EXISTS " + q + " (resource TEXT PRIMARY KEY, lock_name TEXT NOT NULL, seq BIGINT NOT NULL, owner_id BIGINT NOT NULL DEFAULT 0)"
+	f.migration = "ALTER TABLE " + q + " ADD COLUMN owner_id BIGINT NOT NULL DEFAULT 0"
+	f.probe = "SELECT owner_id FROM " + q + " WHERE 1 = 0"
 	return f, nil
 }
 
@@ -131,9 +134,36 @@ func (f *Fence) Lock() string { return f.lock }
 // table, for migrations.
 func (f *Fence) Schema() string { return f.schema }
 
+// Migration returns the statement that brings a fence table created by a
+// version before tokens named their owner (without the owner_id column) to
+// the current schema: ALTER TABLE ... ADD COLUMN owner_id BIGINT NOT NULL
+// DEFAULT 0. Rows it leaves with owner 0 keep refusing older tokens and
+// admitting newer ones; a token with a row's own sequence number is
+// refused as a fork, since the owner that number was admitted for is not
+// known. See also Migrate.
+func (f *Fence) Migration() string { return f.migration }
+
+// Migrate adds the owner_id column to a fence table created by a version
+// before tokens named their owner, if it lacks it (see Migration); on a
+// current table it changes nothing. Run it once at setup, before fencing,
+// on the *sql.DB (not inside a transaction: on PostgreSQL the probe for
+// the column aborts a transaction when the column is missing).
+func (f *Fence) Migrate(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, f.probe)
+	if err == nil {
+		rows.Close()
+		return nil
+	}
+	if _, err2 := db.ExecContext(ctx, f.migration); err2 != nil {
+		return fmt.Errorf("sqlfence: migrate table %s: %w (probing for column owner_id: %v)", f.table, err2, err)
+	}
+	return nil
+}
+
 // CreateTable creates the fence table if it does not exist. Run it once at
 // setup: on PostgreSQL, concurrent CREATE TABLE IF NOT EXISTS of one table
-// can fail with a unique violation.
+// can fail with a unique violation. It does not change an existing table:
+// one created by an earlier version needs Migrate.
 func (f *Fence) CreateTable(ctx context.Context, q Querier) error {
 	if _, err := q.ExecContext(ctx, f.schema); err != nil {
 		return fmt.Errorf("sqlfence: create table %s: %w", f.table, err)
@@ -146,7 +176,8 @@ func (f *Fence) name() string { return fmt.Sprintf("sql fence %s/%q", f.table, f
 // Admit admits t in the transaction q, which must be the transaction of
 // the fenced write: it records t as the resource's newest token unless a
 // newer token of the lock was admitted (and committed) before, and then
-// returns a *fencing.StaleError naming that token. A token of another lock
+// returns a *fencing.StaleError naming that token, or another acquisition
+// with t's sequence number was, and then returns a *fencing.ForkError. A token of another lock
 // is refused with fencing.ErrForeignToken, an invalid one with
 // distlock.ErrInvalidToken. Other errors come from the database.
 //
@@ -160,7 +191,7 @@ func (f *Fence) Admit(ctx context.Context, q Querier, t distlock.Token) error {
 	if err := fencing.Check(f.name(), f.lock, t); err != nil {
 		return err
 	}
-	res, err := q.ExecContext(ctx, f.upsert, f.resource, f.lock, t.Seq)
+	res, err := q.ExecContext(ctx, f.upsert, f.resource, f.lock, t.Seq, int64(t.Owner))
 	if err != nil {
 		return fmt.Errorf("sqlfence: %s: admit %v: %w", f.name(), t, err)
 	}
@@ -176,7 +207,7 @@ func (f *Fence) Admit(ctx context.Context, q Querier, t distlock.Token) error {
 	}
 	// Refused: read back why, in the same transaction (on PostgreSQL the
 	// upsert holds the row, so this is the row that refused t).
-	lock, seq, err := f.row(ctx, q)
+	lock, stored, err := f.row(ctx, q)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("sqlfence: %s: admit %v: refused, and the row is gone", f.name(), t)
@@ -184,32 +215,36 @@ func (f *Fence) Admit(ctx context.Context, q Querier, t distlock.Token) error {
 		return fmt.Errorf("sqlfence: %s: admit %v: refused; reading the stored token: %w", f.name(), t, err)
 	case lock != f.lock:
 		return fmt.Errorf("sqlfence: %s: %w: token %v, the table holds lock %q's token %d for the resource (delete or rewrite the row after renaming a lock)",
-			f.name(), fencing.ErrForeignToken, t, lock, seq)
+			f.name(), fencing.ErrForeignToken, t, lock, stored.Seq)
 	}
-	if err := fencing.Compare(f.name(), t, seq); err != nil {
+	if err := fencing.Compare(f.name(), t, stored); err != nil {
 		return err
 	}
-	// The stored token is not newer, yet the upsert refused: only a
+	// The stored token admits t, yet the upsert refused: only a
 	// concurrent change the transaction's isolation hides can do that.
-	return fmt.Errorf("sqlfence: %s: admit %v: refused although the stored token is %d", f.name(), t, seq)
+	return fmt.Errorf("sqlfence: %s: admit %v: refused although the stored token is %v", f.name(), t, stored)
 }
 
 // Newest returns the newest token admitted for the resource as q sees it,
 // or the zero Token if none was.
 func (f *Fence) Newest(ctx context.Context, q Querier) (distlock.Token, error) {
-	lock, seq, err := f.row(ctx, q)
+	_, stored, err := f.row(ctx, q)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return distlock.Token{}, nil
 	case err != nil:
 		return distlock.Token{}, fmt.Errorf("sqlfence: %s: read: %w", f.name(), err)
 	}
-	return distlock.Token{Name: lock, Seq: seq}, nil
+	return stored, nil
 }
 
-func (f *Fence) row(ctx context.Context, q Querier) (lock string, seq int64, err error) {
-	err = q.QueryRowContext(ctx, f.read, f.resource).Scan(&lock, &seq)
-	return lock, seq, err
+// row reads the resource's row: the lock it records, and the stored token
+// (Owner 0 for a row admitted before tokens named their owner).
+func (f *Fence) row(ctx context.Context, q Querier) (lock string, t distlock.Token, err error) {
+	var owner int64
+	err = q.QueryRowContext(ctx, f.read, f.resource).Scan(&lock, &t.Seq, &owner)
+	t.Name, t.Owner = lock, uint64(owner)
+	return lock, t, err
 }
 
 // In returns the fence as a fencing.Fence whose Admit runs in a short

@@ -21,7 +21,7 @@ import (
 
 const table = sqlfence.DefaultTable
 
-func tok(seq int64) distlock.Token { return distlock.Token{Name: "ledger", Seq: seq} }
+func tok(seq int64) distlock.Token { return fencetest.Tok(seq) }
 
 // store is one real database the tests run against.
 type store struct {
@@ -390,7 +390,7 @@ func TestSQLFenceBadInput(t *testing.T) {
 	if err := f.Admit(ctx, db, distlock.Token{Name: "ledger"}); !errors.Is(err, distlock.ErrInvalidToken) {
 		t.Errorf("invalid token: %v", err)
 	}
-	if err := f.Admit(ctx, db, distlock.Token{Name: "other", Seq: 3}); !errors.Is(err, fencing.ErrForeignToken) {
+	if err := f.Admit(ctx, db, distlock.Token{Name: "other", Seq: 3, Owner: fencetest.Owner}); !errors.Is(err, fencing.ErrForeignToken) {
 		t.Errorf("foreign token: %v", err)
 	}
 	// A missing table is a database error, not a refusal.
@@ -408,7 +408,7 @@ func TestSQLFenceBadInput(t *testing.T) {
 	if err := g.In(db).Admit(ctx, tok(10)); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.In(db).Admit(ctx, distlock.Token{Name: "ledger/g2", Seq: 50}); !errors.Is(err, fencing.ErrForeignToken) || errors.Is(err, fencing.ErrStale) {
+	if err := other.In(db).Admit(ctx, distlock.Token{Name: "ledger/g2", Seq: 50, Owner: fencetest.Owner}); !errors.Is(err, fencing.ErrForeignToken) || errors.Is(err, fencing.ErrStale) {
 		t.Errorf("token of a renamed lock against the old lock's row: %v", err)
 	}
 	if n, err := g.Newest(ctx, db); err != nil || n != tok(10) {
@@ -416,5 +416,72 @@ func TestSQLFenceBadInput(t *testing.T) {
 	}
 	if !strings.Contains(g.Schema(), `"`+table+`"`) || g.Table() != table || g.Resource() != "shared" || g.Lock() != "ledger" {
 		t.Errorf("accessors: %q %q %q %q", g.Schema(), g.Table(), g.Resource(), g.Lock())
+	}
+}
+
+// TestSQLFenceMigrate upgrades a table of the schema before tokens named
+// their owner: before Migrate, Admit fails (it never admits); after it,
+// the old row orders tokens as before and refuses its own number as a
+// fork, since the owner it was admitted for is unknown.
+func TestSQLFenceMigrate(t *testing.T) {
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := fencetest.Ctx(t)
+			db := s.open(t)
+			const old = "distlock_fence_v1"
+			if _, err := db.ExecContext(ctx, `CREATE TABLE "`+old+`" (resource TEXT PRIMARY KEY, lock_name TEXT NOT NULL, seq BIGINT NOT NULL)`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, `INSERT INTO "`+old+`" (resource, lock_name, seq) VALUES ('r', 'ledger', 5)`); err != nil {
+				t.Fatal(err)
+			}
+			f, err := sqlfence.New(old, "r", "ledger")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.CreateTable(ctx, db); err != nil { // leaves the old table as it is
+				t.Fatal(err)
+			}
+			if err := f.In(db).Admit(ctx, tok(9)); err == nil || fencing.Reason(err) != "" {
+				t.Fatalf("admit on the old schema: %v, want a database error", err)
+			}
+			if !strings.Contains(f.Migration(), "ADD COLUMN owner_id BIGINT NOT NULL DEFAULT 0") {
+				t.Errorf("Migration() = %q", f.Migration())
+			}
+			for range 2 { // the second run finds the column and does nothing
+				if err := f.Migrate(ctx, db); err != nil {
+					t.Fatal(err)
+				}
+			}
+			legacy := distlock.Token{Name: "ledger", Seq: 5}
+			if n, err := f.Newest(ctx, db); err != nil || n != legacy {
+				t.Fatalf("Newest after the migration: %#v, %v, want %#v", n, err, legacy)
+			}
+			var (
+				stale *fencing.StaleError
+				fork  *fencing.ForkError
+			)
+			if err := f.In(db).Admit(ctx, tok(4)); !errors.As(err, &stale) || stale.Newest != legacy {
+				t.Fatalf("admit 4: %v, want a *StaleError naming %#v", err, legacy)
+			}
+			if err := f.In(db).Admit(ctx, tok(5)); !errors.As(err, &fork) || fork.Admitted != legacy {
+				t.Fatalf("admit 5: %v, want a *ForkError naming %#v", err, legacy)
+			}
+			if err := f.In(db).Admit(ctx, tok(6)); err != nil {
+				t.Fatalf("admit 6: %v", err)
+			}
+			// An owner with the top bit set is stored as a negative BIGINT
+			// and read back unchanged.
+			hi := distlock.Token{Name: "ledger", Seq: 7, Owner: 0x8100017d2c5a0000}
+			if err := f.In(db).Admit(ctx, hi); err != nil {
+				t.Fatalf("admit %v: %v", hi, err)
+			}
+			if n, err := f.Newest(ctx, db); err != nil || n != hi {
+				t.Fatalf("Newest: %v, %v, want %v", n, err, hi)
+			}
+			if err := f.In(db).Admit(ctx, hi); err != nil {
+				t.Fatalf("admit %v again: %v", hi, err)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package zkfence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -69,7 +70,8 @@ func (f *Fence) Lock() string { return f.lock }
 func (f *Fence) resource() string { return fmt.Sprintf("zookeeper fence %q", f.path) }
 
 // Admit records t as the newest token if no newer one was admitted before,
-// and otherwise returns a *fencing.StaleError. It is Write without
+// nor another acquisition with t's sequence number, and otherwise returns
+// a *fencing.StaleError or a *fencing.ForkError. It is Write without
 // operations.
 func (f *Fence) Admit(ctx context.Context, t distlock.Token) error {
 	_, err := f.Write(ctx, t)
@@ -77,10 +79,12 @@ func (f *Fence) Admit(ctx context.Context, t distlock.Token) error {
 }
 
 // Write admits t and applies ops in one ZooKeeper multi: both happen only
-// if no token newer than t was admitted before (t itself may have been),
-// and then the result has one zk.MultiResponse per op, in order (the
-// fence's own set or create is left out). Otherwise nothing is written and
-// the error is a *fencing.StaleError naming the newer token. Each op is a
+// if no token newer than t was admitted before, nor another acquisition
+// with t's sequence number (t itself may have been), and then the result
+// has one zk.MultiResponse per op, in order (the fence's own set or create
+// is left out). Otherwise nothing is written and the error is a
+// *fencing.StaleError naming the newer token, or a *fencing.ForkError
+// naming the other acquisition's. Each op is a
 // *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or
 // *zk.CheckVersionRequest, and none may be on the fence's path. If one of
 // the ops fails, nothing is applied, t is not recorded either, and the
@@ -96,7 +100,7 @@ func (f *Fence) Write(ctx context.Context, t distlock.Token, ops ...any) ([]zk.M
 	if err := f.checkOps(ops); err != nil {
 		return nil, err
 	}
-	data := []byte(strconv.FormatInt(t.Seq, 10))
+	data := encode(t)
 	for conflicts := 0; ; conflicts++ {
 		if conflicts > 0 {
 			// Our read lost a race, or the server answering it lagged:
@@ -109,7 +113,7 @@ func (f *Fence) Write(ctx context.Context, t distlock.Token, ops ...any) ([]zk.M
 		if err != nil {
 			return nil, f.storeErr(t, "read", err)
 		}
-		if err := fencing.Compare(f.resource(), t, newest.Seq); err != nil {
+		if err := fencing.Compare(f.resource(), t, newest); err != nil {
 			return nil, err
 		}
 		var first any = &zk.CreateRequest{Path: f.path, Data: data, Acl: f.acl}
@@ -204,11 +208,38 @@ func (f *Fence) read(ctx context.Context) (distlock.Token, *zk.Stat, error) {
 		// or by an operator) holds no token yet.
 		return distlock.Token{}, g.stat, nil
 	}
-	seq, perr := strconv.ParseInt(string(g.data), 10, 64)
-	if perr != nil || seq <= 0 {
-		return distlock.Token{}, nil, fmt.Errorf("stored data %q is not a token written by this package", g.data)
+	t, err := f.decode(g.data)
+	if err != nil {
+		return distlock.Token{}, nil, err
 	}
-	return distlock.Token{Name: f.lock, Seq: seq}, g.stat, nil
+	return t, g.stat, nil
+}
+
+// encode writes the data of a fence node: the part of t's text form after
+// the lock's name and '@', "seq.owner".
+func encode(t distlock.Token) []byte {
+	s := t.String()
+	return []byte(s[len(t.Name)+1:])
+}
+
+// decode reads the data of a fence node: "seq.owner", or a decimal "seq"
+// alone, as stored by versions before tokens named their owner; that
+// token's Owner is 0, which makes fencing.Compare refuse every token of
+// the same number as a fork (the owner is unknown).
+func (f *Fence) decode(data []byte) (distlock.Token, error) {
+	bad := fmt.Errorf("stored data %q is not a token written by this package", data)
+	if !bytes.ContainsRune(data, '.') {
+		seq, err := strconv.ParseInt(string(data), 10, 64)
+		if err != nil || seq <= 0 || data[0] == '0' || data[0] == '+' {
+			return distlock.Token{}, bad
+		}
+		return distlock.Token{Name: f.lock, Seq: seq}, nil
+	}
+	t, err := distlock.ParseToken(f.lock + "@" + string(data))
+	if err != nil {
+		return distlock.Token{}, bad
+	}
+	return t, nil
 }
 
 // createParents creates the fence node's missing ancestors, persistent.

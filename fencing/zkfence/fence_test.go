@@ -3,6 +3,7 @@ package zkfence_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -16,7 +17,7 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-func tok(seq int64) distlock.Token { return distlock.Token{Name: "ledger", Seq: seq} }
+func tok(seq int64) distlock.Token { return fencetest.Tok(seq) }
 
 func newFence(t *testing.T, conn *zk.Conn, path, lock string) *zkfence.Fence {
 	t.Helper()
@@ -83,7 +84,7 @@ func TestZooKeeperFence(t *testing.T) {
 		if len(rs) != 1 || rs[0].String != "/w/data" {
 			t.Fatalf("responses %+v, want the create's", rs)
 		}
-		if data, _, err := conn.Get("/w/deep/fence"); err != nil || string(data) != "5" {
+		if data, _, err := conn.Get("/w/deep/fence"); err != nil || string(data) != "5.694d7f0c8a1b2c3d" {
 			t.Fatalf("stored %q, %v", data, err)
 		}
 
@@ -203,7 +204,7 @@ func TestZooKeeperFence(t *testing.T) {
 		ctx := fencetest.Ctx(t)
 		inner := newFence(t, conn, "/nest/ledger/eu", "ledger/eu")
 		outer := newFence(t, conn, "/nest/ledger", "ledger")
-		if err := inner.Admit(ctx, distlock.Token{Name: "ledger/eu", Seq: 100}); err != nil {
+		if err := inner.Admit(ctx, distlock.Token{Name: "ledger/eu", Seq: 100, Owner: fencetest.Owner}); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := outer.Newest(ctx); err != nil || !n.IsZero() {
@@ -249,6 +250,46 @@ func TestZooKeeperFence(t *testing.T) {
 		}
 	})
 
+	t.Run("Legacy", func(t *testing.T) {
+		// Data stored by a version before tokens named their owner: the
+		// number alone. It orders tokens as before, and refuses its own
+		// number as a fork, since its owner is unknown.
+		ctx := fencetest.Ctx(t)
+		if _, err := conn.Create("/legacy", []byte("5"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		f := newFence(t, conn, "/legacy", "ledger")
+		legacy := distlock.Token{Name: "ledger", Seq: 5}
+		if n, err := f.Newest(ctx); err != nil || n != legacy {
+			t.Fatalf("Newest: %#v, %v, want %#v", n, err, legacy)
+		}
+		var stale *fencing.StaleError
+		if err := f.Admit(ctx, tok(4)); !errors.As(err, &stale) || stale.Newest != legacy {
+			t.Fatalf("admit 4: %v, want a *StaleError naming %#v", err, legacy)
+		}
+		var fork *fencing.ForkError
+		x := &zk.CreateRequest{Path: "/legacy-data", Acl: zk.WorldACL(zk.PermAll)}
+		if _, err := f.Write(ctx, tok(5), x); !errors.As(err, &fork) || fork.Admitted != legacy {
+			t.Fatalf("write 5: %v, want a *ForkError naming %#v", err, legacy)
+		}
+		absent(t, conn, "/legacy-data")
+		if err := f.Admit(ctx, tok(6)); err != nil {
+			t.Fatalf("admit 6: %v", err)
+		}
+		if n, err := f.Newest(ctx); err != nil || n != tok(6) {
+			t.Fatalf("Newest: %v, %v, want %v", n, err, tok(6))
+		}
+		for i, v := range []string{"5.0", "5.A", "05", "+5", "5.01", "05.1", "5.1.1", "-5", "0"} {
+			p := fmt.Sprintf("/legacy-bad%d", i)
+			if _, err := conn.Create(p, []byte(v), 0, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := newFence(t, conn, p, "ledger").Newest(ctx); err == nil {
+				t.Errorf("stored %q: Newest = %v, want an error", v, n)
+			}
+		}
+	})
+
 	t.Run("BadInput", func(t *testing.T) {
 		ctx := fencetest.Ctx(t)
 		if _, err := zkfence.New(nil, "/k", "ledger"); !errors.Is(err, distlock.ErrNilClient) {
@@ -264,8 +305,11 @@ func TestZooKeeperFence(t *testing.T) {
 		}
 		f := newFence(t, conn, "/bad/fence", "ledger")
 		x := &zk.CreateRequest{Path: "/bad-x", Acl: zk.WorldACL(zk.PermAll)}
-		if _, err := f.Write(ctx, distlock.Token{Name: "other", Seq: 3}, x); !errors.Is(err, fencing.ErrForeignToken) {
+		if _, err := f.Write(ctx, distlock.Token{Name: "other", Seq: 3, Owner: fencetest.Owner}, x); !errors.Is(err, fencing.ErrForeignToken) {
 			t.Errorf("foreign token: %v", err)
+		}
+		if _, err := f.Write(ctx, distlock.Token{Name: "ledger", Seq: 3}, x); !errors.Is(err, distlock.ErrInvalidToken) {
+			t.Errorf("token without owner: %v", err)
 		}
 		if _, err := f.Write(ctx, distlock.Token{Name: "ledger"}, x); !errors.Is(err, distlock.ErrInvalidToken) {
 			t.Errorf("invalid token: %v", err)

@@ -1,14 +1,18 @@
 // Package fencetest is the contract every fencing backend meets, as one
-// suite run against real stores: equal tokens admitted again, older ones
-// refused with the newer one named, foreign and invalid tokens refused,
-// fences of different resources independent, and under concurrency no
-// token refused unless a newer one was admitted.
+// suite run against real stores: the same acquisition's token admitted
+// again, older ones refused with the newer one named, a token with the
+// admitted sequence number and another owner (a fork: a rebuilt or
+// restored cluster issued the number twice) refused with both named,
+// foreign and invalid tokens refused, fences of different resources
+// independent, and under concurrency no token refused unless a newer one
+// (or a fork of it) was admitted.
 package fencetest
 
 import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +33,13 @@ func Ctx(t *testing.T) context.Context {
 	return ctx
 }
 
+// Owner is the owner of the tokens Tok makes.
+const Owner uint64 = 0x694d7f0c8a1b2c3d
+
+// Tok returns the token of lock "ledger" with sequence number seq, owned
+// by Owner.
+func Tok(seq int64) distlock.Token { return distlock.Token{Name: "ledger", Seq: seq, Owner: Owner} }
+
 // Run runs the contract against fences made by newFence.
 func Run(t *testing.T, newFence NewFence) {
 	n := 0
@@ -36,7 +47,7 @@ func Run(t *testing.T, newFence NewFence) {
 		n++
 		return newFence(t, t.Name()+"-"+string(rune('a'+n%26)), lock)
 	}
-	tok := func(seq int64) distlock.Token { return distlock.Token{Name: "ledger", Seq: seq} }
+	tok := Tok
 
 	t.Run("Rule", func(t *testing.T) {
 		f := fresh(t, "ledger")
@@ -48,7 +59,7 @@ func Run(t *testing.T, newFence NewFence) {
 		}
 		err := f.Admit(ctx, tok(6))
 		var stale *fencing.StaleError
-		if !errors.Is(err, fencing.ErrStale) || !errors.As(err, &stale) {
+		if !errors.Is(err, fencing.ErrStale) || !errors.As(err, &stale) || fencing.Reason(err) != "stale" {
 			t.Fatalf("admit 6 after 7: %v, want a *StaleError", err)
 		}
 		if stale.Token != tok(6) || stale.Newest != tok(7) {
@@ -65,10 +76,12 @@ func Run(t *testing.T, newFence NewFence) {
 	t.Run("ForeignAndInvalid", func(t *testing.T) {
 		f := fresh(t, "ledger")
 		ctx := Ctx(t)
-		if err := f.Admit(ctx, distlock.Token{Name: "other", Seq: 9}); !errors.Is(err, fencing.ErrForeignToken) {
+		if err := f.Admit(ctx, distlock.Token{Name: "other", Seq: 9, Owner: Owner}); !errors.Is(err, fencing.ErrForeignToken) || fencing.Reason(err) != "foreign" {
 			t.Errorf("token of another lock: %v, want ErrForeignToken", err)
 		}
-		for _, bad := range []distlock.Token{{}, {Name: "ledger"}, {Name: "ledger", Seq: -3}, {Name: "led ger", Seq: 3}} {
+		for _, bad := range []distlock.Token{{}, {Name: "ledger"}, {Name: "ledger", Seq: -3, Owner: Owner}, {Name: "led ger", Seq: 3, Owner: Owner},
+			{Name: "ledger", Seq: 3}, // no owner: a token of the form before owners, or hand-made
+		} {
 			if err := f.Admit(ctx, bad); !errors.Is(err, distlock.ErrInvalidToken) {
 				t.Errorf("token %#v: %v, want ErrInvalidToken", bad, err)
 			}
@@ -76,6 +89,101 @@ func Run(t *testing.T, newFence NewFence) {
 		// None of those counted: a small valid token is still admitted.
 		if err := f.Admit(ctx, tok(1)); err != nil {
 			t.Fatalf("admit 1 after refusals: %v", err)
+		}
+	})
+
+	t.Run("Fork", func(t *testing.T) {
+		f := fresh(t, "ledger")
+		ctx := Ctx(t)
+		a := tok(5)
+		b := distlock.Token{Name: "ledger", Seq: 5, Owner: Owner + 1} // another session, same number
+		for _, x := range []distlock.Token{a, a} {
+			if err := f.Admit(ctx, x); err != nil {
+				t.Fatalf("admit %v: %v", x, err)
+			}
+		}
+		err := f.Admit(ctx, b)
+		var fork *fencing.ForkError
+		if !errors.Is(err, fencing.ErrFork) || !errors.Is(err, distlock.ErrTokenFork) || !errors.As(err, &fork) {
+			t.Fatalf("admit %v after %v: %v, want a *ForkError", b, a, err)
+		}
+		if fork.Token != b || fork.Admitted != a {
+			t.Fatalf("fork error names %v and %v, want %v and %v", fork.Token, fork.Admitted, b, a)
+		}
+		if msg := err.Error(); !strings.Contains(msg, a.String()) || !strings.Contains(msg, b.String()) {
+			t.Errorf("fork error %q does not name both tokens", msg)
+		}
+		if errors.Is(err, fencing.ErrStale) || fencing.Reason(err) != "fork" {
+			t.Errorf("fork error %v: reason %q, want only fork", err, fencing.Reason(err))
+		}
+		// The refusal changed nothing: the first acquisition is still
+		// admitted, the second still refused.
+		if err := f.Admit(ctx, a); err != nil {
+			t.Fatalf("admit %v again after the fork: %v", a, err)
+		}
+		if err := f.Admit(ctx, b); !errors.Is(err, fencing.ErrFork) {
+			t.Fatalf("admit %v again: %v, want ErrFork", b, err)
+		}
+		// A newer token of either owner moves the fence on; then the fork
+		// is refused the other way round, and older ones are stale.
+		b6 := distlock.Token{Name: "ledger", Seq: 6, Owner: b.Owner}
+		if err := f.Admit(ctx, b6); err != nil {
+			t.Fatalf("admit %v: %v", b6, err)
+		}
+		if err := f.Admit(ctx, tok(6)); !errors.As(err, &fork) || fork.Admitted != b6 {
+			t.Fatalf("admit %v after %v: %v, want a *ForkError", tok(6), b6, err)
+		}
+		var stale *fencing.StaleError
+		for _, x := range []distlock.Token{a, b} {
+			if err := f.Admit(ctx, x); !errors.As(err, &stale) || stale.Newest != b6 {
+				t.Fatalf("admit %v after %v: %v, want a *StaleError", x, b6, err)
+			}
+		}
+	})
+
+	t.Run("ForkConcurrent", func(t *testing.T) {
+		// Sessions of a forked history race with one sequence number: the
+		// fence admits exactly one owner's token (as often as it comes)
+		// and refuses every other one as a fork.
+		f := fresh(t, "ledger")
+		ctx := Ctx(t)
+		const workers, each = 6, 4
+		var (
+			mu       sync.Mutex
+			admitted = map[uint64]int{}
+			wg       sync.WaitGroup
+		)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				x := distlock.Token{Name: "ledger", Seq: 7, Owner: Owner + uint64(w)}
+				for range each {
+					err := f.Admit(ctx, x)
+					var fork *fencing.ForkError
+					switch {
+					case err == nil:
+						mu.Lock()
+						admitted[x.Owner]++
+						mu.Unlock()
+					case errors.As(err, &fork):
+						if fork.Admitted.Seq != 7 || fork.Admitted.Owner == x.Owner || fork.Token != x {
+							t.Errorf("admit %v: fork error names %v and %v", x, fork.Token, fork.Admitted)
+						}
+					default:
+						t.Errorf("admit %v: %v", x, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if len(admitted) != 1 {
+			t.Fatalf("owners admitted with sequence number 7: %v, want exactly one", admitted)
+		}
+		for o, n := range admitted {
+			if n != each {
+				t.Errorf("owner %x admitted %d of %d times: a retry of the admitted acquisition must be admitted", o, n, each)
+			}
 		}
 	})
 
@@ -89,7 +197,7 @@ func Run(t *testing.T, newFence NewFence) {
 		if err := b.Admit(ctx, tok(3)); err != nil {
 			t.Fatalf("another resource's fence saw the first one's token: %v", err)
 		}
-		if err := c.Admit(ctx, distlock.Token{Name: "ledger/eu", Seq: 2}); err != nil {
+		if err := c.Admit(ctx, distlock.Token{Name: "ledger/eu", Seq: 2, Owner: Owner}); err != nil {
 			t.Fatalf("lock ledger/eu: %v", err)
 		}
 	})

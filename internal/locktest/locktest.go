@@ -70,6 +70,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"DoubleUnlock", doubleUnlock},
 		{"Do", do},
 		{"InvalidNames", invalidNames},
+		{"TokensNameTheirOwner", tokensNameTheirOwner},
 	}
 	cases = append(cases, rwCases...)
 	cases = append(cases, electionCases...)
@@ -380,7 +381,7 @@ func do(t *testing.T, b Backend) {
 		wantEntries(t, b, "do", 1, "while held")
 		return nil
 	})
-	if err != nil || got.Name != "do" || got.Seq <= 0 {
+	if err != nil || got.Name != "do" || got.Validate() != nil {
 		t.Fatalf("Do: err %v, token %v", err, got)
 	}
 	wantEntries(t, b, "do", 0, "after Do")
@@ -392,5 +393,72 @@ func invalidNames(t *testing.T, b Backend) {
 		if _, err := s.Mutex(name); !errors.Is(err, distlock.ErrInvalidName) {
 			t.Errorf("name %q: %v, want ErrInvalidName", name, err)
 		}
+	}
+}
+
+// tokensNameTheirOwner: every kind of acquisition (Lock, TryLock, RLock,
+// TryRLock, Campaign) gives a valid token that names its session — the
+// same owner for one session's acquisitions, different owners for two
+// sessions — so that a fence can tell apart two acquisitions a rebuilt or
+// restored cluster issues with one sequence number.
+func tokensNameTheirOwner(t *testing.T, b Backend) {
+	ctx := Ctx(t)
+	owners := map[uint64]bool{}
+	for i := range 2 {
+		s := b.Session(t)
+		var toks []distlock.Token
+		m := mutex(t, s, fmt.Sprintf("own/m%d", i))
+		for _, acquire := range []func(context.Context) (*distlock.Lease, error){m.Lock, m.TryLock} {
+			l, err := acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks = append(toks, l.Token())
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rw, err := s.RWMutex(fmt.Sprintf("own/rw%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, acquire := range []func(context.Context) (*distlock.Lease, error){rw.RLock, rw.TryRLock, rw.Lock, rw.TryLock} {
+			l, err := acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks = append(toks, l.Token())
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		el, err := s.Election(fmt.Sprintf("own/e%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ld, err := el.Campaign(ctx, "me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, ld.Token())
+		info, err := el.Leader(ctx)
+		if err != nil || info.Token != ld.Token() {
+			t.Errorf("Leader() = %v, %v; want the leadership's token %v", info, err, ld.Token())
+		}
+		if err := ld.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range toks {
+			if err := tok.Validate(); err != nil {
+				t.Errorf("session %d: token %v: %v", i, tok, err)
+			}
+			if tok.Owner != toks[0].Owner {
+				t.Errorf("session %d: tokens %v and %v of one session name different owners", i, toks[0], tok)
+			}
+		}
+		if owners[toks[0].Owner] {
+			t.Errorf("two sessions' tokens name one owner %x", toks[0].Owner)
+		}
+		owners[toks[0].Owner] = true
 	}
 }

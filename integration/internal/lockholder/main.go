@@ -11,7 +11,7 @@
 // It acquires the lock with Mutex.Lock, then speaks a line protocol. On
 // stdout it writes one JSON object per line, one per event:
 //
-//	{"event":"acquired","token":"reports/daily@42","pid":1234}
+//	{"event":"acquired","token":"reports/daily@42.694d7f0c8a1b2c3d","pid":1234}
 //	{"event":"lost","error":"..."}              the library said the lock is lost
 //	{"event":"pong","held":true,"token":"...","lost":false}
 //	{"event":"released"}                         after unlock ("error" set if Unlock failed)
@@ -32,7 +32,7 @@
 // flight:
 //
 //	{"event":"sent","id":7}                      the request was written to the connection
-//	{"event":"written","id":7,"status":200}      the answer (error set unless 2xx; stale and newest set for a 409 stale refusal)
+//	{"event":"written","id":7,"status":200}      the answer (error set unless 2xx; stale or fork, and newest, set for a 409 stale or forked refusal)
 //
 // "sent" may be missing (the request never left), "written" never is. "lost" is
 // written once, as soon as the process learns of the loss, and always
@@ -78,11 +78,13 @@ type event struct {
 	Error string `json:"error,omitempty"`
 	// Cause is, in a pong, why the lease ended (its Err), once it has.
 	Cause string `json:"cause,omitempty"`
-	// Write answers: the write's id, the HTTP status, and for a stale
-	// refusal the newer token the resource admitted before.
+	// Write answers: the write's id, the HTTP status, and for a stale or
+	// forked refusal the token the resource admitted before (newer, or
+	// the other acquisition with the same sequence number).
 	ID     int64  `json:"id,omitempty"`
 	Status int    `json:"status,omitempty"`
 	Stale  bool   `json:"stale,omitempty"`
+	Fork   bool   `json:"fork,omitempty"`
 	Newest string `json:"newest,omitempty"`
 }
 
@@ -416,9 +418,15 @@ func post(ctx context.Context, c writeCmd, tok distlock.Token) event {
 	defer resp.Body.Close()
 	e.Status = resp.StatusCode
 	err = fencing.ResponseError(c.URL, resp)
-	var stale *fencing.StaleError
+	var (
+		stale *fencing.StaleError
+		fork  *fencing.ForkError
+	)
 	if errors.As(err, &stale) {
 		e.Stale, e.Newest = true, stale.Newest.String()
+	}
+	if errors.As(err, &fork) {
+		e.Fork, e.Newest = true, fork.Admitted.String()
 	}
 	if err != nil {
 		e.Error = err.Error()
