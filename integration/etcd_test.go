@@ -119,7 +119,9 @@ func testEtcdFaults(t *testing.T, provider integration.Provider) {
 		if err := putGet(ctx, mf, "before-cut"); err != nil {
 			t.Fatal(err)
 		}
-		c.Cut(f)
+		if err := c.Cut(f); err != nil {
+			t.Fatal(err)
+		}
 		// A write through the cut-off member reaches nothing.
 		short, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err = mf.Put(short, "through-cut", "v")

@@ -17,25 +17,34 @@ type Proxy struct {
 	upstream string
 	node     string
 	net      *Network
-	identify func(remote net.Addr) string
+	identify func(peer, self net.Addr) (node string, found bool)
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
+	links  map[*link]struct{} // accepted connections, for audits
+}
+
+// link is a connection the proxy accepted, and who it was attributed to.
+type link struct {
+	peer, self net.Addr // the accepted connection's remote and local addresses
+	src        string   // the node that opened it; "" for a client
+	found      bool     // whether the connecting socket was found at all
 }
 
 // newProxy listens on a free loopback port for node's server at upstream.
-// identify names the node a connection comes from ("" for clients).
-func newProxy(nw *Network, node, upstream string, identify func(net.Addr) string) (*Proxy, error) {
+// identify names the node a connection comes from ("" for clients; see
+// procs.identify).
+func newProxy(nw *Network, node, upstream string, identify func(peer, self net.Addr) (string, bool)) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{ln: ln, upstream: upstream, node: node, net: nw, identify: identify,
-		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, links: map[*link]struct{}{}}
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
@@ -93,10 +102,19 @@ func (p *Proxy) serve() {
 func (p *Proxy) handle(in net.Conn) {
 	defer p.wg.Done()
 	defer p.untrack(in)
-	src := ""
+	l := &link{peer: in.RemoteAddr(), self: in.LocalAddr()}
 	if p.identify != nil {
-		src = p.identify(in.RemoteAddr())
+		l.src, l.found = p.identify(l.peer, l.self)
 	}
+	src := l.src
+	p.mu.Lock()
+	p.links[l] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.links, l)
+		p.mu.Unlock()
+	}()
 	// A new connection is admitted like a byte: while the node is cut
 	// off, it waits here (a real partition would leave the SYN unanswered).
 	if ok, err := p.net.admit(p.ctx, src, p.node); !ok || err != nil {
@@ -119,6 +137,19 @@ func (p *Proxy) handle(in net.Conn) {
 	in.Close()
 	out.Close()
 	<-done
+}
+
+// clientLinks returns the open connections the proxy treats as clients'.
+func (p *Proxy) clientLinks() []*link {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*link
+	for l := range p.links {
+		if l.src == "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // pump copies bytes from r to w, one chunk at a time, as the network allows.

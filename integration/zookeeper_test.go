@@ -201,7 +201,9 @@ func testZooKeeperFaults(t *testing.T, provider integration.Provider) {
 		if err := zkWrite(ctx, mf, "/before-cut"); err != nil {
 			t.Fatal(err)
 		}
-		e.Cut(f)
+		if err := e.Cut(f); err != nil {
+			t.Fatal(err)
+		}
 		// A write through the cut-off server reaches nothing: it fails or
 		// does not finish.
 		select {
