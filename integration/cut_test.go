@@ -1,0 +1,272 @@
+package integration_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/integration"
+)
+
+// timeWaitFiller keeps many loopback sockets in TIME_WAIT: it makes short
+// connections to a listener of its own and closes each from the client
+// side first, so the client's ephemeral port stays in TIME_WAIT (inode 0,
+// owned by nobody) for a minute. A server's new outgoing connection then
+// usually shares its local port with one of them — the kernel reuses a
+// port towards another address — which is what made a lookup by local
+// port alone attribute peer links to no server.
+//
+// It changes no sysctl: the ports are filled, not the range narrowed.
+type timeWaitFiller struct {
+	ln   net.Listener
+	mu   sync.Mutex
+	open []net.Conn // accepted, not yet closed
+	made atomic.Int64
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newTimeWaitFiller(t *testing.T) *timeWaitFiller {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &timeWaitFiller{ln: ln, stop: make(chan struct{})}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			f.open = append(f.open, c)
+			f.mu.Unlock()
+		}
+	}()
+	t.Cleanup(f.close)
+	return f
+}
+
+// closeAccepted closes the server side of the connections whose clients
+// have closed already: the client side, which closed first, goes to
+// TIME_WAIT.
+func (f *timeWaitFiller) closeAccepted() {
+	f.mu.Lock()
+	open := f.open
+	f.open = nil
+	f.mu.Unlock()
+	for _, c := range open {
+		c.Close()
+	}
+}
+
+// fill makes n connections with a few workers, in rounds: every client
+// closes before the server side of its round is closed.
+func (f *timeWaitFiller) fill(n int) {
+	const workers, round = 8, 2000
+	for done := 0; done < n; done += round {
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := w; k < min(round, n-done); k += workers {
+					c, err := net.Dial("tcp", f.ln.Addr().String())
+					if err != nil {
+						continue
+					}
+					c.Close()
+					f.made.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		f.closeAccepted()
+	}
+}
+
+// keep tops the sockets up in the background until close: TIME_WAIT lasts
+// a minute, and a test longer than that would otherwise lose them.
+func (f *timeWaitFiller) keep(perSecond int) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-f.stop:
+				return
+			case <-tick.C:
+				f.fill(perSecond / 10)
+			}
+		}
+	}()
+}
+
+func (f *timeWaitFiller) close() {
+	select {
+	case <-f.stop:
+		return
+	default:
+	}
+	close(f.stop)
+	f.ln.Close()
+	f.wg.Wait()
+	f.closeAccepted()
+}
+
+// countTimeWait counts the machine's IPv4 sockets in TIME_WAIT.
+func countTimeWait() int {
+	file, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		return -1
+	}
+	defer file.Close()
+	n := 0
+	sc := bufio.NewScanner(file)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) > 3 && f[3] == "06" {
+			n++
+		}
+	}
+	return n
+}
+
+// cutRounds is how many times each cluster's members are cut.
+const cutRounds = 6
+
+// TestCutTakesEffectWithPortsInTimeWait fills the ephemeral port range
+// with sockets in TIME_WAIT, then starts a 3-member etcd cluster and a
+// 3-server ZooKeeper ensemble (so that their peer links are made on
+// reused ports) and cuts a follower, then the leader, again and again.
+// Every cut must take effect: Cut verifies it and fails otherwise, and the
+// test looks for itself too — a cut etcd member reports no leader while
+// the other two agree on one; a cut ZooKeeper server stops serving while
+// the other two serve under a leader. Before connections were attributed
+// exactly, most of these cuts cut nothing.
+func TestCutTakesEffectWithPortsInTimeWait(t *testing.T) {
+	f := newTimeWaitFiller(t)
+	start := time.Now()
+	f.fill(25000)
+	f.keep(500)
+	t.Logf("%d connections closed client side first in %v; %d IPv4 sockets in TIME_WAIT",
+		f.made.Load(), time.Since(start).Round(time.Millisecond), countTimeWait())
+
+	// Both clusters start after the filling, so every peer link they
+	// make is made on a port shared with a TIME_WAIT socket.
+	var etcd *integration.EtcdCluster
+	var zk *integration.ZooKeeperEnsemble
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); etcd = startEtcd(t) }()
+	go func() { defer wg.Done(); zk = startZooKeeper(t) }()
+	wg.Wait()
+	if etcd == nil || zk == nil {
+		t.FailNow()
+	}
+
+	t.Run("etcd", func(t *testing.T) {
+		ctx := ctxFor(t, 2*time.Minute)
+		for round := range cutRounds {
+			lead, err := etcd.Leader(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := lead
+			if round%2 == 0 {
+				i = (lead + 1) % len(etcd.Members)
+			}
+			if err := etcd.Cut(i); err != nil {
+				etcd.Heal(i)
+				t.Fatalf("round %d: %v", round, err)
+			}
+			// Independently of Cut's own check: the member has no leader,
+			// and the other two agree on one that is not it.
+			st, err := etcd.Status(ctx, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Leader != 0 {
+				t.Fatalf("round %d: cut member %d still reports leader %x", round, i, st.Leader)
+			}
+			if l, err := etcd.Leader(ctx); err != nil || l == i {
+				t.Fatalf("round %d: leader during the cut of %d: %d, %v", round, i, l, err)
+			}
+			etcd.Heal(i)
+			if err := etcd.WaitHealthy(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
+	t.Run("zookeeper", func(t *testing.T) {
+		ctx := ctxFor(t, 2*time.Minute)
+		for round := range cutRounds {
+			lead, err := zk.Leader(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := lead
+			if round%2 == 0 {
+				i = (lead + 1) % len(zk.Servers)
+			}
+			if err := zk.Cut(i); err != nil {
+				zk.Heal(i)
+				t.Fatalf("round %d: %v", round, err)
+			}
+			// Independently: asked directly, the cut server serves no one,
+			// and the other two serve under a leader that is not it.
+			if m, err := zk.Servers[i].Mode(ctx); err != nil || m != "" {
+				t.Fatalf("round %d: cut server %d answers mode %q, %v; want it not serving", round, i, m, err)
+			}
+			if l, err := zk.Leader(ctx); err != nil || l == i {
+				t.Fatalf("round %d: leader during the cut of %d: %d, %v", round, i, l, err)
+			}
+			zk.Heal(i)
+			if err := zk.WaitHealthy(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// startEtcd and startZooKeeper start a cluster from a goroutine other
+// than the test's, reporting failure with Error (FailNow must not be
+// called there).
+func startEtcd(t *testing.T) *integration.EtcdCluster {
+	c, err := integration.StartEtcd(ctxFor(t, 3*time.Minute))
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+func startZooKeeper(t *testing.T) *integration.ZooKeeperEnsemble {
+	e, err := integration.StartZooKeeper(ctxFor(t, 3*time.Minute))
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return e
+}
