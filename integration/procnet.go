@@ -32,7 +32,8 @@ import (
 // found by both of its addresses, and only a live one (with an inode)
 // counts.
 type procs struct {
-	log *slog.Logger
+	log     *slog.Logger
+	retries []time.Duration // identifyRetries, or none in tests
 
 	mu   sync.Mutex
 	pids map[int]string
@@ -42,7 +43,7 @@ func newProcs(log *slog.Logger) *procs {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &procs{log: log, pids: map[int]string{}}
+	return &procs{log: log, retries: identifyRetries[:], pids: map[int]string{}}
 }
 
 func (p *procs) set(node string, pid int) {
@@ -72,7 +73,7 @@ func (p *procs) snapshot() map[int]string {
 // that is not listed yet. A connection a proxy has accepted was
 // established by the connecting side first, so its socket is normally
 // listed at once; the retries cover a slow /proc on a loaded machine.
-var identifyRetries = []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond,
+var identifyRetries = [...]time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond,
 	50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
 
 // identify returns the node whose process owns the socket that opened a
@@ -96,7 +97,7 @@ func (p *procs) identify(peer, self net.Addr) (node string, found bool) {
 		return "", false
 	}
 	inode, found := findSocket(local, remote)
-	for _, d := range identifyRetries {
+	for _, d := range p.retries {
 		if found {
 			break
 		}

@@ -93,9 +93,7 @@ func TestIdentifyRealSockets(t *testing.T) {
 	}
 	// The same port towards another address is another socket: none.
 	other := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
-	old := identifyRetries
-	identifyRetries = nil
-	defer func() { identifyRetries = old }()
+	p.retries = nil
 	if node, found := p.identify(in.RemoteAddr(), other); found {
 		t.Fatalf("a socket with other addresses attributed to %q", node)
 	}

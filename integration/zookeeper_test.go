@@ -116,8 +116,12 @@ func testZooKeeperFaults(t *testing.T, provider integration.Provider) {
 	}
 
 	t.Run("kill and restart", func(t *testing.T) {
+		pid := e.Servers[1].PID()
 		if err := e.Kill(1); err != nil {
 			t.Fatal(err)
+		}
+		if st := pidState(pid); st != 0 {
+			t.Fatalf("killed server's process %d is in state %c", pid, st)
 		}
 		if err := zkWrite(ctx, conn, "/killed"); err != nil {
 			t.Fatal(err)
@@ -169,6 +173,9 @@ func testZooKeeperFaults(t *testing.T, provider integration.Provider) {
 		}
 		if err := e.Pause(2); err != nil {
 			t.Fatal(err)
+		}
+		if st := pidState(e.Servers[2].PID()); st != 'T' {
+			t.Fatalf("paused server in state %c, want T", st)
 		}
 		select {
 		case err := <-zkCreateAsync(s2, "/paused"):
