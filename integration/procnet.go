@@ -96,23 +96,30 @@ func (p *procs) identify(peer, self net.Addr) (node string, found bool) {
 	if !ok1 || !ok2 {
 		return "", false
 	}
-	inode, found := findSocket(local, remote)
+	sock, found := findSocket(local, remote)
 	for _, d := range p.retries {
 		if found {
 			break
 		}
 		time.Sleep(d)
-		inode, found = findSocket(local, remote)
+		sock, found = findSocket(local, remote)
 	}
 	pids := p.snapshot()
 	if !found {
-		if len(pids) > 0 {
+		// ZooKeeper opens election connections it closes at once (the
+		// server with the smaller id drops its own), and any client may
+		// hang up before the proxy looks: then the proxy's own end has
+		// seen the close (CLOSE_WAIT) or is gone, and there is nothing to
+		// attribute. An end still ESTABLISHED whose other end cannot be
+		// found is what must not happen.
+		if own, ok := findSocket(remote, local); ok && own.state == tcpEstablished && len(pids) > 0 {
 			p.log.Warn("integration: cannot attribute a proxied connection: no live socket "+
 				local.String()+"->"+remote.String()+" in /proc/net/tcp{,6}; treating it as a client's",
 				"servers", len(pids))
 		}
 		return "", false
 	}
+	inode := sock.inode
 	return ownerOf(pids, map[uint64]bool{inode: true})[inode], true
 }
 
@@ -153,21 +160,21 @@ func addrPort(a net.Addr) (netip.AddrPort, bool) {
 // procNetTCP are the kernel's tables of TCP sockets.
 var procNetTCP = []string{"/proc/net/tcp", "/proc/net/tcp6"}
 
-// findSocket returns the inode of the live socket whose local address is
-// local and whose remote address is remote.
-func findSocket(local, remote netip.AddrPort) (uint64, bool) {
+// findSocket returns the live socket whose local address is local and
+// whose remote address is remote.
+func findSocket(local, remote netip.AddrPort) (tcpSocket, bool) {
 	for _, file := range procNetTCP {
 		f, err := os.Open(file)
 		if err != nil {
 			continue
 		}
-		inode, ok := scanTCP(f, func(s tcpSocket) bool { return s.local == local && s.remote == remote })
+		s, ok := scanTCP(f, func(s tcpSocket) bool { return s.local == local && s.remote == remote })
 		f.Close()
 		if ok {
-			return inode, true
+			return s, true
 		}
 	}
-	return 0, false
+	return tcpSocket{}, false
 }
 
 // liveSockets returns every live socket of the kernel's tables, by its
@@ -195,26 +202,29 @@ type tcpSocket struct {
 	inode         uint64
 }
 
-// tcpTimeWait is the kernel's TCP_TIME_WAIT state.
-const tcpTimeWait = 6
+// The kernel's TCP states that matter here.
+const (
+	tcpEstablished = 1
+	tcpTimeWait    = 6
+)
 
 // live reports whether a process can own the socket: a socket in
 // TIME_WAIT (or orphaned, closing) has no file and inode 0.
 func (s tcpSocket) live() bool { return s.inode != 0 && s.state != tcpTimeWait }
 
-// scanTCP reads a /proc/net/tcp table and returns the inode of the first
-// live socket for which match returns true.
-func scanTCP(r io.Reader, match func(tcpSocket) bool) (uint64, bool) {
+// scanTCP reads a /proc/net/tcp table and returns the first live socket
+// for which match returns true.
+func scanTCP(r io.Reader, match func(tcpSocket) bool) (tcpSocket, bool) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	sc.Scan() // header
 	for sc.Scan() {
 		s, ok := parseTCPLine(sc.Text())
 		if ok && s.live() && match(s) {
-			return s.inode, true
+			return s, true
 		}
 	}
-	return 0, false
+	return tcpSocket{}, false
 }
 
 // parseTCPLine decodes one line of /proc/net/tcp{,6}:

@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -26,7 +28,8 @@ const procNetTCP6Sample = `  sl  local_address                         remote_ad
 func TestScanTCPMatchesTheLiveConnectionExactly(t *testing.T) {
 	ap := netip.MustParseAddrPort
 	find := func(table string, local, remote netip.AddrPort) (uint64, bool) {
-		return scanTCP(strings.NewReader(table), func(s tcpSocket) bool { return s.local == local && s.remote == remote })
+		s, ok := scanTCP(strings.NewReader(table), func(s tcpSocket) bool { return s.local == local && s.remote == remote })
+		return s.inode, ok
 	}
 	// The live connection, not the TIME_WAIT line before it with the same
 	// local port (which a lookup by port alone returned: inode 0, owned
@@ -96,5 +99,22 @@ func TestIdentifyRealSockets(t *testing.T) {
 	p.retries = nil
 	if node, found := p.identify(in.RemoteAddr(), other); found {
 		t.Fatalf("a socket with other addresses attributed to %q", node)
+	}
+
+	// A connection its opener has closed already (as ZooKeeper does with
+	// the election connections it drops) has nothing to attribute, and is
+	// no cause for a warning: the proxy's end has seen the close.
+	var logged bytes.Buffer
+	p.log = slog.New(slog.NewTextHandler(&logged, nil))
+	c.Close()
+	buf := make([]byte, 1)
+	if _, err := in.Read(buf); err == nil {
+		t.Fatal("the closed connection delivered a byte")
+	}
+	if node, found := p.identify(in.RemoteAddr(), in.LocalAddr()); found {
+		t.Fatalf("a closed connection attributed to %q", node)
+	}
+	if logged.Len() > 0 {
+		t.Fatalf("warned about a closed connection: %s", logged.String())
 	}
 }
