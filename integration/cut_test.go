@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -186,10 +187,12 @@ func TestCutTakesEffectWithPortsInTimeWait(t *testing.T) {
 			if round%2 == 0 {
 				i = (lead + 1) % len(etcd.Members)
 			}
+			began := time.Now()
 			if err := etcd.Cut(i); err != nil {
 				etcd.Heal(i)
 				t.Fatalf("round %d: %v", round, err)
 			}
+			cutTook := time.Since(began)
 			// Independently of Cut's own check: the member has no leader,
 			// and the other two agree on one that is not it.
 			st, err := etcd.Status(ctx, i)
@@ -202,10 +205,13 @@ func TestCutTakesEffectWithPortsInTimeWait(t *testing.T) {
 			if l, err := etcd.Leader(ctx); err != nil || l == i {
 				t.Fatalf("round %d: leader during the cut of %d: %d, %v", round, i, l, err)
 			}
+			began = time.Now()
 			etcd.Heal(i)
 			if err := etcd.WaitHealthy(ctx); err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("round %d: cut %d (leader %d) took effect in %v; healthy %v after the heal",
+				round, i, lead, cutTook.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 		}
 	})
 
@@ -220,10 +226,12 @@ func TestCutTakesEffectWithPortsInTimeWait(t *testing.T) {
 			if round%2 == 0 {
 				i = (lead + 1) % len(zk.Servers)
 			}
+			began := time.Now()
 			if err := zk.Cut(i); err != nil {
 				zk.Heal(i)
 				t.Fatalf("round %d: %v", round, err)
 			}
+			cutTook := time.Since(began)
 			// Independently: asked directly, the cut server serves no one,
 			// and the other two serve under a leader that is not it.
 			if m, err := zk.Servers[i].Mode(ctx); err != nil || m != "" {
@@ -232,10 +240,13 @@ func TestCutTakesEffectWithPortsInTimeWait(t *testing.T) {
 			if l, err := zk.Leader(ctx); err != nil || l == i {
 				t.Fatalf("round %d: leader during the cut of %d: %d, %v", round, i, l, err)
 			}
+			began = time.Now()
 			zk.Heal(i)
 			if err := zk.WaitHealthy(ctx); err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("round %d: cut %d (leader %d) took effect in %v; healthy %v after the heal",
+				round, i, lead, cutTook.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 		}
 	})
 }
@@ -244,7 +255,7 @@ func TestCutTakesEffectWithPortsInTimeWait(t *testing.T) {
 // than the test's, reporting failure with Error (FailNow must not be
 // called there).
 func startEtcd(t *testing.T) *integration.EtcdCluster {
-	c, err := integration.StartEtcd(ctxFor(t, 3*time.Minute))
+	c, err := integration.StartEtcd(ctxFor(t, 3*time.Minute), integration.WithLogger(logTo(t)))
 	if err != nil {
 		t.Error(err)
 		return nil
@@ -258,7 +269,7 @@ func startEtcd(t *testing.T) *integration.EtcdCluster {
 }
 
 func startZooKeeper(t *testing.T) *integration.ZooKeeperEnsemble {
-	e, err := integration.StartZooKeeper(ctxFor(t, 3*time.Minute))
+	e, err := integration.StartZooKeeper(ctxFor(t, 3*time.Minute), integration.WithLogger(logTo(t)))
 	if err != nil {
 		t.Error(err)
 		return nil
@@ -269,4 +280,16 @@ func startZooKeeper(t *testing.T) *integration.ZooKeeperEnsemble {
 		}
 	})
 	return e
+}
+
+// logTo logs the harness's warnings to t.
+func logTo(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
