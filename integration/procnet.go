@@ -82,19 +82,19 @@ var identifyRetries = [...]time.Duration{time.Millisecond, 5 * time.Millisecond,
 // (the connecting socket's remote one). It returns "" for a socket no
 // server owns (a client), and found=false when no live socket with both
 // addresses is listed even after retries: the connection cannot be
-// attributed.
+// attributed. inode is the connecting socket's.
 //
 // An unattributable connection while servers are running is suspicious —
-// it may be a server's peer link that a cut would then not hold — so it
-// is logged as a warning; the connection is treated as a client's (most
-// likely it is already closed), and every Cut audits the connections
-// treated as clients' again (checkAttribution) and fails if any turns out
-// to be a server's.
-func (p *procs) identify(peer, self net.Addr) (node string, found bool) {
+// it may be a server's peer link that a cut would then not hold — so,
+// unless its opener has closed it already, it is logged as a warning. It
+// is treated as a client's, and every Cut audits the connections treated
+// as clients' again (CheckAttribution), puts right any that turns out to
+// be a server's, and fails if the lookup had matched another socket.
+func (p *procs) identify(peer, self net.Addr) (node string, inode uint64, found bool) {
 	local, ok1 := addrPort(peer)
 	remote, ok2 := addrPort(self)
 	if !ok1 || !ok2 {
-		return "", false
+		return "", 0, false
 	}
 	sock, found := findSocket(local, remote)
 	for _, d := range p.retries {
@@ -117,10 +117,9 @@ func (p *procs) identify(peer, self net.Addr) (node string, found bool) {
 				local.String()+"->"+remote.String()+" in /proc/net/tcp{,6}; treating it as a client's",
 				"servers", len(pids))
 		}
-		return "", false
+		return "", 0, false
 	}
-	inode := sock.inode
-	return ownerOf(pids, map[uint64]bool{inode: true})[inode], true
+	return ownerOf(pids, map[uint64]bool{sock.inode: true})[sock.inode], sock.inode, true
 }
 
 // ownerOf finds, among the processes in pids, the owners of the sockets

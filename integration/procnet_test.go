@@ -1,13 +1,16 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A table as the kernel writes it: an earlier connection from port 40000
@@ -87,17 +90,17 @@ func TestIdentifyRealSockets(t *testing.T) {
 	defer in.Close()
 
 	p := newProcs(nil)
-	if node, found := p.identify(in.RemoteAddr(), in.LocalAddr()); !found || node != "" {
+	if node, _, found := p.identify(in.RemoteAddr(), in.LocalAddr()); !found || node != "" {
 		t.Fatalf("unregistered owner: %q, %v; want a client", node, found)
 	}
 	p.set("self", os.Getpid())
-	if node, found := p.identify(in.RemoteAddr(), in.LocalAddr()); !found || node != "self" {
+	if node, _, found := p.identify(in.RemoteAddr(), in.LocalAddr()); !found || node != "self" {
 		t.Fatalf("registered owner: %q, %v; want self", node, found)
 	}
 	// The same port towards another address is another socket: none.
 	other := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
 	p.retries = nil
-	if node, found := p.identify(in.RemoteAddr(), other); found {
+	if node, _, found := p.identify(in.RemoteAddr(), other); found {
 		t.Fatalf("a socket with other addresses attributed to %q", node)
 	}
 
@@ -111,10 +114,87 @@ func TestIdentifyRealSockets(t *testing.T) {
 	if _, err := in.Read(buf); err == nil {
 		t.Fatal("the closed connection delivered a byte")
 	}
-	if node, found := p.identify(in.RemoteAddr(), in.LocalAddr()); found {
+	if node, _, found := p.identify(in.RemoteAddr(), in.LocalAddr()); found {
 		t.Fatalf("a closed connection attributed to %q", node)
 	}
 	if logged.Len() > 0 {
 		t.Fatalf("warned about a closed connection: %s", logged.String())
+	}
+}
+
+// TestCheckAttributionPutsRight audits a connection treated as a client's
+// that a server opened: made before the harness knew the server's PID, it
+// is attributed now, silently; taken for a client's because the lookup
+// found another socket (as the lookup by local port found a TIME_WAIT
+// one), it is attributed now and reported. Either way a cut of that
+// server holds it from then on.
+func TestCheckAttributionPutsRight(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		identify func(*procs) func(peer, self net.Addr) (string, uint64, bool)
+		wantErr  bool
+	}{
+		{"registered late", func(p *procs) func(peer, self net.Addr) (string, uint64, bool) { return p.identify }, false},
+		{"wrong socket", func(*procs) func(peer, self net.Addr) (string, uint64, bool) {
+			return func(net.Addr, net.Addr) (string, uint64, bool) { return "", 0, true }
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cluster{cfg: newConfig(nil), net: newNetwork(), procs: newProcs(nil)}
+			px, err := newProxy(c.net, "srv", echoServer(t), tc.identify(c.procs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer px.Close()
+			c.proxies = append(c.proxies, px)
+			conn, err := net.Dial("tcp", px.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			lines := make(chan string, 4)
+			go func() {
+				sc := bufio.NewScanner(conn)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+				close(lines)
+			}()
+			echo := func(s string) {
+				t.Helper()
+				if _, err := io.WriteString(conn, s+"\n"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			echo("a")
+			if got := <-lines; got != "a" {
+				t.Fatalf("echo %q", got)
+			}
+			// This process plays the server that opened the connection.
+			c.procs.set("me", os.Getpid())
+			err = c.CheckAttribution()
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("CheckAttribution: %v, want an error: %v", err, tc.wantErr)
+			}
+			if err := c.CheckAttribution(); err != nil {
+				t.Fatalf("second audit: %v", err)
+			}
+			c.net.Set("me", Fault{Hold: true})
+			echo("b")
+			select {
+			case got := <-lines:
+				t.Fatalf("%q passed a cut of the server that opened the connection", got)
+			case <-time.After(300 * time.Millisecond):
+			}
+			c.net.Clear("me")
+			select {
+			case got := <-lines:
+				if got != "b" {
+					t.Fatalf("after the heal: %q", got)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("held bytes not delivered after the heal")
+			}
+		})
 	}
 }
