@@ -17,16 +17,23 @@ import (
 )
 
 // timeWaitFiller keeps many loopback sockets in TIME_WAIT: it makes short
-// connections to a listener of its own and closes each from the client
+// connections to listeners of its own and closes each from the client
 // side first, so the client's ephemeral port stays in TIME_WAIT (inode 0,
 // owned by nobody) for a minute. A server's new outgoing connection then
-// usually shares its local port with one of them — the kernel reuses a
-// port towards another address — which is what made a lookup by local
-// port alone attribute peer links to no server.
+// usually shares its local port with one or more of them — the kernel
+// reuses a port towards another address — which is what made a lookup by
+// local port alone attribute peer links to no server. Several listeners,
+// because the kernel recycles a TIME_WAIT socket on loopback for a new
+// connection to the same address after a second, and because a connect
+// to an address most ports are taken for has to search the whole range:
+// spread over several addresses, more of them stay, and the filling stays
+// cheap for the kernel.
 //
-// It changes no sysctl: the ports are filled, not the range narrowed.
+// It changes no sysctl: the ports are filled, not the range narrowed. The
+// sockets last a minute, longer than the clusters take to start and make
+// their peer links, which is what the test needs.
 type timeWaitFiller struct {
-	ln   net.Listener
+	lns  []net.Listener
 	mu   sync.Mutex
 	open []net.Conn // accepted, not yet closed
 	made atomic.Int64
@@ -35,25 +42,28 @@ type timeWaitFiller struct {
 }
 
 func newTimeWaitFiller(t *testing.T) *timeWaitFiller {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &timeWaitFiller{ln: ln, stop: make(chan struct{})}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			f.mu.Lock()
-			f.open = append(f.open, c)
-			f.mu.Unlock()
-		}
-	}()
+	f := &timeWaitFiller{stop: make(chan struct{})}
 	t.Cleanup(f.close)
+	for range 8 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.lns = append(f.lns, ln)
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				f.mu.Lock()
+				f.open = append(f.open, c)
+				f.mu.Unlock()
+			}
+		}()
+	}
 	return f
 }
 
@@ -81,7 +91,7 @@ func (f *timeWaitFiller) fill(n int) {
 			go func() {
 				defer wg.Done()
 				for k := w; k < min(round, n-done); k += workers {
-					c, err := net.Dial("tcp", f.ln.Addr().String())
+					c, err := net.Dial("tcp", f.lns[k%len(f.lns)].Addr().String())
 					if err != nil {
 						continue
 					}
@@ -95,25 +105,6 @@ func (f *timeWaitFiller) fill(n int) {
 	}
 }
 
-// keep tops the sockets up in the background until close: TIME_WAIT lasts
-// a minute, and a test longer than that would otherwise lose them.
-func (f *timeWaitFiller) keep(perSecond int) {
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-f.stop:
-				return
-			case <-tick.C:
-				f.fill(perSecond / 10)
-			}
-		}
-	}()
-}
-
 func (f *timeWaitFiller) close() {
 	select {
 	case <-f.stop:
@@ -121,7 +112,9 @@ func (f *timeWaitFiller) close() {
 	default:
 	}
 	close(f.stop)
-	f.ln.Close()
+	for _, ln := range f.lns {
+		ln.Close()
+	}
 	f.wg.Wait()
 	f.closeAccepted()
 }
@@ -159,7 +152,6 @@ func TestCutTakesEffectWithPortsInTimeWait(t *testing.T) {
 	f := newTimeWaitFiller(t)
 	start := time.Now()
 	f.fill(25000)
-	f.keep(500)
 	t.Logf("%d connections closed client side first in %v; %d IPv4 sockets in TIME_WAIT",
 		f.made.Load(), time.Since(start).Round(time.Millisecond), countTimeWait())
 
