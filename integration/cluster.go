@@ -152,9 +152,9 @@ func (c *cluster) Resume(i int) error {
 // when it has not within verifyTimeout. It checks two things. First, that
 // no open connection of server i goes unheld: every connection the
 // proxies treat as a client's is looked up again, and one that belongs to
-// a server is attributed to it (CheckAttribution). Second, that the server noticed: an etcd
-// member reports no leader, a ZooKeeper server stops serving (it leaves
-// the quorum and looks for a leader). The second check is skipped, and
+// a server is attributed to it (CheckAttribution). Second, that the
+// server noticed: an etcd member reports no leader, a ZooKeeper server
+// stops serving (it leaves the quorum and looks for a leader). The second check is skipped, and
 // only the first made, when it cannot apply: a cluster of one server
 // (which leads itself, cut or not), or a server that is not running or is
 // paused (it cannot notice anything until it runs again).
@@ -193,17 +193,17 @@ func (c *cluster) verifyCut(i int) error {
 		ok, s, err := c.isolated(ctx, i)
 		switch {
 		case err != nil:
-			saw = err.Error()
+			saw = "could not be asked: " + err.Error()
 			return err
 		case !ok:
-			saw = s
+			saw = "still " + s
 			return fmt.Errorf("%s %s", n.Name, s)
 		}
 		return nil
 	})
 	if err != nil {
 		aerr := c.CheckAttribution()
-		return fmt.Errorf("integration: cut %s did not take effect within %v: it still %s (%v); audit: %v; connections:\n%s",
+		return fmt.Errorf("integration: cut %s did not take effect within %v: it %s (%v); audit: %v; connections:\n%s",
 			n.Name, verifyTimeout, saw, err, aerr, c.describeLinks())
 	}
 	if saw == "paused" {
