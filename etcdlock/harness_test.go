@@ -39,7 +39,11 @@ func TestHolderMemberCutOff(t *testing.T) {
 			res := lockAsync(ctx, newMutex(t, newSession(t, wcli), "cut"))
 			qw.nextPut()
 
-			succ := holderHearsFirst(t, holder, res, func() { c.Cut(h) }, func() { c.Heal(h) })
+			succ := holderHearsFirst(t, holder, res, func() {
+				if err := c.Cut(h); err != nil {
+					t.Error(err)
+				}
+			}, func() { c.Heal(h) })
 			mustUnlock(t, succ)
 		})
 	}

@@ -57,6 +57,7 @@ func NewEtcd(t testing.TB, opts ...Option) *EtcdCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.t = t
 	t.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			t.Error(err)
@@ -83,6 +84,7 @@ func StartEtcd(ctx context.Context, opts ...Option) (*EtcdCluster, error) {
 			return nil, err
 		}
 		c := &EtcdCluster{cluster: newCluster(cfg, dir)}
+		c.isolated = c.memberIsolated
 		if err := c.start(ctx, bin); err != nil {
 			c.Close()
 			return nil, err
@@ -107,10 +109,10 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 		}
 		real[i] = ports{cp, pp}
 		m := &EtcdMember{node: node{Name: name, procs: c.procs}, c: c, clientAddr: cp}
-		if m.clientProxy, err = newProxy(c.net, name, cp, c.procs.identify); err != nil {
+		if m.clientProxy, err = c.newProxy(name, cp); err != nil {
 			return err
 		}
-		if m.peerProxy, err = newProxy(c.net, name, pp, c.procs.identify); err != nil {
+		if m.peerProxy, err = c.newProxy(name, pp); err != nil {
 			return err
 		}
 		c.Members = append(c.Members, m)
@@ -218,6 +220,23 @@ func (m *EtcdMember) status(ctx context.Context) (*clientv3.StatusResponse, erro
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	return cli.Status(sctx, url)
+}
+
+// memberIsolated reports whether member i, cut off, has noticed: it
+// reports no leader. A follower that hears no leader for an election
+// timeout starts an election (pre-vote) and forgets its leader; a leader
+// that hears no quorum for one steps down (etcd runs raft with
+// CheckQuorum). A member that still names a leader long after the cut
+// still hears from one: the cut leaks.
+func (c *EtcdCluster) memberIsolated(ctx context.Context, i int) (bool, string, error) {
+	st, err := c.Members[i].status(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	if st.Leader == 0 {
+		return true, "", nil
+	}
+	return false, fmt.Sprintf("reports leader %x at raft term %d (applied index %d)", st.Leader, st.RaftTerm, st.RaftAppliedIndex), nil
 }
 
 // Status asks member i for its status directly, bypassing its proxy: what

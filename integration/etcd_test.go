@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,8 +47,13 @@ func testEtcdFaults(t *testing.T, provider integration.Provider) {
 	}
 
 	t.Run("kill and restart", func(t *testing.T) {
+		pid := c.Members[1].PID()
 		if err := c.Kill(1); err != nil {
 			t.Fatal(err)
+		}
+		// Kill returns once the process is gone.
+		if st := pidState(pid); st != 0 {
+			t.Fatalf("killed member's process %d is in state %c", pid, st)
 		}
 		// Retried: the first write may wait on a proposal the dead member
 		// never got.
@@ -91,6 +97,10 @@ func testEtcdFaults(t *testing.T, provider integration.Provider) {
 		if err := c.Pause(2); err != nil {
 			t.Fatal(err)
 		}
+		// Pause returns once the kernel reports the process stopped.
+		if st := pidState(c.Members[2].PID()); st != 'T' {
+			t.Fatalf("paused member in state %c, want T", st)
+		}
 		m2, _ := c.Client(2)
 		short, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := m2.Put(short, "paused", "v")
@@ -119,7 +129,9 @@ func testEtcdFaults(t *testing.T, provider integration.Provider) {
 		if err := putGet(ctx, mf, "before-cut"); err != nil {
 			t.Fatal(err)
 		}
-		c.Cut(f)
+		if err := c.Cut(f); err != nil {
+			t.Fatal(err)
+		}
 		// A write through the cut-off member reaches nothing.
 		short, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err = mf.Put(short, "through-cut", "v")
@@ -176,6 +188,20 @@ func poll(ctx context.Context, f func() error) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// pidState returns process pid's state letter from /proc/PID/stat, or 0
+// when there is no such process.
+func pidState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }
 
 func TestEtcdProcesses(t *testing.T) { testEtcdFaults(t, integration.Processes) }

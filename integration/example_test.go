@@ -34,8 +34,12 @@ func TestExampleLostLock(t *testing.T) {
 	}
 
 	err = distlock.Do(ctx, mu, func(ctx context.Context, tok distlock.Token) error {
-		cluster.Cut(0) // partition member 0 from clients and peers
+		// Partition member 0 from clients and peers; Cut returns once the
+		// member has noticed (it reports no leader).
 		defer cluster.Heal(0)
+		if err := cluster.Cut(0); err != nil {
+			return err
+		}
 		<-ctx.Done() // the work's context ends when the lock is lost
 		return context.Cause(ctx)
 	})

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Proxy forwards TCP connections from a loopback address to one server
@@ -17,25 +18,47 @@ type Proxy struct {
 	upstream string
 	node     string
 	net      *Network
-	identify func(remote net.Addr) string
+	identify func(peer, self net.Addr) (node string, inode uint64, found bool)
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
+	links  map[*link]struct{} // accepted connections, for audits
 }
 
+// link is a connection the proxy accepted, and who it was attributed to.
+type link struct {
+	peer, self net.Addr // the accepted connection's remote and local addresses
+	inode      uint64   // the connecting socket's inode when accepted (0: not found)
+	found      bool     // whether the connecting socket was found at all
+	// src is the node that opened it ("" for a client). The pumps read it
+	// for every chunk, so that an audit that finds a server's connection
+	// taken for a client's (CheckAttribution) puts it right at once.
+	src atomic.Pointer[string]
+}
+
+func (l *link) source() string {
+	if s := l.src.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
+func (l *link) setSource(node string) { l.src.Store(&node) }
+
 // newProxy listens on a free loopback port for node's server at upstream.
-// identify names the node a connection comes from ("" for clients).
-func newProxy(nw *Network, node, upstream string, identify func(net.Addr) string) (*Proxy, error) {
+// identify names the node a connection comes from ("" for clients; see
+// procs.identify).
+func newProxy(nw *Network, node, upstream string, identify func(peer, self net.Addr) (string, uint64, bool)) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{ln: ln, upstream: upstream, node: node, net: nw, identify: identify,
-		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, links: map[*link]struct{}{}}
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
@@ -93,13 +116,23 @@ func (p *Proxy) serve() {
 func (p *Proxy) handle(in net.Conn) {
 	defer p.wg.Done()
 	defer p.untrack(in)
-	src := ""
+	l := &link{peer: in.RemoteAddr(), self: in.LocalAddr()}
 	if p.identify != nil {
-		src = p.identify(in.RemoteAddr())
+		src, inode, found := p.identify(l.peer, l.self)
+		l.setSource(src)
+		l.inode, l.found = inode, found
 	}
+	p.mu.Lock()
+	p.links[l] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.links, l)
+		p.mu.Unlock()
+	}()
 	// A new connection is admitted like a byte: while the node is cut
 	// off, it waits here (a real partition would leave the SYN unanswered).
-	if ok, err := p.net.admit(p.ctx, src, p.node); !ok || err != nil {
+	if ok, err := p.net.admit(p.ctx, l.source(), p.node); !ok || err != nil {
 		return
 	}
 	out, err := (&net.Dialer{}).DialContext(p.ctx, "tcp", p.upstream)
@@ -111,8 +144,8 @@ func (p *Proxy) handle(in net.Conn) {
 	}
 	defer p.untrack(out)
 	done := make(chan struct{}, 2)
-	go func() { p.pump(out, in, src, p.node); done <- struct{}{} }()
-	go func() { p.pump(in, out, p.node, src); done <- struct{}{} }()
+	go func() { p.pump(out, in, l, true); done <- struct{}{} }()
+	go func() { p.pump(in, out, l, false); done <- struct{}{} }()
 	// When either direction ends, end both: closing both sockets unblocks
 	// the other pump.
 	<-done
@@ -121,12 +154,34 @@ func (p *Proxy) handle(in net.Conn) {
 	<-done
 }
 
-// pump copies bytes from r to w, one chunk at a time, as the network allows.
-func (p *Proxy) pump(w io.Writer, r io.Reader, src, dst string) {
+// clientLinks returns the open connections the proxy treats as clients'.
+func (p *Proxy) clientLinks() []*link {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*link
+	for l := range p.links {
+		if l.source() == "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// pump copies bytes from r to w, one chunk at a time, as the network allows:
+// the bytes go to the proxy's server (inbound) or from it, and come from
+// or go to whoever opened l.
+func (p *Proxy) pump(w io.Writer, r io.Reader, l *link, inbound bool) {
+	ends := func() (src, dst string) {
+		if inbound {
+			return l.source(), p.node
+		}
+		return p.node, l.source()
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
+			src, dst := ends()
 			ok, aerr := p.net.admit(p.ctx, src, dst)
 			if aerr != nil {
 				return
@@ -141,6 +196,7 @@ func (p *Proxy) pump(w io.Writer, r io.Reader, src, dst string) {
 			// A close is news from the other end too: while the node is
 			// held it must wait like bytes, or a partition would let
 			// hang-ups through.
+			src, dst := ends()
 			if _, aerr := p.net.admit(p.ctx, src, dst); aerr != nil || !errors.Is(err, io.EOF) {
 				return
 			}

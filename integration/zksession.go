@@ -213,6 +213,12 @@ type zkCaptureConn struct {
 	// is in the past instead.
 	deadline    time.Time
 	interrupted bool
+	// reading is true while Read is in the socket's Read, past the hold
+	// check; stopped, if not nil, is closed when that Read returns. A hold
+	// takes effect only once no Read is there: bytes such a Read gets are
+	// delivered.
+	reading bool
+	stopped chan struct{}
 }
 
 func (c *zkCaptureConn) Read(p []byte) (int, error) {
@@ -221,6 +227,7 @@ func (c *zkCaptureConn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		n, err := c.Conn.Read(p)
+		c.readReturned()
 		if n == 0 && err != nil && isTimeout(err) && c.holdInterrupted() {
 			continue // a hold cut this Read short, not the client's deadline
 		}
@@ -244,6 +251,7 @@ func (c *zkCaptureConn) awaitUnheld() error {
 				c.interrupted = false
 				c.Conn.SetReadDeadline(c.deadline)
 			}
+			c.reading = true
 			c.hmu.Unlock()
 			return nil
 		}
@@ -289,18 +297,39 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// hold stops Read from delivering: a Read blocked in the socket now is cut
-// short (by a read deadline in the past) and waits too.
-func (c *zkCaptureConn) hold() {
+// readReturned records that a Read in the socket has returned.
+func (c *zkCaptureConn) readReturned() {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
-	if c.held {
-		return
+	c.reading = false
+	if c.stopped != nil {
+		close(c.stopped)
+		c.stopped = nil
 	}
-	c.held, c.interrupted = true, true
-	c.Conn.SetReadDeadline(time.Unix(1, 0))
-	close(c.holdChanged)
-	c.holdChanged = make(chan struct{})
+}
+
+// hold stops Read from delivering: a Read blocked in the socket now is cut
+// short (by a read deadline in the past) and waits too. It returns a
+// channel closed once no Read is in the socket any more, from when on
+// nothing the server sends is delivered until release.
+func (c *zkCaptureConn) hold() <-chan struct{} {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if !c.held {
+		c.held, c.interrupted = true, true
+		c.Conn.SetReadDeadline(time.Unix(1, 0))
+		close(c.holdChanged)
+		c.holdChanged = make(chan struct{})
+	}
+	if !c.reading {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	if c.stopped == nil {
+		c.stopped = make(chan struct{})
+	}
+	return c.stopped
 }
 
 // release ends a hold: Read delivers what was held, then what follows.
@@ -476,7 +505,7 @@ func (e *ZooKeeperEnsemble) DropConnection(conn *zk.Conn) error {
 	return nil
 }
 
-// HoldReplies holds what the servers send to conn: from now on, nothing
+// HoldReplies holds what the servers send to conn: once it returns, nothing
 // arriving on conn's current TCP connection reaches the client, while its
 // requests still go out and are applied. Only this client is affected —
 // other clients and the traffic between servers are not —, so it is a
@@ -505,14 +534,29 @@ func (e *ZooKeeperEnsemble) HoldReplies(conn *zk.Conn) (release func(), err erro
 		return nil, errors.New("integration: hold replies: not connected")
 	}
 	e.cfg.logger.Info("integration: hold replies", "session", fmt.Sprintf("%#x", id), "addr", addr)
-	cc.hold()
+	stopped := cc.hold()
 	var once sync.Once
-	return func() {
+	release = func() {
 		once.Do(func() {
 			e.cfg.logger.Info("integration: release replies", "session", fmt.Sprintf("%#x", id), "addr", addr)
 			cc.release()
 		})
-	}, nil
+	}
+	// Verified: the client's Read, if one was in the socket, has come back
+	// (the read deadline in the past interrupts it at once), so nothing
+	// the server sends from now on reaches the client.
+	t := time.NewTimer(verifyTimeout)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-cc.closed:
+		// Closed: nothing more is delivered on this connection at all.
+	case <-t.C:
+		release()
+		return nil, e.fail(fmt.Errorf("integration: hold replies of session %#x: the client's read in progress did not stop within %v; replies are not held",
+			id, verifyTimeout))
+	}
+	return release, nil
 }
 
 // ExpireSession expires conn's session on the servers, for real: it

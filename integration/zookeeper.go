@@ -90,6 +90,23 @@ func (s *ZooKeeperServer) Mode(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("integration: %s: unexpected srvr answer %q", s.Name, out)
 }
 
+// serverIsolated reports whether server i, cut off, has noticed: it
+// stops serving. A follower that hears nothing from its leader for
+// syncLimit ticks, and a leader that hears from no quorum for as long,
+// leave the quorum and look for a leader, serving no client meanwhile. A
+// server that still serves long after the cut still hears from a quorum:
+// the cut leaks.
+func (e *ZooKeeperEnsemble) serverIsolated(ctx context.Context, i int) (bool, string, error) {
+	m, err := e.Servers[i].Mode(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	if !serves(m) {
+		return true, "", nil
+	}
+	return false, "serves as " + m, nil
+}
+
 // serves reports whether a Mode means the server serves clients.
 func serves(mode string) bool {
 	return mode == "leader" || mode == "follower" || mode == "standalone" || mode == "observer"
@@ -106,6 +123,7 @@ func NewZooKeeper(t testing.TB, opts ...Option) *ZooKeeperEnsemble {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.t = t
 	t.Cleanup(func() {
 		if err := e.Close(); err != nil {
 			t.Error(err)
@@ -137,6 +155,7 @@ func StartZooKeeper(ctx context.Context, opts ...Option) (*ZooKeeperEnsemble, er
 		}
 		e := &ZooKeeperEnsemble{cluster: newCluster(cfg, dir),
 			sessions: map[*zk.Conn]*zkSession{}, stop: make(chan struct{})}
+		e.isolated = e.serverIsolated
 		if err := e.start(ctx, java, cp); err != nil {
 			e.Close()
 			return nil, err
@@ -194,7 +213,7 @@ func (e *ZooKeeperEnsemble) start(ctx context.Context, java, cp string) error {
 	}
 	for _, s := range e.Servers {
 		var err error
-		if s.clientProxy, err = newProxy(e.net, s.Name, s.clientAddr, e.procs.identify); err != nil {
+		if s.clientProxy, err = e.newProxy(s.Name, s.clientAddr); err != nil {
 			return err
 		}
 		if !quorum {
@@ -203,13 +222,13 @@ func (e *ZooKeeperEnsemble) start(ctx context.Context, java, cp string) error {
 		if s.quorumRelay, err = newPeerRelay(s.quorumAddr, nil); err != nil {
 			return err
 		}
-		if s.quorumProxy, err = newProxy(e.net, s.Name, s.quorumRelay.Addr(), e.procs.identify); err != nil {
+		if s.quorumProxy, err = e.newProxy(s.Name, s.quorumRelay.Addr()); err != nil {
 			return err
 		}
 		if s.electionRelay, err = newPeerRelay(s.electionAddr, e.electionProxyAddr); err != nil {
 			return err
 		}
-		if s.electionProxy, err = newProxy(e.net, s.Name, s.electionRelay.Addr(), e.procs.identify); err != nil {
+		if s.electionProxy, err = e.newProxy(s.Name, s.electionRelay.Addr()); err != nil {
 			return err
 		}
 	}

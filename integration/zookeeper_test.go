@@ -116,8 +116,12 @@ func testZooKeeperFaults(t *testing.T, provider integration.Provider) {
 	}
 
 	t.Run("kill and restart", func(t *testing.T) {
+		pid := e.Servers[1].PID()
 		if err := e.Kill(1); err != nil {
 			t.Fatal(err)
+		}
+		if st := pidState(pid); st != 0 {
+			t.Fatalf("killed server's process %d is in state %c", pid, st)
 		}
 		if err := zkWrite(ctx, conn, "/killed"); err != nil {
 			t.Fatal(err)
@@ -170,6 +174,9 @@ func testZooKeeperFaults(t *testing.T, provider integration.Provider) {
 		if err := e.Pause(2); err != nil {
 			t.Fatal(err)
 		}
+		if st := pidState(e.Servers[2].PID()); st != 'T' {
+			t.Fatalf("paused server in state %c, want T", st)
+		}
 		select {
 		case err := <-zkCreateAsync(s2, "/paused"):
 			if err == nil {
@@ -201,7 +208,9 @@ func testZooKeeperFaults(t *testing.T, provider integration.Provider) {
 		if err := zkWrite(ctx, mf, "/before-cut"); err != nil {
 			t.Fatal(err)
 		}
-		e.Cut(f)
+		if err := e.Cut(f); err != nil {
+			t.Fatal(err)
+		}
 		// A write through the cut-off server reaches nothing: it fails or
 		// does not finish.
 		select {

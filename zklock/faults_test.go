@@ -198,8 +198,10 @@ func TestFaults(t *testing.T) {
 		res := lockAsync(testCtx(t), newMutex(t, newSession(t, wconn, zklock.WithPrefix(prefix)), "cut"))
 		waitEntries(t, admin, prefix+"/cut", 2)
 
-		ens.Cut(f)
 		defer ens.Heal(f)
+		if err := ens.Cut(f); err != nil {
+			t.Fatal(err)
+		}
 		r := recv(t, res, "successor")
 		if r.Err != nil {
 			t.Fatal(r.Err)
