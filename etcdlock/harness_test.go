@@ -81,7 +81,7 @@ func TestEnqueueThroughFaultyMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs, cs, third := newSession(t, hcli), newSession(t, all), newSession(t, ocli)
+	hs, third := newSession(t, hcli), newSession(t, ocli)
 	for _, f := range []struct {
 		name  string
 		fault integration.Fault
@@ -92,6 +92,10 @@ func TestEnqueueThroughFaultyMember(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			held, free := "faulty-"+f.name, "faulty-free-"+f.name
 			holder := mustLock(t, newMutex(t, hs, held))
+			// A session of its own, whose TTL outlasts the fault: a
+			// keepalive stuck on the faulty member is another matter
+			// (issue 11, Hole 3), and this test is not about it.
+			cs := newSession(t, all, etcdlock.WithTTL(2*time.Minute))
 			caller, tryer := newMutex(t, cs, held), newMutex(t, cs, free)
 
 			const tries = 15
