@@ -19,7 +19,8 @@ import (
 
 // abandonTimeout bounds the cleanup a failed Lock does before returning;
 // if the delete has not gone through by then, it is retried in the
-// background for as long as the session lives.
+// background for as long as the connection keeps the ZooKeeper session
+// (see removeLater).
 const abandonTimeout = time.Second
 
 // Entry-name kind markers. '@' cannot start a lock-name segment.
@@ -617,7 +618,7 @@ func (e *entry) release(ctx context.Context) error {
 		}
 	default:
 		e.s.removeLater(e.path)
-		return fmt.Errorf("delete %s: %w (retrying in the background while the session lives)", e.path, err)
+		return fmt.Errorf("delete %s: %w (retrying in the background while the connection keeps the session)", e.path, err)
 	}
 	e.s.log.Debug("zklock: released", "lock", e.name, "token", e.czxid)
 	return nil
@@ -672,7 +673,7 @@ func (e *entry) abandon(cause error) {
 // abandon deletes a node of this session before a failed Lock returns. A
 // node that cannot be deleted within abandonTimeout is left to a
 // background retry, so that it never blocks the queue for longer than the
-// session lives.
+// ZooKeeper session lives.
 func (s *Session) abandon(path string) {
 	if !s.ours() {
 		s.removeStray(path)
