@@ -180,16 +180,8 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 		uncertain bool
 	)
 	for {
-		ops := []clientv3.Op{put, clientv3.OpGet(qkey, clientv3.WithRange(qend), clientv3.WithKeysOnly())}
-		if uncertain {
-			ops = append(ops, s.guardPut())
-		}
 		var err error
-		resp, err = s.client.Txn(ctx).
-			If(s.guardIs(s.guardRev())).
-			Then(ops...).
-			Else(s.guardGet()).
-			Commit()
+		resp, err = s.enqueueTxn(ctx, put, qkey, qend, uncertain).Commit()
 		if err == nil {
 			if resp.Succeeded {
 				if uncertain {
@@ -231,6 +223,18 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 	}
 	s.log.Debug("etcdlock: acquired", "lock", name, "key", key, "token", rev)
 	return e, nil
+}
+
+// enqueueTxn returns the enqueue Txn, not yet committed: if the session's
+// guard is as last seen, put (the entry) and read the queue [qkey, qend)
+// (Responses[1]), and with uncertain move the guard too; otherwise read
+// the guard (Responses[0]).
+func (s *Session) enqueueTxn(ctx context.Context, put clientv3.Op, qkey, qend string, uncertain bool) clientv3.Txn {
+	ops := []clientv3.Op{put, clientv3.OpGet(qkey, clientv3.WithRange(qend), clientv3.WithKeysOnly())}
+	if uncertain {
+		ops = append(ops, s.guardPut())
+	}
+	return s.client.Txn(ctx).If(s.guardIs(s.guardRev())).Then(ops...).Else(s.guardGet())
 }
 
 // wait blocks until q says its owner holds the lock (distlock.WaitTurn),
