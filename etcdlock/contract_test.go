@@ -86,3 +86,10 @@ func (s *etcdSession) Close(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeadlineSweep runs the contract's deadline sweep (issue 11, Hole 1)
+// on a real 3-member etcd cluster: Locks of every kind cut off at every
+// point of their enqueue leave nothing behind.
+func TestDeadlineSweep(t *testing.T) {
+	locktest.DeadlineSweep(t, &etcdBackend{clus: newCluster(t)}, locktest.SweepConfig{})
+}

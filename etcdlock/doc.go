@@ -14,6 +14,15 @@
 // separate processes, in FIFO order, instead of one mistaking another's key
 // for its own.
 //
+// A session may also have one guard key, "P" + "@guard/" + lease, bound to
+// its lease: every enqueue Txn compares it, and the cleanup of an enqueue
+// whose outcome is unknown (a Lock that failed or was cancelled while its
+// Txn was in flight) moves it and deletes the key in one Txn, so the put,
+// should the server apply it late, can never re-create a key after its
+// cleanup (see guard.go for the reasoning). It exists only once such a
+// cleanup has happened, and goes with the lease. It is in no lock's queue:
+// no lock name starts with "@".
+//
 // # Handoff
 //
 // Enqueue is one Txn that puts the key and reads the queue. The waiter then

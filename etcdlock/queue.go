@@ -124,46 +124,84 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 	// The whole queue this entry joins: lock entries, or candidates.
 	qkey, qend := conflictRange(dir, distlock.Exclusive, election)
 
+	// ctxErr prefers ctx's cause to the store's error once ctx has ended:
+	// a request bounded by ctx's deadline can come back with the server's
+	// own timeout ("etcdserver: request timed out", the deadline having
+	// travelled with the request) a moment before the client sees ctx end.
+	ctxErr := func(err error) error {
+		err = s.storeErr(err)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return err
+	}
+
+	// Every enqueue Txn below is guarded (see guard): it writes only if
+	// the session's guard is as last seen, and tells the guard's revision
+	// in its Else branch when it is not.
 	if try {
 		ckey, cend := conflictRange(dir, kind, election)
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(ckey), "=", 0).WithRange(cend)).
-			Then(put).
-			Else(clientv3.OpGet(ckey, append(clientv3.WithFirstCreate(), clientv3.WithRange(cend))...)).
-			Commit()
-		if err != nil {
-			// The put may or may not have been applied.
-			s.abandon(key)
-			return nil, fail(s.storeErr(err))
+		for {
+			resp, err := s.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(ckey), "=", 0).WithRange(cend), s.guardIs(s.guardRev())).
+				Then(put).
+				Else(clientv3.OpGet(ckey, append(clientv3.WithFirstCreate(), clientv3.WithRange(cend))...), s.guardGet()).
+				Commit()
+			if err != nil {
+				// The put may or may not have been applied, or be still
+				// on its way.
+				s.abandon(key)
+				return nil, fail(ctxErr(err))
+			}
+			if !resp.Succeeded {
+				if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
+					return nil, fail(heldBy(resp))
+				}
+				// Free, but the guard moved: go again.
+				s.sawGuardIn(resp.Responses[1].GetResponseRange(), resp.Header.Revision)
+				continue
+			}
+			if err := s.checkRev(key, resp.Header.Revision, floor); err != nil {
+				return nil, fail(err)
+			}
+			e := s.track(name, key, resp.Header.Revision)
+			e.election = election
+			s.log.Debug("etcdlock: acquired", "lock", name, "key", key, "token", e.rev)
+			return e, nil
 		}
-		if !resp.Succeeded {
-			return nil, fail(heldBy(resp))
-		}
-		if err := s.checkRev(key, resp.Header.Revision, floor); err != nil {
-			return nil, fail(err)
-		}
-		e := s.track(name, key, resp.Header.Revision)
-		e.election = election
-		s.log.Debug("etcdlock: acquired", "lock", name, "key", key, "token", e.rev)
-		return e, nil
 	}
 
 	// The enqueue is safe to repeat: a second put of the same key keeps its
 	// create revision, and the read in the same Txn says what it is. So a
 	// member failing under the request (its answer lost, the put maybe
-	// applied) costs a retry, not the caller's Lock.
-	var resp *clientv3.TxnResponse
+	// applied) costs a retry, not the caller's Lock. The attempt that went
+	// unanswered may still be applied later, though, after this key has
+	// been released: so every attempt after one with an unknown outcome
+	// moves the guard too, in its own Txn, which makes the earlier ones
+	// fail their compare whenever they arrive.
+	var (
+		resp      *clientv3.TxnResponse
+		uncertain bool
+	)
 	for {
 		var err error
-		resp, err = s.client.Txn(ctx).
-			Then(put, clientv3.OpGet(qkey, clientv3.WithRange(qend), clientv3.WithKeysOnly())).
-			Commit()
+		resp, err = s.enqueueTxn(ctx, put, qkey, qend, uncertain).Commit()
 		if err == nil {
-			break
+			if resp.Succeeded {
+				if uncertain {
+					s.sawGuard(resp.Header.Revision, resp.Header.Revision)
+				}
+				break
+			}
+			// Another Lock of this session cleaned up meanwhile: the
+			// guard moved, nothing was written; go again.
+			s.sawGuardIn(resp.Responses[0].GetResponseRange(), resp.Header.Revision)
+			continue
 		}
+		uncertain = true
 		if status.Code(err) != codes.Unavailable || ctx.Err() != nil || ctxwait.Sleep(ctx, retryDelay) != nil {
 			s.abandon(key)
-			return nil, fail(s.storeErr(err))
+			return nil, fail(ctxErr(err))
 		}
 		s.log.Debug("etcdlock: enqueue failed; retrying", "lock", name, "err", err)
 	}
@@ -192,6 +230,18 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 	}
 	s.log.Debug("etcdlock: acquired", "lock", name, "key", key, "token", rev)
 	return e, nil
+}
+
+// enqueueTxn returns the enqueue Txn, not yet committed: if the session's
+// guard is as last seen, put (the entry) and read the queue [qkey, qend)
+// (Responses[1]), and with uncertain move the guard too; otherwise read
+// the guard (Responses[0]).
+func (s *Session) enqueueTxn(ctx context.Context, put clientv3.Op, qkey, qend string, uncertain bool) clientv3.Txn {
+	ops := []clientv3.Op{put, clientv3.OpGet(qkey, clientv3.WithRange(qend), clientv3.WithKeysOnly())}
+	if uncertain {
+		ops = append(ops, s.guardPut())
+	}
+	return s.client.Txn(ctx).If(s.guardIs(s.guardRev())).Then(ops...).Else(s.guardGet())
 }
 
 // wait blocks until q says its owner holds the lock (distlock.WaitTurn),
@@ -313,22 +363,18 @@ func (e *entry) release(ctx context.Context) error {
 	return nil
 }
 
-// abandon is the failure path of a Lock that had enqueued.
+// abandon is the failure path of a Lock that had enqueued: its put is
+// known to have been applied (and any earlier attempt of it can no longer
+// be, see acquireEntry), so a plain delete undoes it for good. A delete
+// that does not go through within abandonTimeout is retried in the
+// background while the session lives.
 func (e *entry) abandon(cause error) {
 	e.kill(cause)
-	e.s.abandon(e.key)
-}
-
-// abandon deletes a key this session may have put, before a failed Lock
-// returns, whether or not the put went through. A key that cannot be deleted within abandonTimeout is left to a
-// background retry so that it never blocks the queue for longer than the
-// session lives.
-func (s *Session) abandon(key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
 	defer cancel()
-	if _, err := s.client.Delete(ctx, key); err != nil {
-		s.log.Warn("etcdlock: cleanup failed; retrying in the background", "key", key, "err", err)
-		s.removeLater(key)
+	if _, err := e.s.client.Delete(ctx, e.key); err != nil {
+		e.s.log.Warn("etcdlock: cleanup failed; retrying in the background", "key", e.key, "err", err)
+		e.s.removeLater(e.key)
 	}
 }
 

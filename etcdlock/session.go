@@ -87,6 +87,9 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	// guard makes a failed Lock's key unable to come back (guard.go).
+	guard guard
+
 	seq atomic.Uint64 // makes each entry key unique within the lease
 	wg  sync.WaitGroup
 

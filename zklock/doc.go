@@ -125,7 +125,10 @@
 // # Failures
 //
 // Every failed Lock or TryLock deletes its node before returning (within a
-// second, then in the background for as long as the session lives). A
+// second, then in the background for as long as the connection keeps the
+// ZooKeeper session, even past the end of the Session: a Session that
+// ended on its client-side deadline may leave a connection that kept the
+// ZooKeeper session, and its nodes, alive). A
 // create cut off by a connection loss is looked up by its GUID after a
 // Sync. The node's own watch reports its deletion; since the deletions of
 // an expired or closed session's ephemeral nodes can reach the client

@@ -195,8 +195,8 @@ func (l *leadership) Proclaim(ctx context.Context, value string) error {
 // write. If the leadership had been lost already, or Resign was called
 // before, it returns an error wrapping distlock.ErrNotLeader (and the
 // loss). If the delete fails, the error says so: the node is deleted in
-// the background for as long as the session lives, and goes with the
-// session at the latest; until then the election has no other leader.
+// the background for as long as the connection keeps the ZooKeeper
+// session, and goes with that session at the latest; until then the election has no other leader.
 func (l *leadership) Resign(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -321,3 +321,13 @@ func TestMutex(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadlineSweep runs the contract's deadline sweep (issue 11, Hole 1)
+// on a real 3-server ensemble: Locks of every kind cut off at every point
+// of their enqueue leave nothing behind.
+func TestDeadlineSweep(t *testing.T) {
+	ens := integration.NewZooKeeper(t)
+	admin, events := connect(t, ens)
+	drain(events)
+	locktest.DeadlineSweep(t, newBackend(t, ens, admin), locktest.SweepConfig{})
+}

@@ -19,7 +19,8 @@ import (
 
 // abandonTimeout bounds the cleanup a failed Lock does before returning;
 // if the delete has not gone through by then, it is retried in the
-// background for as long as the session lives.
+// background for as long as the connection keeps the ZooKeeper session
+// (see removeLater).
 const abandonTimeout = time.Second
 
 // Entry-name kind markers. '@' cannot start a lock-name segment.
@@ -617,7 +618,7 @@ func (e *entry) release(ctx context.Context) error {
 		}
 	default:
 		e.s.removeLater(e.path)
-		return fmt.Errorf("delete %s: %w (retrying in the background while the session lives)", e.path, err)
+		return fmt.Errorf("delete %s: %w (retrying in the background while the connection keeps the session)", e.path, err)
 	}
 	e.s.log.Debug("zklock: released", "lock", e.name, "token", e.czxid)
 	return nil
@@ -672,7 +673,7 @@ func (e *entry) abandon(cause error) {
 // abandon deletes a node of this session before a failed Lock returns. A
 // node that cannot be deleted within abandonTimeout is left to a
 // background retry, so that it never blocks the queue for longer than the
-// session lives.
+// ZooKeeper session lives.
 func (s *Session) abandon(path string) {
 	if !s.ours() {
 		s.removeStray(path)
@@ -716,26 +717,51 @@ func (s *Session) removeStray(path string) {
 	}
 }
 
-// removeLater deletes path in the background, retrying until it succeeds or
-// the session ends.
+// Cleanups outlive the Session. A node of this session that a failed Lock
+// leaves behind blocks the lock for as long as the connection keeps the
+// ZooKeeper session, and that can be longer than the Session lives: a
+// Session ends on its conservative client-side deadline when its server
+// stops answering, while the connection, reconnecting to another server
+// within the session timeout, keeps the ZooKeeper session and every node
+// of it. So a cleanup started by a failed Lock (or a release that did not
+// go through) runs until it has succeeded, until the connection no longer
+// has the session (its ephemeral nodes went with it), or until the
+// connection is closed — not until the Session ends; and Close does not
+// wait for it (it may wait for a server to come back).
+
+// removeLater deletes path in the background, retrying until it succeeds,
+// the connection loses the session, or the connection is closed.
 func (s *Session) removeLater(path string) {
-	s.goBackground(func(ctx context.Context) {
+	go func() {
 		for delay := retryDelay; s.ours(); delay = min(2*delay, s.timeout/6) {
+			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 			_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
+			cancel()
 			if err == nil || errors.Is(err, zk.ErrNoNode) {
 				s.forget(path)
 				return
 			}
-			if ctxwait.Sleep(ctx, delay) != nil {
+			if !retryCleanup(err) {
+				s.log.Warn("zklock: cleanup abandoned", "node", path, "err", err)
 				return
 			}
+			time.Sleep(delay)
 		}
-	})
+	}()
+}
+
+// retryCleanup reports whether a cleanup that failed with err may succeed
+// later: the client was between servers, or the request ran out of time;
+// not once the connection is closed or the request is refused.
+func retryCleanup(err error) bool {
+	return transient(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // abandonCreate cleans up after a Lock that gave up while its create was in
 // flight: it waits (up to abandonTimeout, then in the background) for the
-// create's result and deletes whatever it made.
+// create's result and deletes whatever it made. The result always comes:
+// go-zookeeper answers every request, with ErrConnectionClosed when the
+// connection is lost before the reply, ErrClosing when it is closed.
 func (s *Session) abandonCreate(ch <-chan createResult, dir, guid string) {
 	finish := func(r createResult) {
 		switch {
@@ -752,24 +778,22 @@ func (s *Session) abandonCreate(ch <-chan createResult, dir, guid string) {
 	case r := <-ch:
 		finish(r)
 	case <-t.C:
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			select {
-			case r := <-ch:
-				finish(r)
-			case <-s.ctx.Done():
-			}
-		}()
+		go func() { finish(<-ch) }()
 	}
 }
 
 // abandonGUID deletes, in the background, the entry with guid in dir if a
-// create cut off by a connection loss made it.
+// create cut off by a connection loss made it. The look for it follows a
+// sync on the server the client is now connected to; a create still on its
+// way from the server the connection was lost to is refused once the
+// session has moved (ZooKeeper's session-moved check), so if the look does
+// not find it, it never appears.
 func (s *Session) abandonGUID(dir, guid string) {
-	s.goBackground(func(ctx context.Context) {
-		for s.ours() {
+	go func() {
+		for delay := retryDelay; s.ours(); delay = min(2*delay, s.timeout/6) {
+			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 			p, err := s.findGUID(ctx, dir, guid)
+			cancel()
 			if err == nil {
 				if p != "" {
 					s.remember(p)
@@ -777,11 +801,13 @@ func (s *Session) abandonGUID(dir, guid string) {
 				}
 				return
 			}
-			if ctxwait.Sleep(ctx, retryDelay) != nil {
+			if !retryCleanup(err) {
+				s.log.Warn("zklock: cleanup abandoned", "dir", dir, "guid", guid, "err", err)
 				return
 			}
+			time.Sleep(delay)
 		}
-	})
+	}()
 }
 
 // createResult is the outcome of a create request.
