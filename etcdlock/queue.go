@@ -244,6 +244,10 @@ func (s *Session) goWaitDeleted(ctx context.Context, x distlock.Entry, known int
 // more watching.
 func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
 	ckey, cend := conflictRange(e.s.queueDir(e.name), q.Me().Kind, e.election)
+	// Bounded: waitGone does not follow its predecessor's watch while this
+	// runs, and a read that landed on a frozen member would hang.
+	ctx, cancel := context.WithTimeout(ctx, e.s.hedgeDelay())
+	defer cancel()
 	resp, err := e.s.client.Get(ctx, ckey, clientv3.WithRange(cend), clientv3.WithSerializable(), clientv3.WithKeysOnly(),
 		clientv3.WithMaxCreateRev(below-1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
@@ -291,10 +295,15 @@ func (e *entry) hold() *distlock.Lease {
 func (e *entry) release(ctx context.Context) error {
 	known := e.alive.Err() != nil
 	e.kill(distlock.ErrReleased)
-	resp, err := e.s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)).
-		Then(clientv3.OpDelete(e.key)).
-		Commit()
+	// Hedged: the delete is conditioned on the entry's create revision, so
+	// a repeat is harmless, and one attempt must not hang on a frozen
+	// member while the others could answer.
+	resp, err := hedged(ctx, e.s.hedgeDelay(), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return e.s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)).
+			Then(clientv3.OpDelete(e.key)).
+			Commit()
+	})
 	if err != nil {
 		e.s.removeLater(e.key)
 		return fmt.Errorf("delete key %s: %w (retrying in the background while the session lives)", e.key, e.s.storeErr(err))

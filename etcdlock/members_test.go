@@ -1,0 +1,296 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/integration"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// memberTTL is the lease TTL of the sessions under a member fault: short,
+// so that two TTLs pass quickly, and long enough for etcd (which raises
+// shorter TTLs to about one and a half election timeouts).
+const memberTTL = 2 * time.Second
+
+// memberTries is how many holders (or waiters) live through each fault at
+// once, each with a client, a session and a lock of its own.
+const memberTries = 5
+
+// memberFault is one way a member fails: apply makes member i fail and
+// checks that it did; heal undoes it and waits until the cluster is whole.
+type memberFault struct {
+	name  string
+	apply func(t *testing.T, c *integration.EtcdCluster, i int)
+	heal  func(t *testing.T, c *integration.EtcdCluster, i int)
+}
+
+var memberFaults = []memberFault{
+	{"SIGSTOP",
+		func(t *testing.T, c *integration.EtcdCluster, i int) {
+			if err := c.Pause(i); err != nil {
+				t.Fatal(err)
+			}
+			assertSilent(t, c, i)
+		},
+		func(t *testing.T, c *integration.EtcdCluster, i int) {
+			if err := c.Resume(i); err != nil {
+				t.Fatal(err)
+			}
+			waitHealthy(t, c)
+		}},
+	{"kill",
+		func(t *testing.T, c *integration.EtcdCluster, i int) {
+			if err := c.Kill(i); err != nil {
+				t.Fatal(err)
+			}
+			assertSilent(t, c, i)
+		},
+		func(t *testing.T, c *integration.EtcdCluster, i int) {
+			if err := c.Restart(testCtx(t), i); err != nil {
+				t.Fatal(err)
+			}
+			waitHealthy(t, c)
+		}},
+	{"cut",
+		func(t *testing.T, c *integration.EtcdCluster, i int) {
+			c.Cut(i)
+			// The cut took effect when the member itself (asked directly,
+			// around its proxies) has lost its leader.
+			ctx := testCtx(t)
+			for {
+				st, err := c.Status(ctx, i)
+				if err == nil && st.Leader == 0 {
+					return
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("member %d cut off, but it still has a leader: the cut did not take effect", i)
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		},
+		func(t *testing.T, c *integration.EtcdCluster, i int) {
+			c.Heal(i)
+			waitHealthy(t, c)
+		}},
+}
+
+// assertSilent checks that member i, asked directly, does not answer.
+func assertSilent(t *testing.T, c *integration.EtcdCluster, i int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := c.Status(ctx, i); err == nil {
+		t.Fatalf("member %d still answers: the fault did not take effect", i)
+	}
+}
+
+func waitHealthy(t *testing.T, c *integration.EtcdCluster) {
+	t.Helper()
+	if err := c.WaitHealthy(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// allMembersClient returns a client that knows every member, as a
+// production client would, and has a connection to each of them.
+func allMembersClient(t *testing.T, c *integration.EtcdCluster) *clientv3.Client {
+	t.Helper()
+	cli, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The balancer spreads requests over the members in turn: a few reads
+	// make sure every connection is up before the fault.
+	for range 2 * len(c.Members) {
+		if _, err := cli.Get(testCtx(t), "warm-up"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cli
+}
+
+// stillHeld checks that l is held and its entry is still the one its token
+// names.
+func stillHeld(t *testing.T, admin *clientv3.Client, l *distlock.Lease, what string) error {
+	t.Helper()
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("%s lost its lock: %w", what, err)
+	}
+	keys := queueKeys(t, admin, l.Token().Name)
+	if len(keys) == 0 {
+		return fmt.Errorf("%s: lock %s has no entry", what, l.Token().Name)
+	}
+	resp, err := admin.Get(testCtx(t), keys[0])
+	if err != nil {
+		return err
+	}
+	if len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != l.Token().Seq {
+		return fmt.Errorf("%s: the lock's oldest entry %s is not the holder's (token %v)", what, keys[0], l.Token())
+	}
+	return nil
+}
+
+// TestOneMemberDown freezes (SIGSTOP), kills or cuts off one follower of a
+// 3-member cluster for two TTLs while holders and waiters whose clients
+// know all three members use it. Two healthy members are there to serve
+// them, so every holder must keep its lock (Done not closed, its entry
+// still the oldest, with its token) and every waiter its place; once the
+// holders release, every waiter acquires. memberTries holders (or waiters)
+// go through each fault at once, on locks of their own.
+func TestOneMemberDown(t *testing.T) {
+	c := integration.NewEtcd(t)
+	for _, f := range memberFaults {
+		t.Run(f.name+"/holder", func(t *testing.T) { holdersThroughFault(t, c, f) })
+		t.Run(f.name+"/waiter", func(t *testing.T) { waitersThroughFault(t, c, f) })
+	}
+}
+
+// follower returns a follower of c and a client of the other two members.
+func follower(t *testing.T, c *integration.EtcdCluster) (int, *clientv3.Client) {
+	t.Helper()
+	lead, err := c.Leader(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := (lead + 1) % 3
+	admin, err := c.Client(lead, (lead+2)%3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, admin
+}
+
+func holdersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault) {
+	victim, admin := follower(t, c)
+	leases := make([]*distlock.Lease, memberTries)
+	for i := range leases {
+		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL))
+		leases[i] = mustLock(t, newMutex(t, s, fmt.Sprintf("down-%s-holder-%d", f.name, i)))
+	}
+	f.apply(t, c, victim)
+	healed := false
+	defer func() {
+		if !healed {
+			f.heal(t, c, victim)
+		}
+	}()
+	lost := watchLost(leases)
+	select {
+	case i := <-lost:
+		t.Fatalf("holder %d lost its lock with member %d down (%s): %v", i, victim, f.name, leases[i].Err())
+	case <-time.After(2 * memberTTL):
+	}
+	kept := 0
+	for i, l := range leases {
+		if err := stillHeld(t, admin, l, fmt.Sprintf("holder %d", i)); err != nil {
+			t.Error(err)
+			continue
+		}
+		kept++
+	}
+	t.Logf("%s: %d of %d holders kept their locks for %v", f.name, kept, len(leases), 2*memberTTL)
+	f.heal(t, c, victim)
+	healed = true
+	for _, l := range leases {
+		mustUnlock(t, l)
+	}
+}
+
+func waitersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault) {
+	victim, admin := follower(t, c)
+	holders := make([]*distlock.Lease, memberTries)
+	sessions := make([]*etcdlock.Session, memberTries)
+	results := make([]<-chan result, memberTries)
+	for i := range holders {
+		name := fmt.Sprintf("down-%s-waiter-%d", f.name, i)
+		// The holders' clients know the healthy members only: the
+		// waiters are under test here.
+		holders[i] = mustLock(t, newMutex(t, newSession(t, admin, etcdlock.WithTTL(memberTTL)), name))
+		qw := watchQueue(t, admin, name)
+		sessions[i] = newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(debugLog(t, fmt.Sprintf("waiter %d", i))))
+		results[i] = lockAsync(testCtx(t), newMutex(t, sessions[i], name))
+		qw.nextPut()
+	}
+	f.apply(t, c, victim)
+	healed := false
+	defer func() {
+		if !healed {
+			f.heal(t, c, victim)
+		}
+	}()
+	ended := make(chan int, memberTries)
+	for i, s := range sessions {
+		go func() {
+			select {
+			case <-s.Done():
+				ended <- i
+			case <-t.Context().Done():
+			}
+		}()
+	}
+	select {
+	case i := <-ended:
+		t.Fatalf("waiter %d's session ended with member %d down (%s): %v", i, victim, f.name, sessions[i].Err())
+	case <-time.After(2 * memberTTL):
+	}
+	for i, res := range results {
+		select {
+		case r := <-res:
+			t.Fatalf("waiter %d returned while its lock is held (err %v)", i, r.Err)
+		default:
+		}
+	}
+	// Released while the member is still down: the waiters must hear it
+	// even if their watch streams sat on that member.
+	for _, h := range holders {
+		mustUnlock(t, h)
+	}
+	acquired := 0
+	for i, res := range results {
+		l := successor(t, res, holders[i].Token(), fmt.Sprintf("waiter %d with member %d down (%s)", i, victim, f.name))
+		acquired++
+		mustUnlock(t, l)
+	}
+	t.Logf("%s: %d of %d waiters kept their places for %v and acquired after the release", f.name, acquired, len(holders), 2*memberTTL)
+	f.heal(t, c, victim)
+	healed = true
+}
+
+// watchLost reports the index of every lease that is lost (not
+// released).
+func watchLost(leases []*distlock.Lease) <-chan int {
+	lost := make(chan int, len(leases))
+	for i, l := range leases {
+		go func() {
+			<-l.Done()
+			if !errors.Is(l.Err(), distlock.ErrReleased) {
+				lost <- i
+			}
+		}()
+	}
+	return lost
+}
+
+type tlog struct{ t *testing.T }
+
+func (w tlog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func debugLog(t *testing.T, who string) *slog.Logger {
+	if os.Getenv("DISTLOCK_DEBUG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})).With("who", who)
+}
