@@ -177,13 +177,15 @@ func holdersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL))
 		leases[i] = mustLock(t, newMutex(t, s, fmt.Sprintf("down-%s-holder-%d", f.name, i)))
 	}
-	f.apply(t, c, victim)
+	// Healed however the test ends, also when apply finds that the fault
+	// did not take effect.
 	healed := false
 	defer func() {
 		if !healed {
 			f.heal(t, c, victim)
 		}
 	}()
+	f.apply(t, c, victim)
 	lost := watchLost(leases)
 	select {
 	case i := <-lost:
@@ -221,13 +223,15 @@ func waitersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 		results[i] = lockAsync(testCtx(t), newMutex(t, sessions[i], name))
 		qw.nextPut()
 	}
-	f.apply(t, c, victim)
+	// Healed however the test ends, also when apply finds that the fault
+	// did not take effect.
 	healed := false
 	defer func() {
 		if !healed {
 			f.heal(t, c, victim)
 		}
 	}()
+	f.apply(t, c, victim)
 	ended := make(chan int, memberTries)
 	for i, s := range sessions {
 		go func() {
