@@ -295,11 +295,17 @@ type attempt struct {
 func (s *Session) refresh(deadline time.Time) (time.Time, *clientv3.LeaseKeepAliveResponse, error) {
 	ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(s.ctx), deadline)
 	defer cancel()
+	var attempts atomic.Int32
 	a, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (attempt, error) {
+		attempts.Add(1)
 		sent := time.Now()
 		resp, err := s.client.KeepAliveOnce(ctx, s.id)
 		return attempt{sent, resp}, err
 	})
+	if n := attempts.Load(); err == nil && n > 1 {
+		s.log.Info("etcdlock: keepalive answered after hedging", "attempts", n,
+			"member", fmt.Sprintf("%x", a.resp.ResponseHeader.GetMemberId()), "after", time.Since(a.sent))
+	}
 	return a.sent, a.resp, err
 }
 

@@ -340,6 +340,7 @@ func (s *Session) monitor() {
 		err  error
 	}
 	var inflight chan probe
+	failed := false // the last Sync failed
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -350,10 +351,16 @@ func (s *Session) monitor() {
 			switch {
 			case r.err == nil && s.ours():
 				s.mu.Lock()
+				if failed {
+					// How close the session came to its deadline while the
+					// connection moved: the margin that is left.
+					s.log.Info("zklock: session confirmed again", "server", s.conn.Server(), "before the deadline by", time.Until(s.deadline))
+				}
 				if d := r.sent.Add(s.timeout - s.margin); d.After(s.deadline) {
 					s.deadline = d
 				}
 				s.mu.Unlock()
+				failed = false
 				next = time.Now().Add(interval)
 			case errors.Is(r.err, zk.ErrSessionExpired), errors.Is(r.err, zk.ErrClosing):
 				s.storeErr(r.err)
@@ -364,6 +371,7 @@ func (s *Session) monitor() {
 				// goes out now, and is sent as soon as the connection to
 				// another server is up.
 				s.log.Debug("zklock: sync failed", "err", r.err)
+				failed = true
 				next = time.Now()
 			}
 		}
