@@ -17,9 +17,12 @@ import (
 )
 
 // memberTTL is the lease TTL of the sessions under a member fault: short,
-// so that two TTLs pass quickly, and long enough for etcd (which raises
-// shorter TTLs to about one and a half election timeouts).
-const memberTTL = 2 * time.Second
+// so that two TTLs pass quickly, and long enough that a keepalive has
+// 2.3 s to get through before the client-side deadline (7/15 of the TTL)
+// on a machine so loaded that answers take half a second and the
+// remaining two members may need an election (their election timeout is
+// 500 ms) when the load starves the leader.
+const memberTTL = 5 * time.Second
 
 // memberTries is how many holders (or waiters) live through each fault at
 // once, each with a client, a session and a lock of its own.
@@ -163,6 +166,7 @@ func follower(t *testing.T, c *integration.EtcdCluster) (int, *clientv3.Client) 
 		t.Fatal(err)
 	}
 	f := (lead + 1) % 3
+	t.Logf("leader %d; the fault hits member %d", lead, f)
 	admin, err := c.Client(lead, (lead+2)%3)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +178,7 @@ func holdersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 	victim, admin := follower(t, c)
 	leases := make([]*distlock.Lease, memberTries)
 	for i := range leases {
-		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL))
+		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(debugLog(t, fmt.Sprintf("holder %d", i))))
 		leases[i] = mustLock(t, newMutex(t, s, fmt.Sprintf("down-%s-holder-%d", f.name, i)))
 	}
 	// Healed however the test ends, also when apply finds that the fault

@@ -256,7 +256,10 @@ func (s *Session) keepalive() {
 			}
 			s.mu.Unlock()
 			s.log.Debug("etcdlock: keepalive", "member", fmt.Sprintf("%x", resp.ResponseHeader.GetMemberId()), "took", time.Since(sent))
-			next.Reset(interval)
+			// Counted from the send time, as the deadline is: a slow
+			// answer must not eat into the next refresh's time to reach
+			// a member before the deadline.
+			next.Reset(max(0, time.Until(sent.Add(interval))))
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(fmt.Errorf("%w: lease %x not found on the server", distlock.ErrSessionExpired, int64(s.id)))
 			return
