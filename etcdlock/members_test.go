@@ -87,6 +87,23 @@ var memberFaults = []memberFault{
 		}},
 }
 
+// raftState describes each member's raft term and leader, to tell a
+// failure of the library from an election the machine's load caused.
+func raftState(c *integration.EtcdCluster) string {
+	var b strings.Builder
+	for i := range c.Members {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := c.Status(ctx, i)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(&b, "member %d: %v; ", i, err)
+			continue
+		}
+		fmt.Fprintf(&b, "member %d (%x): term %d, leader %x; ", i, st.Header.MemberId, st.RaftTerm, st.Leader)
+	}
+	return b.String()
+}
+
 // assertSilent checks that member i, asked directly, does not answer.
 func assertSilent(t *testing.T, c *integration.EtcdCluster, i int) {
 	t.Helper()
@@ -166,7 +183,7 @@ func follower(t *testing.T, c *integration.EtcdCluster) (int, *clientv3.Client) 
 		t.Fatal(err)
 	}
 	f := (lead + 1) % 3
-	t.Logf("leader %d; the fault hits member %d", lead, f)
+	t.Logf("leader %d; the fault hits member %d; %s", lead, f, raftState(c))
 	admin, err := c.Client(lead, (lead+2)%3)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +210,7 @@ func holdersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 	lost := watchLost(leases)
 	select {
 	case i := <-lost:
-		t.Fatalf("holder %d lost its lock with member %d down (%s): %v", i, victim, f.name, leases[i].Err())
+		t.Fatalf("holder %d lost its lock with member %d down (%s): %v (%s)", i, victim, f.name, leases[i].Err(), raftState(c))
 	case <-time.After(2 * memberTTL):
 	}
 	kept := 0
@@ -248,7 +265,7 @@ func waitersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 	}
 	select {
 	case i := <-ended:
-		t.Fatalf("waiter %d's session ended with member %d down (%s): %v", i, victim, f.name, sessions[i].Err())
+		t.Fatalf("waiter %d's session ended with member %d down (%s): %v (%s)", i, victim, f.name, sessions[i].Err(), raftState(c))
 	case <-time.After(2 * memberTTL):
 	}
 	for i, res := range results {
