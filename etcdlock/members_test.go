@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,9 +195,15 @@ func follower(t *testing.T, c *integration.EtcdCluster) (int, *clientv3.Client) 
 
 func holdersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault) {
 	victim, admin := follower(t, c)
+	st, err := c.Status(testCtx(t), victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hedges := &hedgeLog{}
 	leases := make([]*distlock.Lease, memberTries)
 	for i := range leases {
-		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(debugLog(t, fmt.Sprintf("holder %d", i))))
+		log := slog.New(hedges.handler(debugLog(t, fmt.Sprintf("holder %d", i)).Handler()))
+		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(log))
 		leases[i] = mustLock(t, newMutex(t, s, fmt.Sprintf("down-%s-holder-%d", f.name, i)))
 	}
 	// Healed however the test ends, also when apply finds that the fault
@@ -207,6 +215,9 @@ func holdersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 		}
 	}()
 	f.apply(t, c, victim)
+	// On a loaded machine keepalives may need hedging before the fault,
+	// too, and be answered by any member: count from here.
+	hedges.reset()
 	lost := watchLost(leases)
 	select {
 	case i := <-lost:
@@ -222,6 +233,21 @@ func holdersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 		kept++
 	}
 	t.Logf("%s: %d of %d holders kept their locks for %v", f.name, kept, len(leases), 2*memberTTL)
+	// Proof that retries reached other members: under a frozen or cut-off
+	// member, about a third of the keepalives go to it first, and each of
+	// them must have been answered by another member. (A killed member's
+	// connections are gone, so the balancer skips it and nothing needs
+	// hedging.)
+	answered := hedges.members()
+	t.Logf("%s: %d keepalives answered only after hedging, by members %x", f.name, len(answered), answered)
+	if f.name != "kill" && len(answered) == 0 {
+		t.Errorf("%s: no keepalive needed hedging with member %d silent: did the fault reach the clients?", f.name, victim)
+	}
+	for _, m := range answered {
+		if m == st.Header.MemberId {
+			t.Errorf("%s: a hedged keepalive was answered by the silent member %x", f.name, m)
+		}
+	}
 	f.heal(t, c, victim)
 	healed = true
 	for _, l := range leases {
@@ -304,6 +330,65 @@ func watchLost(leases []*distlock.Lease) <-chan int {
 		}()
 	}
 	return lost
+}
+
+// hedgeLog collects, from sessions' logs, the members that answered
+// keepalives only after hedging.
+type hedgeLog struct {
+	mu  sync.Mutex
+	ids []uint64
+}
+
+func (h *hedgeLog) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ids = nil
+}
+
+func (h *hedgeLog) members() []uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]uint64(nil), h.ids...)
+}
+
+// handler returns a slog.Handler that records into h and passes every
+// record on to next.
+func (h *hedgeLog) handler(next slog.Handler) slog.Handler { return hedgeHandler{h, next} }
+
+type hedgeHandler struct {
+	h    *hedgeLog
+	next slog.Handler
+}
+
+func (x hedgeHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || x.next.Enabled(ctx, l)
+}
+
+func (x hedgeHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "etcdlock: keepalive answered after hedging" {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "member" {
+				if id, err := strconv.ParseUint(a.Value.String(), 16, 64); err == nil {
+					x.h.mu.Lock()
+					x.h.ids = append(x.h.ids, id)
+					x.h.mu.Unlock()
+				}
+			}
+			return true
+		})
+	}
+	if x.next.Enabled(ctx, r.Level) {
+		return x.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (x hedgeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return hedgeHandler{x.h, x.next.WithAttrs(as)}
+}
+
+func (x hedgeHandler) WithGroup(g string) slog.Handler {
+	return hedgeHandler{x.h, x.next.WithGroup(g)}
 }
 
 type tlog struct{ t *testing.T }
