@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,8 +181,11 @@ func holdersThroughFault(t *testing.T, e *integration.ZooKeeperEnsemble, admin *
 	victim := follower(t, e)
 	conns := connectedTo(t, e, victim, memberTries)
 	leases := make([]*distlock.Lease, memberTries)
+	moves := make([]*moveLog, memberTries)
 	for i, conn := range conns {
-		s := newSession(t, conn, zklock.WithPrefix(prefix), zklock.WithLogger(debugLog(t, fmt.Sprintf("holder %d", i))))
+		moves[i] = &moveLog{}
+		log := slog.New(moves[i].handler(debugLog(t, fmt.Sprintf("holder %d", i)).Handler()))
+		s := newSession(t, conn, zklock.WithPrefix(prefix), zklock.WithLogger(log))
 		leases[i] = mustLock(t, newMutex(t, s, fmt.Sprintf("h%d", i)))
 	}
 	// Healed however the test ends, also when apply finds that the fault
@@ -208,6 +212,26 @@ func holdersThroughFault(t *testing.T, e *integration.ZooKeeperEnsemble, admin *
 		kept++
 	}
 	t.Logf("%s: %d of %d holders kept their locks for %v", f.name, kept, len(leases), 2*memberTimeout)
+	// Every holder was on the failed server: each must have moved to
+	// another one. From a frozen or cut-off server the move comes only
+	// once go-zookeeper gives up on it, with a Sync stuck until then, and
+	// the session must have been confirmed again on the new server. (A
+	// killed server's connections close at once, usually with no Sync in
+	// flight.)
+	for i, m := range moves {
+		servers := m.list()
+		if len(servers) == 0 && f.name != "kill" {
+			t.Errorf("holder %d: its session was never confirmed again after its Sync failed: did the fault reach it?", i)
+		}
+		for _, a := range servers {
+			if a == e.Servers[victim].Addr() {
+				t.Errorf("holder %d: session confirmed again through the failed server %d", i, victim)
+			}
+		}
+		if conns[i].Server() == e.Servers[victim].Addr() {
+			t.Errorf("holder %d: still connected to the failed server %d", i, victim)
+		}
+	}
 	f.heal(t, e, victim)
 	healed = true
 	for _, l := range leases {
@@ -300,6 +324,57 @@ func watchLost(leases []*distlock.Lease) <-chan int {
 		}()
 	}
 	return lost
+}
+
+// moveLog collects, from a session's log, the servers through which the
+// session was confirmed alive again after a failed Sync.
+type moveLog struct {
+	mu      sync.Mutex
+	servers []string
+}
+
+func (m *moveLog) list() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.servers...)
+}
+
+// handler returns a slog.Handler that records into m and passes every
+// record on to next.
+func (m *moveLog) handler(next slog.Handler) slog.Handler { return moveHandler{m, next} }
+
+type moveHandler struct {
+	m    *moveLog
+	next slog.Handler
+}
+
+func (x moveHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || x.next.Enabled(ctx, l)
+}
+
+func (x moveHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "zklock: session confirmed again" {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "server" {
+				x.m.mu.Lock()
+				x.m.servers = append(x.m.servers, a.Value.String())
+				x.m.mu.Unlock()
+			}
+			return true
+		})
+	}
+	if x.next.Enabled(ctx, r.Level) {
+		return x.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (x moveHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return moveHandler{x.m, x.next.WithAttrs(as)}
+}
+
+func (x moveHandler) WithGroup(g string) slog.Handler {
+	return moveHandler{x.m, x.next.WithGroup(g)}
 }
 
 type tlog struct{ t *testing.T }
