@@ -257,6 +257,7 @@ func holdersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 
 func waitersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault) {
 	victim, admin := follower(t, c)
+	taps := &hedgeLog{}
 	holders := make([]*distlock.Lease, memberTries)
 	sessions := make([]*etcdlock.Session, memberTries)
 	results := make([]<-chan result, memberTries)
@@ -266,7 +267,8 @@ func waitersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 		// waiters are under test here.
 		holders[i] = mustLock(t, newMutex(t, newSession(t, admin, etcdlock.WithTTL(memberTTL)), name))
 		qw := watchQueue(t, admin, name)
-		sessions[i] = newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(debugLog(t, fmt.Sprintf("waiter %d", i))))
+		log := slog.New(taps.handler(debugLog(t, fmt.Sprintf("waiter %d", i)).Handler()))
+		sessions[i] = newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(log))
 		results[i] = lockAsync(testCtx(t), newMutex(t, sessions[i], name))
 		qw.nextPut()
 	}
@@ -279,6 +281,7 @@ func waitersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 		}
 	}()
 	f.apply(t, c, victim)
+	taps.reset()
 	ended := make(chan int, memberTries)
 	for i, s := range sessions {
 		go func() {
@@ -313,6 +316,7 @@ func waitersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 		mustUnlock(t, l)
 	}
 	t.Logf("%s: %d of %d waiters kept their places for %v and acquired after the release", f.name, acquired, len(holders), 2*memberTTL)
+	t.Logf("%s: %d watch streams moved off a silent member", f.name, taps.streamsMoved())
 	f.heal(t, c, victim)
 	healed = true
 }
@@ -333,16 +337,24 @@ func watchLost(leases []*distlock.Lease) <-chan int {
 }
 
 // hedgeLog collects, from sessions' logs, the members that answered
-// keepalives only after hedging.
+// keepalives only after hedging, and counts the watch streams moved off a
+// silent member.
 type hedgeLog struct {
-	mu  sync.Mutex
-	ids []uint64
+	mu    sync.Mutex
+	ids   []uint64
+	moved int
 }
 
 func (h *hedgeLog) reset() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.ids = nil
+	h.ids, h.moved = nil, 0
+}
+
+func (h *hedgeLog) streamsMoved() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.moved
 }
 
 func (h *hedgeLog) members() []uint64 {
@@ -365,6 +377,11 @@ func (x hedgeHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (x hedgeHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "etcdlock: watch stream silent; moving the session's watches to a new stream" {
+		x.h.mu.Lock()
+		x.h.moved++
+		x.h.mu.Unlock()
+	}
 	if r.Message == "etcdlock: keepalive answered after hedging" {
 		r.Attrs(func(a slog.Attr) bool {
 			if a.Key == "member" {
