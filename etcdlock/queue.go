@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -298,7 +299,9 @@ func (e *entry) release(ctx context.Context) error {
 	// Hedged: the delete is conditioned on the entry's create revision, so
 	// a repeat is harmless, and one attempt must not hang on a frozen
 	// member while the others could answer.
+	var attempts atomic.Int32
 	resp, err := hedged(ctx, e.s.hedgeDelay(), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		attempts.Add(1)
 		return e.s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)).
 			Then(clientv3.OpDelete(e.key)).
@@ -309,6 +312,11 @@ func (e *entry) release(ctx context.Context) error {
 		return fmt.Errorf("delete key %s: %w (retrying in the background while the session lives)", e.key, e.s.storeErr(err))
 	}
 	if !resp.Succeeded && !known {
+		if n := attempts.Load(); n > 1 {
+			// Another attempt may have deleted it and lost its answer.
+			// Reported as a loss all the same: the safe side of the doubt.
+			return distlock.Lost(fmt.Errorf("%w: key %s was gone at unlock (deleted by someone else, or by one of this unlock's %d attempts whose answer did not come)", distlock.ErrEntryGone, e.key, n))
+		}
 		return distlock.Lost(fmt.Errorf("%w: key %s was already gone at unlock", distlock.ErrEntryGone, e.key))
 	}
 	e.s.log.Debug("etcdlock: released", "lock", e.name, "token", e.rev)
