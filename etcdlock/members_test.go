@@ -266,11 +266,16 @@ func waitersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 		// The holders' clients know the healthy members only: the
 		// waiters are under test here.
 		holders[i] = mustLock(t, newMutex(t, newSession(t, admin, etcdlock.WithTTL(memberTTL)), name))
-		qw := watchQueue(t, admin, name)
-		log := slog.New(taps.handler(debugLog(t, fmt.Sprintf("waiter %d", i)).Handler()))
+		// The fault must find the waiter waiting, past its enqueue: the
+		// enqueue Txn is not hedged (its put is not repeatable as is),
+		// and one whose answer the fault holds waits for Lock's context.
+		// The put showing in the queue is not enough (its answer may
+		// still be on its way), so wait for the session to log it.
+		enqueued := make(chan struct{})
+		log := slog.New(signalOn("etcdlock: enqueued", enqueued, taps.handler(debugLog(t, fmt.Sprintf("waiter %d", i)).Handler())))
 		sessions[i] = newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(log))
 		results[i] = lockAsync(testCtx(t), newMutex(t, sessions[i], name))
-		qw.nextPut()
+		recv(t, enqueued, fmt.Sprintf("waiter %d enqueued", i))
 	}
 	// Healed however the test ends, also when apply finds that the fault
 	// did not take effect.
@@ -406,6 +411,39 @@ func (x hedgeHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (x hedgeHandler) WithGroup(g string) slog.Handler {
 	return hedgeHandler{x.h, x.next.WithGroup(g)}
+}
+
+// signalOn returns a slog.Handler that closes ch on the first record with
+// message msg and passes every record on to next.
+func signalOn(msg string, ch chan struct{}, next slog.Handler) slog.Handler {
+	return &signalHandler{msg: msg, ch: ch, once: &sync.Once{}, next: next}
+}
+
+type signalHandler struct {
+	msg  string
+	ch   chan struct{}
+	once *sync.Once
+	next slog.Handler
+}
+
+func (x *signalHandler) Enabled(ctx context.Context, l slog.Level) bool { return true }
+
+func (x *signalHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == x.msg {
+		x.once.Do(func() { close(x.ch) })
+	}
+	if x.next.Enabled(ctx, r.Level) {
+		return x.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (x *signalHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &signalHandler{x.msg, x.ch, x.once, x.next.WithAttrs(as)}
+}
+
+func (x *signalHandler) WithGroup(g string) slog.Handler {
+	return &signalHandler{x.msg, x.ch, x.once, x.next.WithGroup(g)}
 }
 
 type tlog struct{ t *testing.T }
