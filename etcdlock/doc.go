@@ -91,4 +91,24 @@
 // reading again after compaction, member failure or a reconnect, and sends
 // every change, "no leader" (the zero distlock.LeaderInfo) included, in
 // order.
+//
+// # One member failing
+//
+// A client configured with every member spreads its requests over them
+// (gRPC round robin). A member that is frozen or cut off keeps its
+// connections open and answers nothing, so a request that lands on it
+// hangs; one that is killed refuses connections and is skipped. Requests
+// that may be repeated — the keepalive, the guarded delete of a release,
+// the reads of a waiter — are hedged: when an attempt is unanswered after
+// a tenth of the TTL another goes out beside it, and the balancer sends it
+// to the next member; the first answer wins, and the session's deadline
+// counts from the send time of the attempt that was answered. A watch
+// stream that sat on the failed member goes silent: each watch that has
+// heard nothing for a sixth of the TTL asks its stream for a progress
+// notification (one request per stream, answered to every watch on it),
+// and after half the TTL without an answer the session opens its watches
+// on a new stream, hence on another member, with the gap read that any
+// re-opened watch makes. So a holder keeps its lock and a waiter its
+// place, and hears a release, while two members serve. Enqueueing (Lock's
+// first Txn) is not hedged: its put is not idempotent.
 package etcdlock

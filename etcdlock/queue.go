@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -301,6 +302,10 @@ func (s *Session) goWaitDeleted(ctx context.Context, x distlock.Entry, known int
 // more watching.
 func (e *entry) survivors(ctx context.Context, q *distlock.Queue, below int64) {
 	ckey, cend := conflictRange(e.s.queueDir(e.name), q.Me().Kind, e.election)
+	// Bounded: waitGone does not follow its predecessor's watch while this
+	// runs, and a read that landed on a frozen member would hang.
+	ctx, cancel := context.WithTimeout(ctx, e.s.hedgeDelay())
+	defer cancel()
 	resp, err := e.s.client.Get(ctx, ckey, clientv3.WithRange(cend), clientv3.WithSerializable(), clientv3.WithKeysOnly(),
 		clientv3.WithMaxCreateRev(below-1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
@@ -348,15 +353,27 @@ func (e *entry) hold() *distlock.Lease {
 func (e *entry) release(ctx context.Context) error {
 	known := e.alive.Err() != nil
 	e.kill(distlock.ErrReleased)
-	resp, err := e.s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)).
-		Then(clientv3.OpDelete(e.key)).
-		Commit()
+	// Hedged: the delete is conditioned on the entry's create revision, so
+	// a repeat is harmless, and one attempt must not hang on a frozen
+	// member while the others could answer.
+	var attempts atomic.Int32
+	resp, err := hedged(ctx, e.s.hedgeDelay(), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		attempts.Add(1)
+		return e.s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)).
+			Then(clientv3.OpDelete(e.key)).
+			Commit()
+	})
 	if err != nil {
 		e.s.removeLater(e.key)
 		return fmt.Errorf("delete key %s: %w (retrying in the background while the session lives)", e.key, e.s.storeErr(err))
 	}
 	if !resp.Succeeded && !known {
+		if n := attempts.Load(); n > 1 {
+			// Another attempt may have deleted it and lost its answer.
+			// Reported as a loss all the same: the safe side of the doubt.
+			return distlock.Lost(fmt.Errorf("%w: key %s was gone at unlock (deleted by someone else, or by one of this unlock's %d attempts whose answer did not come)", distlock.ErrEntryGone, e.key, n))
+		}
 		return distlock.Lost(fmt.Errorf("%w: key %s was already gone at unlock", distlock.ErrEntryGone, e.key))
 	}
 	e.s.log.Debug("etcdlock: released", "lock", e.name, "token", e.rev)

@@ -91,7 +91,13 @@ type Session struct {
 	guard guard
 
 	seq atomic.Uint64 // makes each entry key unique within the lease
-	wg  sync.WaitGroup
+	// streamGen selects the gRPC stream the session's watches use; it is
+	// bumped when a stream goes silent (see waitDeleted).
+	streamGen atomic.Uint64
+
+	progressMu    sync.Mutex
+	progressAsked map[string]time.Time // last progress request, by stream
+	wg            sync.WaitGroup
 
 	// maxRev is the highest create revision of the session's entries
 	// whose enqueue has answered (see checkRev).
@@ -217,6 +223,12 @@ func (s *Session) revoke(ctx context.Context) error {
 // KeepAliveOnce is used rather than the client's KeepAlive stream because
 // the deadline must count from when each refresh was sent, which the stream
 // does not tell.
+//
+// One refresh is a round of hedged attempts (see refresh): a member that
+// is frozen or cut off keeps the connection open and answers nothing, and
+// a single attempt given the whole remaining deadline would wait on it
+// until the session is lost, while the other members could have answered
+// in milliseconds.
 func (s *Session) keepalive() {
 	defer s.wg.Done()
 	interval := s.ttl / 3
@@ -242,16 +254,19 @@ func (s *Session) keepalive() {
 				return
 			}
 		}
-		sent := time.Now()
-		ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(s.ctx), deadline)
-		resp, err := s.client.KeepAliveOnce(ctx, s.id)
-		cancel()
+		sent, resp, err := s.refresh(deadline)
 		switch {
 		case err == nil:
 			s.mu.Lock()
-			s.deadline = sent.Add(time.Duration(resp.TTL)*time.Second - s.margin)
+			if d := sent.Add(time.Duration(resp.TTL)*time.Second - s.margin); d.After(s.deadline) {
+				s.deadline = d
+			}
 			s.mu.Unlock()
-			next.Reset(interval)
+			s.log.Debug("etcdlock: keepalive", "member", fmt.Sprintf("%x", resp.ResponseHeader.GetMemberId()), "took", time.Since(sent))
+			// Counted from the send time, as the deadline is: a slow
+			// answer must not eat into the next refresh's time to reach
+			// a member before the deadline.
+			next.Reset(max(0, time.Until(sent.Add(interval))))
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(fmt.Errorf("%w: lease %x not found on the server", distlock.ErrSessionExpired, int64(s.id)))
 			return
@@ -262,6 +277,46 @@ func (s *Session) keepalive() {
 			next.Reset(retry)
 		}
 	}
+}
+
+// hedgeDelay is how long a request that may be repeated (a keepalive, a
+// read, a release) may go unanswered before another one is sent beside it
+// (see hedged): a tenth of the TTL, so that between the keepalive (a third
+// of the TTL in) and the deadline (a fifth of the TTL before its end) four
+// more attempts go out. A healthy member answers in milliseconds; one that
+// has not answered by then is most likely frozen, cut off or overloaded.
+func (s *Session) hedgeDelay() time.Duration { return s.ttl / 10 }
+
+type attempt struct {
+	sent time.Time
+	resp *clientv3.LeaseKeepAliveResponse
+}
+
+// refresh sends KeepAliveOnce attempts, hedged (see hedged), until one is
+// confirmed, one says the lease is gone, or the deadline passes, and
+// returns the send time of the attempt that decided. Since each
+// KeepAliveOnce opens a new stream, the client's balancer sends each
+// attempt to the next member, so one frozen member cannot hold the
+// refresh. (An attempt that fails at once — a member without a leader, a
+// refused connection — is retried by KeepAliveOnce itself on a new stream,
+// hence on another member too.) The session's deadline counts from the
+// send time of the attempt confirmed, which the server received after that
+// time, whichever member it went through.
+func (s *Session) refresh(deadline time.Time) (time.Time, *clientv3.LeaseKeepAliveResponse, error) {
+	ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(s.ctx), deadline)
+	defer cancel()
+	var attempts atomic.Int32
+	a, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (attempt, error) {
+		attempts.Add(1)
+		sent := time.Now()
+		resp, err := s.client.KeepAliveOnce(ctx, s.id)
+		return attempt{sent, resp}, err
+	})
+	if n := attempts.Load(); err == nil && n > 1 {
+		s.log.Info("etcdlock: keepalive answered after hedging", "attempts", n,
+			"member", fmt.Sprintf("%x", a.resp.ResponseHeader.GetMemberId()), "after", time.Since(a.sent))
+	}
+	return a.sent, a.resp, err
 }
 
 // expire ends the session on its client-side deadline and revokes the lease

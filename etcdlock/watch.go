@@ -2,6 +2,8 @@ package etcdlock
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock/internal/ctxwait"
@@ -27,21 +29,45 @@ const retryDelay = 100 * time.Millisecond
 // committed; if the revision moved past known before the watch started, one
 // read at the watch's start revision tells whether the key was deleted in
 // between. That is the path of a waiter watching its predecessor.
+//
+// A watch stream can go silent without ending: the member it sits on is
+// frozen or cut off, and keeps the connection open. So a watch that has
+// heard nothing for a while asks for a progress notification (see
+// watchOnce), and one that stays silent is moved: the session switches
+// its watches to a new gRPC stream, which the client's balancer opens on
+// the next member, and the watch starts again there (with the gap check
+// above).
 func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known int64, fromHistory bool) error {
 	for {
+		gen := s.streamGen.Load()
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		opts := []clientv3.OpOption{clientv3.WithCreatedNotify(), clientv3.WithFilterPut()}
+		stream := "shared"
 		if fromHistory {
 			opts = append(opts, clientv3.WithRev(known+1))
 			// A stream of its own: clientv3 sends one watch create at a
 			// time per stream, and a waiter's predecessor watch must not
 			// queue behind its own entry's.
-			wctx = metadata.AppendToOutgoingContext(wctx, "distlock-watch", "own")
+			stream = "own"
 		}
-		gone, seen, err := s.watchOnce(ctx, s.client.Watch(wctx, key, opts...), key, createRev, known, !fromHistory)
+		// Watches with the same metadata share a stream; the generation
+		// makes a new one after a stream went silent.
+		stream += "-" + strconv.FormatUint(gen, 10)
+		wctx = metadata.AppendToOutgoingContext(wctx, "distlock-watch", stream)
+		// Opened in the background: Watch itself waits for the stream,
+		// which may sit on a silent member, and watchOnce's silence check
+		// must cover that wait too.
+		opened := make(chan clientv3.WatchChan, 1)
+		go func() { opened <- s.client.Watch(wctx, key, opts...) }()
+		gone, seen, silent, err := s.watchOnce(ctx, wctx, opened, key, createRev, known, !fromHistory)
 		cancel()
 		if gone || err != nil {
 			return err
+		}
+		if silent {
+			if s.streamGen.CompareAndSwap(gen, gen+1) {
+				s.log.Info("etcdlock: watch stream silent; moving the session's watches to a new stream", "key", key, "stream", stream)
+			}
 		}
 		known, fromHistory = seen, false
 		if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
@@ -50,11 +76,73 @@ func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known 
 	}
 }
 
+// watchCheck is how long a watch may hear nothing before it asks its
+// stream for a progress notification; after three times as long without
+// any answer, the stream is taken for silent. With the default TTL a quiet
+// watch costs a progress request every five seconds, shared by all the
+// watches on its stream (the answer goes to every one of them).
+func (s *Session) watchCheck() time.Duration { return s.ttl / 6 }
+
+// askProgress requests a progress notification on the stream that wctx's
+// metadata selects, unless one was requested on it within watchCheck.
+func (s *Session) askProgress(wctx context.Context, stream string) {
+	now := time.Now()
+	s.progressMu.Lock()
+	if last, ok := s.progressAsked[stream]; ok && now.Sub(last) < s.watchCheck() {
+		s.progressMu.Unlock()
+		return
+	}
+	if s.progressAsked == nil {
+		s.progressAsked = map[string]time.Time{}
+	}
+	s.progressAsked[stream] = now
+	s.progressMu.Unlock()
+	rctx, cancel := context.WithTimeout(wctx, s.watchCheck())
+	defer cancel()
+	if err := s.client.RequestProgress(rctx); err != nil {
+		s.log.Debug("etcdlock: progress request failed", "stream", stream, "err", err)
+	}
+}
+
 // watchOnce follows one watch until the key is deleted (gone), the watch
-// ends (retry from the returned revision), or ctx ends (err).
-func (s *Session) watchOnce(ctx context.Context, wch clientv3.WatchChan, key string, createRev, known int64, checkGap bool) (gone bool, seen int64, err error) {
+// ends or its stream stays silent (silent; retry from the returned
+// revision), or ctx ends (err).
+func (s *Session) watchOnce(ctx, wctx context.Context, opened <-chan clientv3.WatchChan, key string, createRev, known int64, checkGap bool) (gone bool, seen int64, silent bool, err error) {
 	seen = known
-	for resp := range wch {
+	stream := streamOf(wctx)
+	check := time.NewTicker(s.watchCheck())
+	defer check.Stop()
+	heard := time.Now()
+	var wch clientv3.WatchChan // nil until opened
+	for {
+		var resp clientv3.WatchResponse
+		select {
+		case wch = <-opened:
+			opened = nil
+			continue
+		case r, ok := <-wch:
+			if !ok {
+				if ctx.Err() != nil {
+					return false, seen, false, context.Cause(ctx)
+				}
+				return false, seen, false, nil
+			}
+			resp = r
+			heard = time.Now()
+		case <-check.C:
+			quiet := time.Since(heard)
+			if quiet >= 3*s.watchCheck() {
+				s.log.Debug("etcdlock: watch silent", "key", key, "for", quiet)
+				return false, seen, true, nil
+			}
+			if quiet >= s.watchCheck() && wch != nil {
+				// In the background: the request waits for the stream.
+				go s.askProgress(wctx, stream)
+			}
+			continue
+		case <-ctx.Done():
+			return false, seen, false, context.Cause(ctx)
+		}
 		if checkGap && resp.Created && resp.Header.Revision > seen {
 			// Opened at the current revision, later than the last one
 			// known: look whether the key went in the gap.
@@ -62,33 +150,35 @@ func (s *Session) watchOnce(ctx context.Context, wch clientv3.WatchChan, key str
 			exists, err := s.existsAt(ctx, key, createRev, at)
 			if err != nil {
 				if ctx.Err() != nil {
-					return false, seen, context.Cause(ctx)
+					return false, seen, false, context.Cause(ctx)
 				}
 				s.log.Debug("etcdlock: gap check failed", "key", key, "err", err)
-				return false, seen, nil
+				return false, seen, false, nil
 			}
 			if !exists {
-				return true, at, nil
+				return true, at, false, nil
 			}
 			seen = at
 		}
 		if err := resp.Err(); err != nil || resp.Canceled {
 			s.log.Debug("etcdlock: watch ended", "key", key, "err", err)
-			return false, seen, nil
+			return false, seen, false, nil
 		}
 		for _, ev := range resp.Events {
 			if ev.Type == clientv3.EventTypeDelete {
-				return true, ev.Kv.ModRevision, nil
+				return true, ev.Kv.ModRevision, false, nil
 			}
 		}
 		if resp.Header.Revision > seen && len(resp.Events) > 0 {
 			seen = resp.Header.Revision
 		}
 	}
-	if ctx.Err() != nil {
-		return false, seen, context.Cause(ctx)
-	}
-	return false, seen, nil
+}
+
+// streamOf names the watch stream wctx's metadata selects.
+func streamOf(wctx context.Context) string {
+	md, _ := metadata.FromOutgoingContext(wctx)
+	return strings.Join(md.Get("distlock-watch"), ",")
 }
 
 // existsAt reports whether the key created at createRev existed at revision
@@ -98,10 +188,18 @@ func (s *Session) watchOnce(ctx context.Context, wch clientv3.WatchChan, key str
 // by a linearizable read of the current state instead, which is as good:
 // an entry present now was present at rev, since entries are never
 // re-created.
+//
+// Each read is bounded by hedgeDelay, so that one that lands on a frozen
+// member fails soon and the caller's retry goes to another.
 func (s *Session) existsAt(ctx context.Context, key string, createRev, rev int64) (bool, error) {
-	resp, err := s.client.Get(ctx, key, clientv3.WithRev(rev), clientv3.WithSerializable(), clientv3.WithKeysOnly())
+	get := func(opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+		gctx, cancel := context.WithTimeout(ctx, s.hedgeDelay())
+		defer cancel()
+		return s.client.Get(gctx, key, append(opts, clientv3.WithKeysOnly())...)
+	}
+	resp, err := get(clientv3.WithRev(rev), clientv3.WithSerializable())
 	if err != nil {
-		resp, err = s.client.Get(ctx, key, clientv3.WithKeysOnly())
+		resp, err = get()
 		if err != nil {
 			return false, err
 		}

@@ -424,6 +424,14 @@ func (zkNopLogger) Printf(string, ...any) {}
 // connection or the ensemble is. Sessions time out after 10s without a
 // server.
 func (e *ZooKeeperEnsemble) Connect(ctx context.Context, servers ...int) (*zk.Conn, <-chan zk.Event, error) {
+	return e.ConnectTimeout(ctx, zkSessionTimeout, servers...)
+}
+
+// ConnectTimeout is Connect with the given session timeout (which the
+// servers bound to 2 to 300 ticks of 200ms), for tests that need sessions
+// to expire, or clients to give up on a silent server, sooner or later
+// than Connect's.
+func (e *ZooKeeperEnsemble) ConnectTimeout(ctx context.Context, timeout time.Duration, servers ...int) (*zk.Conn, <-chan zk.Event, error) {
 	addrs := e.Addrs()
 	if len(servers) > 0 {
 		addrs = nil
@@ -432,7 +440,7 @@ func (e *ZooKeeperEnsemble) Connect(ctx context.Context, servers ...int) (*zk.Co
 		}
 	}
 	s := newZKSession(e)
-	conn, ec, err := zk.Connect(addrs, zkSessionTimeout,
+	conn, ec, err := zk.Connect(addrs, timeout,
 		zk.WithLogger(zkNopLogger{}), zk.WithLogInfo(false),
 		zk.WithDialer(s.dial), zk.WithEventCallback(s.event))
 	if err != nil {

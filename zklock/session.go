@@ -28,6 +28,45 @@ const (
 	minSessionTimeout = 300 * time.Millisecond
 )
 
+// The client-side deadline, and why it is safe and late enough.
+//
+// Safe: the server must not be able to expire the session (and delete its
+// lock nodes, letting a successor in) before the deadline. ZooKeeper's
+// leader expires sessions in its SessionTracker: whenever it learns that
+// the client was heard, it files the session under the expiry time
+// now + timeout rounded UP to a multiple of tickTime, and expires it when
+// that time comes. The rounding only makes expiry later, so the session
+// cannot expire before timeout after the leader last learned of the
+// client. A request the client sent at s and saw answered reached its
+// server after s; the leader hears of it at once if it is that server,
+// and otherwise in the follower's reply to the leader's next ping (every
+// half tick). A follower that freezes or is cut off before that reply
+// never reports it; then the last report the leader got is from at most
+// half a tick earlier, and covers the client's previous request, sent at
+// most syncInterval before s (or a later one). So the leader last learned
+// of the client after s - syncInterval - tickTime/2, and the deadline
+// s + timeout - margin is safe while margin >= syncInterval + tickTime/2 +
+// the clocks' rate difference over a timeout. With syncInterval =
+// timeout/20 and margin = timeout/8, that holds while tickTime is at most
+// about timeout/8 (a 2 s tick, ZooKeeper's default, with timeouts from
+// 16 s; the 200 ms tick of the test harness, from 1.6 s), allowing a 1%
+// rate difference.
+//
+// Late enough: with one server frozen or cut off, go-zookeeper notices
+// only when it has heard nothing for its receive timeout, two thirds of
+// the session timeout after the last byte it received (at most about
+// syncInterval after the last answered Sync was sent), and then connects
+// to another server within milliseconds. The next Sync, sent as soon as
+// the stuck one fails, is answered there; the deadline, 7/8 of the
+// timeout after that last answered Sync, leaves about 0.15 timeout for
+// that reconnect. An earlier deadline (the 2/3 used before) fell just
+// where go-zookeeper starts to give up on the silent server, and lost the
+// lock although two healthy servers could serve it.
+const (
+	syncFraction   = 20 // syncInterval = timeout / syncFraction
+	marginFraction = 8  // margin = timeout / marginFraction
+)
+
 // Option configures a Session.
 type Option func(*options)
 
@@ -67,9 +106,8 @@ func WithACL(acl []zk.ACL) Option { return func(o *options) { o.acl = acl } }
 //
 // A Session ends when Close is called (distlock.ErrSessionClosed), when
 // the ZooKeeper session expires (distlock.ErrSessionExpired), or when no
-// request has been answered for two thirds of the session timeout, counted
-// from its send time (ErrSessionExpired too; see the package
-// documentation). An ended Session stays ended even if the connection
+// request has been answered for 7/8 of the session timeout, counted from
+// its send time (ErrSessionExpired too; see the package documentation). An ended Session stays ended even if the connection
 // recovers the ZooKeeper session; make a new one.
 //
 // A Session is safe for concurrent use. Use one session for many locks.
@@ -130,7 +168,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 		conn:    conn,
 		id:      id,
 		timeout: o.timeout,
-		margin:  o.timeout / 3,
+		margin:  o.timeout / marginFraction,
 		prefix:  o.prefix,
 		holder:  o.holder,
 		acl:     o.acl,
@@ -295,13 +333,14 @@ func (s *Session) monitor() {
 	defer s.wg.Done()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
-	interval := s.timeout / 6
+	interval := s.timeout / syncFraction
 	next := time.Now().Add(interval)
 	type probe struct {
 		sent time.Time
 		err  error
 	}
 	var inflight chan probe
+	failed := false // the last Sync failed
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -312,17 +351,28 @@ func (s *Session) monitor() {
 			switch {
 			case r.err == nil && s.ours():
 				s.mu.Lock()
+				if failed {
+					// How close the session came to its deadline while the
+					// connection moved: the margin that is left.
+					s.log.Info("zklock: session confirmed again", "server", s.conn.Server(), "before the deadline by", time.Until(s.deadline))
+				}
 				if d := r.sent.Add(s.timeout - s.margin); d.After(s.deadline) {
 					s.deadline = d
 				}
 				s.mu.Unlock()
+				failed = false
 				next = time.Now().Add(interval)
 			case errors.Is(r.err, zk.ErrSessionExpired), errors.Is(r.err, zk.ErrClosing):
 				s.storeErr(r.err)
 				return
 			default:
+				// Most likely the connection was closed under the Sync
+				// (go-zookeeper gave up on a silent server): the next one
+				// goes out now, and is sent as soon as the connection to
+				// another server is up.
 				s.log.Debug("zklock: sync failed", "err", r.err)
-				next = time.Now().Add(interval / 4)
+				failed = true
+				next = time.Now()
 			}
 		}
 		if !s.ours() {
@@ -331,8 +381,8 @@ func (s *Session) monitor() {
 		}
 		now := time.Now()
 		if deadline := s.Deadline(); !now.Before(deadline) {
-			s.expired(fmt.Sprintf("not confirmed alive before the client-side deadline %s (2/3 of the %v session timeout after the last answered request was sent)",
-				deadline.Format(time.RFC3339Nano), s.timeout))
+			s.expired(fmt.Sprintf("not confirmed alive before the client-side deadline %s (the %v session timeout minus %v after the last answered request was sent)",
+				deadline.Format(time.RFC3339Nano), s.timeout, s.margin))
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
