@@ -173,6 +173,11 @@ const (
 	zkSyncLimit = 5  // ticks a follower may lag (or be silent) before it is dropped
 )
 
+// ZooKeeperTickTime is the tickTime of the harness's ZooKeeper servers:
+// pass it to zklock.WithTickTime so that a Session's client-side deadline
+// is as late as these servers allow.
+const ZooKeeperTickTime = zkTick
+
 func (e *ZooKeeperEnsemble) start(ctx context.Context, java, cp string) error {
 	n := e.cfg.size
 	quorum := n > 1

@@ -152,19 +152,22 @@
 //     an expiry) or zk.StateExpired ends the Session with
 //     distlock.ErrSessionExpired. Watches report the expiry at once too
 //     (zk.EventNotWatching with zk.ErrSessionExpired).
-//   - every twentieth of the session timeout it sends a Sync, which is
-//     answered only after it went through the leader. The client-side
-//     deadline is the send time of the last answered Sync plus 7/8 of the
-//     session timeout. The server expires a session a full timeout after
+//   - every half tick (within a twentieth and a sixth of the session
+//     timeout) it sends a Sync, which is answered only after it went
+//     through the leader. The client-side deadline is the send time of the
+//     last answered Sync plus the session timeout less a margin: half a
+//     tick, the Sync interval and a fiftieth of the timeout, at least an
+//     eighth of it (7/8 of the timeout with the tick at most an eighth of
+//     it). The tick is DefaultTickTime (2 s, ZooKeeper's default) unless
+//     WithTickTime says otherwise. The server expires a session a full timeout after
 //     the leader last learned that the client was heard, and the client
 //     cannot know when that was more precisely than "after I sent a
 //     request that was answered"; the remaining eighth covers followers
 //     reporting session activity to the leader only every half tick (so a
 //     follower that fails may never report the last request), and the
-//     clocks' rate difference. It is safe while the servers' tickTime is
-//     at most about an eighth of the session timeout (see the comment on
-//     syncFraction in session.go for the reasoning). It is also late
-//     enough for one frozen or cut-off server not to cost the session:
+//     clocks' rate difference. (See the comment on timing in session.go
+//     for the reasoning.) With the tick at most an eighth of the timeout
+//     it is also late enough for one frozen or cut-off server not to cost the session:
 //     go-zookeeper gives up on a silent server two thirds of the timeout
 //     after it last heard from it and connects to another, and the next
 //     Sync, answered there, moves the deadline on before it passes.

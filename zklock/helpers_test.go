@@ -47,6 +47,10 @@ func connect(t *testing.T, ens *integration.ZooKeeperEnsemble, servers ...int) (
 
 func newSession(t *testing.T, conn *zk.Conn, opts ...zklock.Option) *zklock.Session {
 	t.Helper()
+	// The harness's servers tick every 200 ms: tell the session, so its
+	// client-side deadline is as late as they allow (option order: the
+	// caller's opts come last and win).
+	opts = append([]zklock.Option{zklock.WithTickTime(integration.ZooKeeperTickTime)}, opts...)
 	s, err := zklock.NewSession(testCtx(t), conn, opts...)
 	if err != nil {
 		t.Fatal(err)

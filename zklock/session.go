@@ -46,26 +46,46 @@ const (
 // most syncInterval before s (or a later one). So the leader last learned
 // of the client after s - syncInterval - tickTime/2, and the deadline
 // s + timeout - margin is safe while margin >= syncInterval + tickTime/2 +
-// the clocks' rate difference over a timeout. With syncInterval =
-// timeout/20 and margin = timeout/8, that holds while tickTime is at most
-// about timeout/8 (a 2 s tick, ZooKeeper's default, with timeouts from
-// 16 s; the 200 ms tick of the test harness, from 1.6 s), allowing a 1%
-// rate difference.
+// the clocks' rate difference over a timeout. So both depend on the
+// servers' tickTime, which a client cannot read (the `conf` command is
+// not on ZooKeeper's default four-letter-word list): WithTickTime tells
+// it, and the default is ZooKeeper's own default tick, 2 s. Then
+//
+//	syncInterval = tickTime/2, kept within [timeout/20, timeout/6]
+//	margin       = max(syncInterval + tickTime/2 + timeout/50, timeout/8)
+//
+// (timeout/50 covers a 2% rate difference and scheduling; the floor of
+// timeout/8 is the margin the one-server-down tests were run with). A
+// Sync every half tick costs the leader nothing beyond what the margin
+// needs anyway, and no more often than that.
 //
 // Late enough: with one server frozen or cut off, go-zookeeper notices
 // only when it has heard nothing for its receive timeout, two thirds of
 // the session timeout after the last byte it received (at most about
 // syncInterval after the last answered Sync was sent), and then connects
 // to another server within milliseconds. The next Sync, sent as soon as
-// the stuck one fails, is answered there; the deadline, 7/8 of the
-// timeout after that last answered Sync, leaves about 0.15 timeout for
-// that reconnect. An earlier deadline (the 2/3 used before) fell just
+// the stuck one fails, is answered there; with a tick of at most an
+// eighth of the timeout the deadline, 7/8 of the timeout after that last
+// answered Sync, leaves about 0.15 timeout for that reconnect (with a
+// longer tick the margin grows and the deadline can fall before the
+// reconnect: safety wins, and the package doc says to keep the tick at
+// most timeout/8). An earlier deadline (the 2/3 used before) fell just
 // where go-zookeeper starts to give up on the silent server, and lost the
 // lock although two healthy servers could serve it.
 const (
-	syncFraction   = 20 // syncInterval = timeout / syncFraction
-	marginFraction = 8  // margin = timeout / marginFraction
+	// DefaultTickTime is the servers' tickTime a Session assumes without
+	// WithTickTime: ZooKeeper's default.
+	DefaultTickTime = 2 * time.Second
 )
+
+// timing returns the interval between Syncs and the margin of the
+// client-side deadline for a session timeout and the servers' tick (see
+// above).
+func timing(timeout, tick time.Duration) (syncInterval, margin time.Duration) {
+	syncInterval = min(max(tick/2, timeout/20), timeout/6)
+	margin = max(syncInterval+tick/2+timeout/50, timeout/8)
+	return syncInterval, margin
+}
 
 // Option configures a Session.
 type Option func(*options)
@@ -75,6 +95,7 @@ type options struct {
 	logger  *slog.Logger
 	holder  string
 	timeout time.Duration
+	tick    time.Duration
 	acl     []zk.ACL
 }
 
@@ -97,6 +118,14 @@ func WithHolder(v string) Option { return func(o *options) { o.holder = v } }
 // reads the negotiated timeout from the connection.
 func WithSessionTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
+// WithTickTime tells the session the servers' tickTime (default
+// DefaultTickTime). The client-side deadline must leave room for
+// followers reporting client activity to the leader only every half tick,
+// so a tick longer than the one given makes the "lost" signal late, and a
+// shorter one makes it early. Keep the tick at most an eighth of the
+// session timeout for one failed server not to cost a session.
+func WithTickTime(d time.Duration) Option { return func(o *options) { o.tick = d } }
+
 // WithACL sets the ACL of the znodes the session creates (default
 // zk.WorldACL(zk.PermAll)).
 func WithACL(acl []zk.ACL) Option { return func(o *options) { o.acl = acl } }
@@ -106,8 +135,8 @@ func WithACL(acl []zk.ACL) Option { return func(o *options) { o.acl = acl } }
 //
 // A Session ends when Close is called (distlock.ErrSessionClosed), when
 // the ZooKeeper session expires (distlock.ErrSessionExpired), or when no
-// request has been answered for 7/8 of the session timeout, counted from
-// its send time (ErrSessionExpired too; see the package documentation). An ended Session stays ended even if the connection
+// request has been answered for the session timeout less a margin (7/8 of
+// it with a short enough tick), counted from its send time (ErrSessionExpired too; see the package documentation). An ended Session stays ended even if the connection
 // recovers the ZooKeeper session; make a new one.
 //
 // A Session is safe for concurrent use. Use one session for many locks.
@@ -115,6 +144,7 @@ type Session struct {
 	conn    *zk.Conn
 	id      int64
 	timeout time.Duration
+	sync    time.Duration // between Syncs
 	margin  time.Duration
 	prefix  string
 	holder  string
@@ -138,7 +168,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 	if conn == nil {
 		return nil, fmt.Errorf("zklock: new session: %w: *zk.Conn is nil", distlock.ErrNilClient)
 	}
-	o := options{prefix: DefaultPrefix, acl: zk.WorldACL(zk.PermAll)}
+	o := options{prefix: DefaultPrefix, acl: zk.WorldACL(zk.PermAll), tick: DefaultTickTime}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -161,14 +191,19 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 		}
 		o.timeout = d
 	}
+	if o.tick <= 0 {
+		return nil, fmt.Errorf("zklock: new session: tick time %v is not positive", o.tick)
+	}
 	if o.timeout < minSessionTimeout {
 		return nil, fmt.Errorf("zklock: new session: %w: %v is below the minimum %v", distlock.ErrTTLTooShort, o.timeout, minSessionTimeout)
 	}
+	syncInterval, margin := timing(o.timeout, o.tick)
 	s := &Session{
 		conn:    conn,
 		id:      id,
 		timeout: o.timeout,
-		margin:  o.timeout / marginFraction,
+		sync:    syncInterval,
+		margin:  margin,
 		prefix:  o.prefix,
 		holder:  o.holder,
 		acl:     o.acl,
@@ -248,7 +283,10 @@ func (s *Session) Deadline() time.Time {
 // Close ends the session: its held locks report distlock.ErrSessionClosed
 // and its lock nodes are deleted (the ZooKeeper session itself, which
 // belongs to the connection, stays open). Close waits for the session's
-// background work to stop. Calling Close again is a no-op.
+// own background work to stop, but not for the cleanups of failed Locks:
+// those outlive the Session until they succeed, the connection loses the
+// ZooKeeper session, or the connection is closed, because the nodes they
+// remove outlive it too. Calling Close again is a no-op.
 func (s *Session) Close(ctx context.Context) error {
 	first := s.ctx.Err() == nil
 	s.end(distlock.ErrSessionClosed)
@@ -333,7 +371,7 @@ func (s *Session) monitor() {
 	defer s.wg.Done()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
-	interval := s.timeout / syncFraction
+	interval := s.sync
 	next := time.Now().Add(interval)
 	type probe struct {
 		sent time.Time
