@@ -15,7 +15,7 @@ func TestTiming(t *testing.T) {
 		wantSync, wantMarg time.Duration
 	}{
 		{6 * time.Second, 200 * time.Millisecond, 300 * time.Millisecond, 750 * time.Millisecond}, // the harness: 7/8
-		{10 * time.Second, 2 * time.Second, time.Second, 2200 * time.Millisecond},                  // ZooKeeper's default tick
+		{10 * time.Second, 2 * time.Second, time.Second, 2200 * time.Millisecond},                 // ZooKeeper's default tick
 		{4 * time.Second, 2 * time.Second, 4 * time.Second / 6, 4*time.Second/6 + time.Second + 80*time.Millisecond},
 		{40 * time.Second, 2 * time.Second, 2 * time.Second, 5 * time.Second},
 	}
