@@ -174,7 +174,67 @@ func TestOneMemberDown(t *testing.T) {
 	for _, f := range memberFaults {
 		t.Run(f.name+"/holder", func(t *testing.T) { holdersThroughFault(t, c, f) })
 		t.Run(f.name+"/waiter", func(t *testing.T) { waitersThroughFault(t, c, f) })
+		t.Run(f.name+"/enqueue", func(t *testing.T) { enqueuesThroughFault(t, c, f) })
 	}
+}
+
+// enqueuesThroughFault calls Lock while the member is already down: about
+// a third of the enqueue Txns go to it first, and each must be sent again
+// to another member (moving the session's guard) rather than wait for the
+// caller's context. Every Lock must queue behind its holder, keep its
+// place, and acquire when the holder releases during the fault; nothing
+// is left behind.
+func enqueuesThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault) {
+	victim, admin := follower(t, c)
+	holders := make([]*distlock.Lease, memberTries)
+	mutexes := make([]*etcdlock.Mutex, memberTries)
+	for i := range holders {
+		name := fmt.Sprintf("down-%s-enqueue-%d", f.name, i)
+		holders[i] = mustLock(t, newMutex(t, newSession(t, admin, etcdlock.WithTTL(memberTTL)), name))
+		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(debugLog(t, fmt.Sprintf("locker %d", i))))
+		mutexes[i] = newMutex(t, s, name)
+	}
+	healed := false
+	defer func() {
+		if !healed {
+			f.heal(t, c, victim)
+		}
+	}()
+	f.apply(t, c, victim)
+	// Bounded well below the test's timeout, so a Lock stuck on the
+	// silent member fails here, naming itself.
+	ctx, cancel := context.WithTimeout(testCtx(t), 4*memberTTL)
+	defer cancel()
+	results := make([]<-chan result, memberTries)
+	for i, m := range mutexes {
+		results[i] = lockAsync(ctx, m)
+	}
+	// Each Lock is queued once its key shows behind the holder's.
+	for i, h := range holders {
+		for {
+			resp, err := admin.Get(testCtx(t), etcdlock.DefaultPrefix+h.Token().Name+"/@", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Count >= 2 {
+				break
+			}
+			select {
+			case r := <-results[i]:
+				t.Fatalf("locker %d returned while its lock is held (member %d down, %s): %v", i, victim, f.name, r.Err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	for _, h := range holders {
+		mustUnlock(t, h)
+	}
+	for i, res := range results {
+		l := successor(t, res, holders[i].Token(), fmt.Sprintf("locker %d, enqueued with member %d down (%s)", i, victim, f.name))
+		mustUnlock(t, l)
+	}
+	f.heal(t, c, victim)
+	healed = true
 }
 
 // follower returns a follower of c and a client of the other two members.

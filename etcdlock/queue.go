@@ -23,6 +23,10 @@ import (
 // the key with it).
 const abandonTimeout = time.Second
 
+// enqueueAttempt bounds one attempt of a Lock's enqueue Txn: a quarter of
+// the TTL, at least half a second.
+func (s *Session) enqueueAttempt() time.Duration { return max(s.ttl/4, 500*time.Millisecond) }
+
 // Entry-key kind markers: writers and readers live under different
 // sub-prefixes of a lock's queue, so that a TryLock can ask "is there any
 // writer?" with a single prefix compare. An Election's candidates have a
@@ -186,7 +190,16 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 	)
 	for {
 		var err error
-		resp, err = s.enqueueTxn(ctx, put, qkey, qend, uncertain).Commit()
+		// Each attempt gets its own bound: one that landed on a frozen or
+		// cut-off member would otherwise hang until ctx ends, while the
+		// client's balancer sends the next attempt to the next member.
+		// Giving up on an attempt is safe for the reason above (the next
+		// one moves the guard); it costs a guard move when a healthy
+		// cluster was only slow.
+		actx, acancel := context.WithTimeout(ctx, s.enqueueAttempt())
+		resp, err = s.enqueueTxn(actx, put, qkey, qend, uncertain).Commit()
+		attemptTimedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
+		acancel()
 		if err == nil {
 			if resp.Succeeded {
 				if uncertain {
@@ -200,6 +213,10 @@ func (s *Session) acquireEntry(ctx context.Context, name string, kind distlock.K
 			continue
 		}
 		uncertain = true
+		if attemptTimedOut {
+			s.log.Debug("etcdlock: enqueue unanswered; retrying on the next member", "lock", name, "after", s.enqueueAttempt())
+			continue
+		}
 		if status.Code(err) != codes.Unavailable || ctx.Err() != nil || ctxwait.Sleep(ctx, retryDelay) != nil {
 			s.abandon(key)
 			return nil, fail(ctxErr(err))
