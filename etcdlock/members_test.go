@@ -326,9 +326,8 @@ func waitersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 		// The holders' clients know the healthy members only: the
 		// waiters are under test here.
 		holders[i] = mustLock(t, newMutex(t, newSession(t, admin, etcdlock.WithTTL(memberTTL)), name))
-		// The fault must find the waiter waiting, past its enqueue: the
-		// enqueue Txn is not hedged (its put is not repeatable as is),
-		// and one whose answer the fault holds waits for Lock's context.
+		// The fault must find the waiter waiting, past its enqueue (a
+		// Lock made during the fault is enqueuesThroughFault's case).
 		// The put showing in the queue is not enough (its answer may
 		// still be on its way), so wait for the session to log it.
 		enqueued := make(chan struct{})
