@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -372,14 +373,58 @@ func (e *entry) release(ctx context.Context) error {
 	e.kill(distlock.ErrReleased)
 	// Hedged: the delete is conditioned on the entry's create revision, so
 	// a repeat is harmless, and one attempt must not hang on a frozen
-	// member while the others could answer.
+	// member while the others could answer. An attempt that finds the key
+	// gone while an earlier one is still out cannot tell "deleted by that
+	// attempt" from "deleted by someone else": it waits (a few hedge
+	// delays at most) for the others' answers, so that a slow member's
+	// success is not reported as a lost lock.
+	var (
+		mu                sync.Mutex
+		started, finished int
+		won               *clientv3.TxnResponse
+		changed           = make(chan struct{})
+	)
 	var attempts atomic.Int32
 	resp, err := hedged(ctx, e.s.hedgeDelay(), func(ctx context.Context) (*clientv3.TxnResponse, error) {
 		attempts.Add(1)
-		return e.s.client.Txn(ctx).
+		mu.Lock()
+		started++
+		mu.Unlock()
+		resp, err := e.s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)).
 			Then(clientv3.OpDelete(e.key)).
 			Commit()
+		mu.Lock()
+		finished++
+		if err == nil && resp.Succeeded {
+			won = resp
+		}
+		close(changed)
+		changed = make(chan struct{})
+		mu.Unlock()
+		if err != nil || resp.Succeeded {
+			return resp, err
+		}
+		wait := time.NewTimer(3 * e.s.hedgeDelay())
+		defer wait.Stop()
+		for {
+			mu.Lock()
+			w, all, ch := won, finished == started, changed
+			mu.Unlock()
+			if w != nil {
+				return w, nil
+			}
+			if all {
+				return resp, nil
+			}
+			select {
+			case <-ch:
+			case <-wait.C:
+				return resp, nil
+			case <-ctx.Done():
+				return resp, nil
+			}
+		}
 	})
 	if err != nil {
 		e.s.removeLater(e.key)

@@ -75,8 +75,11 @@ func (c *connFlags) open(ctx context.Context) (*backend, error) {
 		return nil, usageErr("no cluster: pass --etcd host:port (or set ETCDCTL_ENDPOINTS) or --zk host:port (or set DISTLOCK_ZK)")
 	case c.ttl <= 0:
 		return nil, usageErr("--ttl %v: want a positive duration", c.ttl)
-	case c.zkTick <= 0:
+	case c.zkTick < 0:
 		return nil, usageErr("--zk-tick %v: want a positive duration", c.zkTick)
+	}
+	if c.zkTick == 0 { // flags not registered (the demo): ZooKeeper's default
+		c.zkTick = zklock.DefaultTickTime
 	}
 	if c.etcd != "" {
 		return c.openEtcd(ctx)
