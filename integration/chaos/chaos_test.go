@@ -161,7 +161,16 @@ func TestChaos(t *testing.T) {
 		t.Run(store, func(t *testing.T) {
 			s := startStore(t, store)
 			scen := chaos.Scenarios(store)
+			only := map[string]bool{}
+			if s := os.Getenv("CHAOS_SCENARIOS"); s != "" {
+				for _, n := range strings.Split(s, ",") {
+					only[n] = true
+				}
+			}
 			for i, sc := range scen {
+				if len(only) > 0 && !only[sc.Name] {
+					continue
+				}
 				t.Run(sc.Name, func(t *testing.T) {
 					cfg := sc.Config
 					cfg.Store, cfg.Cluster, cfg.Duration, cfg.Out = store, s, dur, out

@@ -377,7 +377,7 @@ func checkOrphans(ops []Op) Check {
 			c.OK = op.Outcome == OK && op.Value == 0
 			if !c.OK {
 				c.Violations = int(op.Value)
-				c.Detail = fmt.Sprintf("left: %s", op.Error)
+				c.Detail = fmt.Sprintf("left: %s (%s)", op.Target, op.Error)
 			}
 		}
 	}

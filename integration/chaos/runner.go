@@ -99,6 +99,9 @@ type Config struct {
 	// Name names the run in the summary and its files (default:
 	// store-workload-nemeses).
 	Name string
+	// FaultMin and FaultMax bound how long a fault lasts (default TTL/2
+	// and 2 × TTL of the store's sessions).
+	FaultMin, FaultMax time.Duration
 	// Logger logs the run (silent if nil).
 	Logger *slog.Logger
 	// Cluster, if set, is used instead of starting one (it is not closed).
@@ -121,7 +124,8 @@ type Env struct {
 	runName  string
 
 	mu     sync.Mutex
-	rng    *rand.Rand
+	rng    *rand.Rand // the nemesis schedule's: replayed by the seed
+	wrng   *rand.Rand // the workers'
 	holder int // worker holding the lock, -1 if none known
 }
 
@@ -140,6 +144,18 @@ func (e *Env) RandDuration(lo, hi time.Duration) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return lo + time.Duration(e.rng.Int64N(int64(hi-lo)))
+}
+
+// WorkerRand returns a random duration in [lo, hi) for workers, from a
+// source of their own, so that their timing does not change the nemesis
+// schedule a seed replays.
+func (e *Env) WorkerRand(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return lo + time.Duration(e.wrng.Int64N(int64(hi-lo)))
 }
 
 // SetHolder tells nemeses which worker holds the lock (-1: none).
@@ -237,7 +253,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if cfg.Name == "" {
 		ns := "none"
-		if len(names) > 0 {
+		switch {
+		case len(names) > 3:
+			ns = "mixed"
+		case len(names) > 0:
 			ns = strings.Join(names, "+")
 		}
 		cfg.Name = fmt.Sprintf("%s-%s-%s", cfg.Store, cfg.Workload.Name(), ns)
@@ -264,6 +283,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Log:      log,
 		Out:      cfg.Out,
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		wrng:     rand.New(rand.NewPCG(cfg.Seed^0x5bd1e995, cfg.Seed)),
 		holder:   -1,
 		workload: cfg.Workload,
 		runName:  cfg.Name,
@@ -319,7 +339,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// Once every session is closed, no entry may be left.
 	orphans := env.History.Invoke(Op{Process: "checker", Kind: KindOrphans})
 	left, err := waitNoEntries(ctx, env, 3*store.TTL())
-	env.History.Update(orphans, func(o *Op) { o.Value = int64(len(left)); o.Error = strings.Join(left, " ") })
+	env.History.Update(orphans, func(o *Op) { o.Value = int64(len(left)); o.Target = strings.Join(left, " ") })
 	env.History.Complete(orphans, map[bool]Outcome{true: OK, false: Info}[err == nil], err)
 
 	ops := env.History.Ops()
@@ -421,7 +441,14 @@ func schedule(ctx context.Context, env *Env, cfg Config) map[string]int {
 			env.Log.Info("chaos: fault injected", "fault", n.Name(), "target", target)
 			act = append(act, active{op, heal})
 		}
-		sleep(env.RandDuration(ttl/2, 2*ttl))
+		lo, hi := ttl/2, 2*ttl
+		if cfg.FaultMin > 0 {
+			lo = cfg.FaultMin
+		}
+		if cfg.FaultMax > 0 {
+			hi = cfg.FaultMax
+		}
+		sleep(env.RandDuration(lo, hi))
 		for _, a := range act {
 			hctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			err := a.heal(hctx)

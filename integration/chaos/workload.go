@@ -108,7 +108,7 @@ func (w *RegisterWorkload) Worker(ctx context.Context, env *Env, i int) {
 	}()
 	backoff := func() {
 		select {
-		case <-time.After(env.RandDuration(50*time.Millisecond, 300*time.Millisecond)):
+		case <-time.After(env.WorkerRand(50*time.Millisecond, 300*time.Millisecond)):
 		case <-ctx.Done():
 		}
 	}
@@ -140,7 +140,7 @@ func (w *RegisterWorkload) Worker(ctx context.Context, env *Env, i int) {
 		}
 		w.criticalSection(ctx, env, proc, i, mu)
 		// Let others in now and then, so that queues form and drain.
-		if env.Rand(3) == 0 {
+		if env.WorkerRand(0, 3) < 1 {
 			backoff()
 		}
 	}
