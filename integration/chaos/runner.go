@@ -126,7 +126,7 @@ type Env struct {
 	mu     sync.Mutex
 	rng    *rand.Rand // the nemesis schedule's: replayed by the seed
 	wrng   *rand.Rand // the workers'
-	holder int // worker holding the lock, -1 if none known
+	holder int        // worker holding the lock, -1 if none known
 }
 
 // Rand returns a random number in [0, n) from the run's seeded source.
