@@ -77,33 +77,43 @@ func byName(res *chaos.Result, name, subject string) (chaos.Check, bool) {
 }
 
 // TestShort is the short suite that runs in "go test": on each store, a
-// fault-free run (FIFO, every checker green), a run of holder pauses (the
-// unfenced control must be flagged, the fenced registers must not be) and
-// a run of random combined faults. Assertions are on counts and history
-// checks; the liveness bound, a timing, is only logged.
+// fault-free run of every workload (FIFO, every checker green), a run of
+// holder pauses (the unfenced control must be flagged, the fenced
+// registers must not be) and a run of random combined faults under each
+// workload. Assertions are on counts and history checks; the liveness
+// bound, a timing, is only logged.
 func TestShort(t *testing.T) {
 	for _, store := range []string{chaos.Etcd, chaos.ZooKeeper} {
 		t.Run(store, func(t *testing.T) {
 			s := startStore(t, store)
 			out := outDir(t)
-			ttl := s.TTL()
-
-			t.Run("fault-free", func(t *testing.T) {
-				res := run(t, chaos.Config{Store: store, Cluster: s, Duration: 5 * time.Second, Seed: seed(t), Out: out})
-				if !res.OK(true) {
-					t.Errorf("seed %d: checks failed: %v", res.Seed, res.Failed())
+			short := func(cfg chaos.Config) chaos.Config {
+				cfg.Store, cfg.Cluster, cfg.Out, cfg.Seed = store, s, out, seed(t)
+				cfg.FaultMin, cfg.FaultMax = 500*time.Millisecond, 2*time.Second
+				if cfg.Duration == 0 {
+					cfg.Duration = 3 * time.Second
 				}
-				if c, _ := byName(res, "fifo", "lock"); c.Checked < 5 {
-					t.Errorf("only %d acquisitions in a fault-free run", c.Checked)
-				}
-			})
+				return cfg
+			}
 
-			t.Run("holder-pause", func(t *testing.T) {
+			for _, w := range chaos.Workloads() {
+				t.Run(w.Name()+"/fault-free", func(t *testing.T) {
+					res := run(t, short(chaos.Config{Workload: w}))
+					if !res.OK(true) {
+						t.Errorf("seed %d: checks failed: %v", res.Seed, res.Failed())
+					}
+					if c, _ := byName(res, "fifo", "lock"); c.Checked < 5 {
+						t.Errorf("only %d acquisitions in a fault-free run", c.Checked)
+					}
+				})
+			}
+
+			t.Run("register/holder-pause", func(t *testing.T) {
 				nem, err := chaos.Nemeses(chaos.NemHolderPause)
 				if err != nil {
 					t.Fatal(err)
 				}
-				res := run(t, chaos.Config{Store: store, Cluster: s, Nemeses: nem, Duration: 3 * ttl, Seed: seed(t), Out: out})
+				res := run(t, short(chaos.Config{Nemeses: nem, Duration: time.Second}))
 				if !res.OK(true) {
 					t.Errorf("seed %d: fenced checks failed: %v", res.Seed, res.Failed())
 				}
@@ -122,15 +132,17 @@ func TestShort(t *testing.T) {
 				}
 			})
 
-			t.Run("mixed", func(t *testing.T) {
-				if testing.Short() {
-					t.Skip("-short")
-				}
-				res := run(t, chaos.Config{Store: store, Cluster: s, Nemeses: chaos.AllNemeses(), Combine: true, Duration: 4 * ttl, Seed: seed(t), Out: out})
-				if !res.OK(true) {
-					t.Errorf("seed %d: checks failed: %v", res.Seed, res.Failed())
-				}
-			})
+			for _, w := range chaos.Workloads() {
+				t.Run(w.Name()+"/mixed", func(t *testing.T) {
+					if testing.Short() {
+						t.Skip("-short")
+					}
+					res := run(t, short(chaos.Config{Workload: w, Nemeses: chaos.AllNemeses(), Combine: true, Duration: 4 * time.Second}))
+					if !res.OK(true) {
+						t.Errorf("seed %d: checks failed: %v", res.Seed, res.Failed())
+					}
+				})
+			}
 		})
 	}
 }

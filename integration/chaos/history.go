@@ -32,7 +32,7 @@ const (
 	KindRead    = "read"    // a read of a register inside a critical section
 	KindWrite   = "write"   // a write of a register inside a critical section
 	KindFault   = "fault"   // a nemesis fault: invoke = injected, complete = healed
-	KindProbe   = "probe"   // the liveness probe after the last heal
+	KindObserve = "observe" // an election observer saw a leader (Token; "" for none)
 	KindOrphans = "orphans" // the entries left once every session closed
 )
 
@@ -45,6 +45,9 @@ type Op struct {
 	Process string `json:"process"`
 	// Kind is one of the Kind constants.
 	Kind string `json:"kind"`
+	// Mode is how an acquisition holds: "write" (Mutex, RWMutex.Lock),
+	// "read" (RWMutex.RLock), "leader" (Election.Campaign).
+	Mode string `json:"mode,omitempty"`
 	// Register names the register of a read or write.
 	Register string `json:"register,omitempty"`
 	// Invoke and Complete are nanoseconds since the run started;

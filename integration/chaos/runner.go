@@ -407,9 +407,17 @@ func schedule(ctx context.Context, env *Env, cfg Config) map[string]int {
 		case <-ctx.Done():
 		}
 	}
+	lo, hi := ttl/2, 2*ttl
+	if cfg.FaultMin > 0 {
+		lo = cfg.FaultMin
+	}
+	if cfg.FaultMax > 0 {
+		hi = cfg.FaultMax
+	}
 	// A quiet start: the workers get going before the first fault.
-	sleep(env.RandDuration(ttl/2, ttl))
-	for len(usable) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+	sleep(env.RandDuration(lo/2, hi/2))
+	// At least one fault, however short the run.
+	for first := true; len(usable) > 0 && (first || time.Now().Before(deadline)) && ctx.Err() == nil; first = false {
 		k := 1
 		if cfg.Combine && len(usable) > 1 && env.Rand(4) == 0 {
 			k = 2
@@ -441,13 +449,6 @@ func schedule(ctx context.Context, env *Env, cfg Config) map[string]int {
 			env.Log.Info("chaos: fault injected", "fault", n.Name(), "target", target)
 			act = append(act, active{op, heal})
 		}
-		lo, hi := ttl/2, 2*ttl
-		if cfg.FaultMin > 0 {
-			lo = cfg.FaultMin
-		}
-		if cfg.FaultMax > 0 {
-			hi = cfg.FaultMax
-		}
 		sleep(env.RandDuration(lo, hi))
 		for _, a := range act {
 			hctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -458,7 +459,7 @@ func schedule(ctx context.Context, env *Env, cfg Config) map[string]int {
 			}
 			env.History.Complete(a.op, map[bool]Outcome{true: OK, false: Info}[err == nil], err)
 		}
-		sleep(env.RandDuration(ttl/2, ttl))
+		sleep(env.RandDuration(lo/2, hi/2))
 	}
 	if len(usable) == 0 {
 		sleep(cfg.Duration)

@@ -79,6 +79,7 @@ type Client interface {
 type Session interface {
 	Mutex(name string) (distlock.Locker, error)
 	RWMutex(name string) (rw RW, err error)
+	Election(name string) (Election, error)
 	Done() <-chan struct{}
 	Close(ctx context.Context) error
 }
@@ -87,6 +88,12 @@ type Session interface {
 type RW interface {
 	Lock(ctx context.Context) (*distlock.Lease, error)
 	RLock(ctx context.Context) (*distlock.Lease, error)
+}
+
+// Election is an election of either backend.
+type Election interface {
+	Campaign(ctx context.Context, value string) (distlock.Leadership, error)
+	Observe(ctx context.Context) <-chan distlock.LeaderInfo
 }
 
 // zkClientFaults are the per-client faults only ZooKeeper's harness has.
@@ -183,7 +190,7 @@ func (c *etcdClient) Entries(ctx context.Context, lock string) ([]string, error)
 func entryKeys(es []distlock.QueueEntry) []string {
 	var keys []string
 	for _, e := range es {
-		keys = append(keys, e.Key)
+		keys = append(keys, fmt.Sprintf("%s(owner %s, token %s)", e.Key, e.Owner, e.Token))
 	}
 	return keys
 }
@@ -192,6 +199,7 @@ type etcdSession struct{ s *etcdlock.Session }
 
 func (s etcdSession) Mutex(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s.s, name) }
 func (s etcdSession) RWMutex(name string) (RW, error)            { return etcdlock.NewRWMutex(s.s, name) }
+func (s etcdSession) Election(name string) (Election, error)     { return etcdlock.NewElection(s.s, name) }
 func (s etcdSession) Done() <-chan struct{}                      { return s.s.Done() }
 func (s etcdSession) Close(ctx context.Context) error            { return s.s.Close(ctx) }
 
@@ -296,6 +304,7 @@ type zkSession struct{ s *zklock.Session }
 
 func (s zkSession) Mutex(name string) (distlock.Locker, error) { return zklock.NewMutex(s.s, name) }
 func (s zkSession) RWMutex(name string) (RW, error)            { return zklock.NewRWMutex(s.s, name) }
+func (s zkSession) Election(name string) (Election, error)     { return zklock.NewElection(s.s, name) }
 func (s zkSession) Done() <-chan struct{}                      { return s.s.Done() }
 func (s zkSession) Close(ctx context.Context) error            { return s.s.Close(ctx) }
 

@@ -12,20 +12,32 @@ type Scenario struct {
 	Config Config
 }
 
-// Scenarios returns the long suite's scenarios for a store: the fault-free
-// run, every nemesis that applies to the store on its own, and all of them
-// combined at random.
+// Workloads returns one of every workload.
+func Workloads() []Workload {
+	return []Workload{&RegisterWorkload{}, RWWorkload{}, ElectionWorkload{}}
+}
+
+// Scenarios returns the long suite's scenarios for a store: for every
+// workload, the fault-free run, every nemesis that applies on its own, and
+// all of them combined at random.
 func Scenarios(store string) []Scenario {
-	out := []Scenario{{Name: "none", Config: Config{}}}
-	var all []Nemesis
-	for _, n := range AllNemeses() {
-		if strings.HasPrefix(n.Name(), "zk-") && store != ZooKeeper || strings.HasPrefix(n.Name(), "etcd-") && store != Etcd {
-			continue
+	var out []Scenario
+	for _, w := range Workloads() {
+		_, hooks := w.(holderHooks)
+		out = append(out, Scenario{Name: w.Name() + "/none", Config: Config{Workload: w}})
+		var all []Nemesis
+		for _, n := range AllNemeses() {
+			if strings.HasPrefix(n.Name(), "zk-") && store != ZooKeeper || strings.HasPrefix(n.Name(), "etcd-") && store != Etcd {
+				continue
+			}
+			if n.Name() == NemHolderPause && !hooks {
+				continue
+			}
+			all = append(all, n)
+			out = append(out, Scenario{Name: w.Name() + "/" + n.Name(), Config: Config{Workload: w, Nemeses: []Nemesis{n}}})
 		}
-		all = append(all, n)
-		out = append(out, Scenario{Name: n.Name(), Config: Config{Nemeses: []Nemesis{n}}})
+		out = append(out, Scenario{Name: w.Name() + "/mixed", Config: Config{Workload: w, Nemeses: all, Combine: true}})
 	}
-	out = append(out, Scenario{Name: "mixed", Config: Config{Nemeses: all, Combine: true, Name: store + "-register-mixed"}})
 	return out
 }
 
@@ -40,7 +52,7 @@ func Summary(results []*Result) string {
 		if len(r.Nemeses) > 0 {
 			nem = strings.Join(r.Nemeses, "+")
 			if len(r.Nemeses) > 3 {
-				nem = fmt.Sprintf("mixed (%d kinds)", len(r.Nemeses))
+				nem = fmt.Sprintf("mixed (%d kinds, combined)", len(r.Nemeses))
 			}
 		}
 		var faults []string

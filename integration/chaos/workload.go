@@ -41,7 +41,9 @@ func (w *RegisterWorkload) Setup(ctx context.Context, env *Env) error {
 		return fmt.Errorf("chaos: store register: %w", err)
 	}
 	w.regs = []*loggedRegister{{Register: mem}, {Register: named{store, "store"}}, {Register: &unfencedRegister{}}}
-	w.progress = make(chan struct{})
+	w.mu.Lock()
+	w.newest, w.progress = distlock.Token{}, make(chan struct{})
+	w.mu.Unlock()
 	w.srv, err = newRegisterServer(w.regs)
 	return err
 }
