@@ -398,6 +398,12 @@ func schedule(ctx context.Context, env *Env, cfg Config) map[string]int {
 	}
 	deadline := time.Now().Add(cfg.Duration)
 	ttl := env.Store.TTL()
+	hold := func(d time.Duration) {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
 	sleep := func(d time.Duration) {
 		if r := time.Until(deadline); d > r {
 			d = max(r, 0)
@@ -449,7 +455,7 @@ func schedule(ctx context.Context, env *Env, cfg Config) map[string]int {
 			env.Log.Info("chaos: fault injected", "fault", n.Name(), "target", target)
 			act = append(act, active{op, heal})
 		}
-		sleep(env.RandDuration(lo, hi))
+		hold(env.RandDuration(lo, hi))
 		for _, a := range act {
 			hctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			err := a.heal(hctx)

@@ -23,7 +23,7 @@ type RegisterWorkload struct {
 	cs   atomic.Int64 // critical section numbers
 
 	mu       sync.Mutex
-	newest   distlock.Token // newest token of an admitted write on "memory"
+	newest   distlock.Token // newest token of a write on "unfenced"
 	progress chan struct{}  // closed and replaced when newest grows
 }
 
@@ -65,20 +65,22 @@ func (w *RegisterWorkload) Close() error {
 }
 
 func (w *RegisterWorkload) noteWrite(reg string, t distlock.Token) {
-	if reg != "memory" {
+	// The unfenced register is the last one of a critical section: once
+	// a successor wrote it, its whole critical section is done.
+	if reg != "unfenced" {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if t.Newer(w.newest) {
+	if w.newest.IsZero() || t.Newer(w.newest) {
 		w.newest = t
 		close(w.progress)
 		w.progress = make(chan struct{})
 	}
 }
 
-// waitNewer waits until a write with a token newer than t was admitted on
-// the memory register, or ctx ends.
+// waitNewer waits until a critical section with a token newer than t
+// completed (wrote the last register), or ctx ends.
 func (w *RegisterWorkload) waitNewer(ctx context.Context, t distlock.Token) bool {
 	for {
 		w.mu.Lock()

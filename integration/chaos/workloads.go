@@ -303,7 +303,7 @@ func checkObserveOrder(ops []Op) Check {
 			c.Violations++
 			bad = append(bad, fmt.Sprintf("%s saw %s after %s", op.Process, t, last[op.Process]))
 		}
-		if t.Newer(last[op.Process]) {
+		if l, ok := last[op.Process]; !ok || t.Newer(l) {
 			last[op.Process] = t
 		}
 		if !won[op.Token] {
