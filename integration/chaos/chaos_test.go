@@ -137,7 +137,7 @@ func TestShort(t *testing.T) {
 					if testing.Short() {
 						t.Skip("-short")
 					}
-					res := run(t, short(chaos.Config{Workload: w, Nemeses: shortNemeses(t), Combine: true, Duration: 4 * time.Second}))
+					res := run(t, short(chaos.Config{Workload: w, Nemeses: shortNemeses(), Combine: true, Duration: 4 * time.Second}))
 					if !res.OK(true) {
 						t.Errorf("seed %d: checks failed: %v", res.Seed, res.Failed())
 					}
@@ -152,7 +152,7 @@ func TestShort(t *testing.T) {
 // (a Lock whose create's reply is held past the client-side session
 // deadline; see the fault suite's report) and would fail every CI run that
 // draws it. The long suite (make chaos) runs it.
-func shortNemeses(t *testing.T) []chaos.Nemesis {
+func shortNemeses() []chaos.Nemesis {
 	var out []chaos.Nemesis
 	for _, n := range chaos.AllNemeses() {
 		if n.Name() != chaos.NemHoldReplies {
