@@ -189,6 +189,9 @@ type Result struct {
 	Ops  int `json:"ops"`
 	OKs  int `json:"oks"`
 	Infs int `json:"infos"`
+	// Lost counts the acquisitions that ended lost (Done without
+	// Unlock), paused child holders included.
+	Lost int `json:"lost"`
 	// Faults counts the faults injected, by name.
 	Faults map[string]int `json:"faults"`
 	Checks []Check        `json:"checks"`
@@ -352,6 +355,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			continue
 		}
 		res.Ops++
+		if op.Kind == KindLost {
+			res.Lost++
+		}
 		switch op.Outcome {
 		case OK:
 			res.OKs++

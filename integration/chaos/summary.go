@@ -45,8 +45,8 @@ func Scenarios(store string) []Scenario {
 // operations, the faults injected and what the checkers saw.
 func Summary(results []*Result) string {
 	var b strings.Builder
-	b.WriteString("| store | workload | nemesis | seed | ops (ok / unknown) | faults | checks passed | violations (fenced) | unfenced control |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| store | workload | nemesis | seed | ops (ok / unknown) | faults | locks lost | checks passed | violations (fenced) | unfenced control |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range results {
 		nem := "none"
 		if len(r.Nemeses) > 0 {
@@ -88,8 +88,8 @@ func Summary(results []*Result) string {
 		if fs == "" {
 			fs = "-"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d (%d / %d) | %s | %d/%d | %s | %s |\n",
-			r.Store, r.Workload, nem, r.Seed, r.Ops, r.OKs, r.Infs, fs, pass, total, v, ctl)
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d (%d / %d) | %s | %d | %d/%d | %s | %s |\n",
+			r.Store, r.Workload, nem, r.Seed, r.Ops, r.OKs, r.Infs, fs, r.Lost, pass, total, v, ctl)
 	}
 	return b.String()
 }
