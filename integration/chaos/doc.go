@@ -20,6 +20,19 @@
 // checkers must say so), while the fenced registers must stay
 // linearizable. A checker that never fails proves nothing.
 //
+// Two more workloads exercise the other recipes: RWWorkload (no writer
+// overlaps anyone, readers may overlap) and ElectionWorkload (one leader
+// per term, leaderships never overlap, Observe reports terms in order).
+// Every run also checks liveness after the last heal, that no queue entry
+// is left once every session closed, and FIFO order on fault-free runs.
+//
+// Nemeses (AllNemeses, Nemeses) pause a lock holder in a child process
+// past its TTL, kill or pause members, kill the leader, partition the
+// leader or a follower (both directions or one), expire a ZooKeeper
+// session from outside, hold or drop a ZooKeeper client's replies, and
+// compact etcd's history. The schedule draws them, their targets and
+// their lengths from the run's seed.
+//
 // The package's tests run a short version of the suite in "go test"; the
 // Makefile's chaos target runs the long one (CHAOS_DURATION, CHAOS_SEED,
 // CHAOS_OUT).
