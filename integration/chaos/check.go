@@ -305,10 +305,12 @@ func checkLostFirst(ops []Op) Check {
 }
 
 // checkForcedExpiry shows what became of holders whose session was
-// expired from outside: the one case where two believe they hold. Their
-// writes after the expiry must have been refused by the fences, unless
-// they came before any successor's admission (checked by
-// no-stale-admission); this check reports the counts.
+// expired from outside: the one case where two believe they hold. It
+// follows the writes made with the token the expired process held when
+// its session was expired: on a fenced register each must have been
+// refused, or admitted before any newer token was (no-stale-admission
+// checks the latter on every write); on the unfenced control, anything
+// goes. A write admitted with that token after a newer one is a violation.
 func checkForcedExpiry(ops []Op) Check {
 	c := Check{Name: "forced-expiry-fenced", Subject: "lock"}
 	forced := forcedExpiries(ops)
@@ -316,32 +318,56 @@ func checkForcedExpiry(ops []Op) Check {
 		c.OK, c.Skipped = true, true
 		return c
 	}
-	refused, admitted, unfenced := 0, 0, 0
-	for _, op := range ops {
-		if op.Kind != KindWrite {
-			continue
-		}
-		after := false
-		for _, t := range forced[op.Process] {
-			if op.Invoke >= t {
-				after = true
+	// The token each expired process held (or was acquiring with) when
+	// its session was expired.
+	held := map[string]bool{} // token text
+	holding := 0
+	for proc, times := range forced {
+		for _, t := range times {
+			last := ""
+			for _, op := range ops {
+				if op.Process == proc && op.Kind == KindAcquire && op.Outcome == OK && op.Complete <= t {
+					last = op.Token
+				}
+			}
+			if last != "" {
+				held[last] = true
+				holding++
 			}
 		}
-		if !after {
+	}
+	newest := map[string]distlock.Token{} // register -> newest admitted so far, by completion
+	refused, early, late, unfenced := 0, 0, 0, 0
+	var bad []string
+	for _, op := range ops {
+		if op.Kind != KindRead && op.Kind != KindWrite || op.Register == "" {
 			continue
 		}
-		c.Checked++
-		switch {
-		case op.Register == "unfenced":
-			unfenced++
-		case op.Outcome == Fail:
-			refused++
-		case op.Outcome == OK:
-			admitted++
+		t, err := distlock.ParseToken(op.Token)
+		if err != nil {
+			continue
+		}
+		if op.Kind == KindWrite && held[op.Token] {
+			c.Checked++
+			switch {
+			case op.Register == "unfenced":
+				unfenced++
+			case op.Outcome == Fail:
+				refused++
+			case op.Outcome == OK && newest[op.Register].Newer(t):
+				late++
+				bad = append(bad, fmt.Sprintf("%s wrote %s with %s after %s", op.Process, op.Register, op.Token, newest[op.Register]))
+			case op.Outcome == OK:
+				early++
+			}
+		}
+		if op.Outcome == OK && (newest[op.Register].IsZero() || t.Newer(newest[op.Register])) {
+			newest[op.Register] = t
 		}
 	}
-	c.OK = true
-	c.Detail = fmt.Sprintf("%d forced expiries; writes of expired holders after expiry: %d refused by fences, %d admitted before any successor, %d on the unfenced control", len(forced), refused, admitted, unfenced)
+	c.Violations = late
+	c.OK = late == 0
+	c.Detail = limit(append([]string{fmt.Sprintf("%d forced expiries (%d of a process holding or having held a token); writes with that token: %d refused by fences, %d admitted before any newer token, %d on the unfenced control", len(forced), holding, refused, early, unfenced)}, bad...))
 	return c
 }
 
