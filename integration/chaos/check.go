@@ -336,33 +336,41 @@ func checkForcedExpiry(ops []Op) Check {
 			}
 		}
 	}
-	newest := map[string]distlock.Token{} // register -> newest admitted so far, by completion
+	// newerBefore reports a token newer than t admitted on reg by an
+	// operation that completed before at.
+	newerBefore := func(reg string, t distlock.Token, at int64) (string, bool) {
+		for _, o := range ops {
+			if o.Register == reg && o.Outcome == OK && o.Complete < at && (o.Kind == KindRead || o.Kind == KindWrite) {
+				if u, err := distlock.ParseToken(o.Token); err == nil && u.Newer(t) {
+					return o.Token, true
+				}
+			}
+		}
+		return "", false
+	}
 	refused, early, late, unfenced := 0, 0, 0, 0
 	var bad []string
 	for _, op := range ops {
-		if op.Kind != KindRead && op.Kind != KindWrite || op.Register == "" {
+		if op.Kind != KindWrite || !held[op.Token] {
 			continue
 		}
 		t, err := distlock.ParseToken(op.Token)
 		if err != nil {
 			continue
 		}
-		if op.Kind == KindWrite && held[op.Token] {
-			c.Checked++
-			switch {
-			case op.Register == "unfenced":
-				unfenced++
-			case op.Outcome == Fail:
-				refused++
-			case op.Outcome == OK && newest[op.Register].Newer(t):
+		c.Checked++
+		switch {
+		case op.Register == "unfenced":
+			unfenced++
+		case op.Outcome == Fail:
+			refused++
+		case op.Outcome == OK:
+			if n, ok := newerBefore(op.Register, t, op.Invoke); ok {
 				late++
-				bad = append(bad, fmt.Sprintf("%s wrote %s with %s after %s", op.Process, op.Register, op.Token, newest[op.Register]))
-			case op.Outcome == OK:
+				bad = append(bad, fmt.Sprintf("%s wrote %s with %s after %s", op.Process, op.Register, op.Token, n))
+			} else {
 				early++
 			}
-		}
-		if op.Outcome == OK && (newest[op.Register].IsZero() || t.Newer(newest[op.Register])) {
-			newest[op.Register] = t
 		}
 	}
 	c.Violations = late
