@@ -260,7 +260,7 @@ func acquisitions(ops []Op) []acquisition {
 func forcedExpiries(ops []Op) map[string][]int64 {
 	m := map[string][]int64{}
 	for _, op := range ops {
-		if op.Kind == KindFault && op.Fault == NemExpireSession && op.Outcome == OK {
+		if op.Kind == KindFault && (op.Fault == NemExpireSession || op.Fault == NemExpireSession+"/expire") && op.Outcome == OK {
 			m[op.Target] = append(m[op.Target], op.Invoke)
 		}
 	}

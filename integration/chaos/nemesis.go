@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
 )
 
@@ -145,12 +146,48 @@ func zkTarget(env *Env) (string, zkClientFaults, error) {
 	return fmt.Sprintf("w%d", i), c, nil
 }
 
+// staller is a workload that can stall a worker inside its critical
+// section (RegisterWorkload).
+type staller interface {
+	Stall(ctx context.Context, i int) (distlock.Token, func(), bool)
+	WaitSuccessor(ctx context.Context, t distlock.Token) bool
+}
+
+// injectExpire expires a holder's session from outside. With a workload
+// that can stall a worker mid-critical-section, it stalls one first, so
+// that the expired holder, which still believes it holds, writes after
+// its successor: the fences must refuse it.
 func injectExpire(ctx context.Context, env *Env) (string, func(context.Context) error, error) {
-	target, c, err := zkTarget(env)
-	if err != nil {
-		return "", nil, err
+	st, ok := env.workload.(staller)
+	if !ok {
+		target, c, err := zkTarget(env)
+		if err != nil {
+			return "", nil, err
+		}
+		return target, noHeal, c.Expire(ctx)
 	}
-	return target, noHeal, c.Expire(ctx)
+	i := env.Rand(len(env.Clients))
+	target := fmt.Sprintf("w%d", i)
+	c, ok := env.Clients[i].(zkClientFaults)
+	if !ok {
+		return "", nil, fmt.Errorf("chaos: client %d has no ZooKeeper faults", i)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
+	tok, release, stalled := st.Stall(sctx, i)
+	cancel()
+	// The moment of the expiry, for the checkers (the fault itself was
+	// recorded when the nemesis started waiting for the stall).
+	env.History.Event(Op{Process: "nemesis", Kind: KindFault, Fault: NemExpireSession + "/expire", Target: target, Token: tokenText(tok), Outcome: OK})
+	if err := c.Expire(ctx); err != nil {
+		release()
+		return target, nil, err
+	}
+	if stalled {
+		wctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
+		st.WaitSuccessor(wctx, tok)
+		cancel()
+	}
+	return target, func(context.Context) error { release(); return nil }, nil
 }
 
 func injectHoldReplies(ctx context.Context, env *Env) (string, func(context.Context) error, error) {

@@ -22,6 +22,11 @@ type RegisterWorkload struct {
 	srv  *registerServer
 	cs   atomic.Int64 // critical section numbers
 
+	stallMu  sync.Mutex
+	stallW   int                 // worker to stall, -1 for none
+	stalled  chan distlock.Token // gets the stalled worker's token
+	resumeCh chan struct{}       // closed to let it go on
+
 	mu       sync.Mutex
 	newest   distlock.Token // newest token of a write on "unfenced"
 	progress chan struct{}  // closed and replaced when newest grows
@@ -44,6 +49,9 @@ func (w *RegisterWorkload) Setup(ctx context.Context, env *Env) error {
 	w.mu.Lock()
 	w.newest, w.progress = distlock.Token{}, make(chan struct{})
 	w.mu.Unlock()
+	w.stallMu.Lock()
+	w.stallW = -1
+	w.stallMu.Unlock()
 	w.srv, err = newRegisterServer(w.regs)
 	return err
 }
@@ -178,11 +186,18 @@ func (w *RegisterWorkload) criticalSection(ctx context.Context, env *Env, proc s
 
 	// The critical section goes on whatever the lease says: refusing a
 	// holder that lost its lock is the fence's job.
-	cctx, cancel := context.WithTimeout(context.Background(), 2*ttl)
-	for _, r := range w.regs {
-		w.readWrite(cctx, env, proc, r, tok)
+	if resume := w.takeStall(i, tok); resume != nil {
+		// A nemesis asked this worker to stall inside its critical
+		// section (between its reads and its writes) while it expires
+		// the session: the holder then writes after its successor.
+		w.stalledSection(env, proc, tok, resume)
+	} else {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*ttl)
+		for _, r := range w.regs {
+			w.readWrite(cctx, env, proc, r, tok)
+		}
+		cancel()
 	}
-	cancel()
 
 	env.SetHolder(-1)
 	rel := h.Invoke(Op{Process: proc, Kind: KindRelease, Token: tok.String()})
@@ -283,4 +298,99 @@ func (w *RegisterWorkload) HolderResumed(ctx context.Context, env *Env, hd *inte
 			env.History.Complete(wr, Info, err)
 		}
 	}
+}
+
+// takeStall returns, if worker i was asked to stall, the channel that
+// lets it go on, after handing its token to the nemesis.
+func (w *RegisterWorkload) takeStall(i int, tok distlock.Token) <-chan struct{} {
+	w.stallMu.Lock()
+	defer w.stallMu.Unlock()
+	if w.stallW != i {
+		return nil
+	}
+	w.stallW = -1
+	select {
+	case w.stalled <- tok:
+		return w.resumeCh
+	default: // the nemesis gave up waiting
+		return nil
+	}
+}
+
+// stalledSection is a critical section that reads every register, waits
+// for resume, then writes them all with its (by then stale) token.
+func (w *RegisterWorkload) stalledSection(env *Env, proc string, tok distlock.Token, resume <-chan struct{}) {
+	h := env.History
+	ttl := env.Store.TTL()
+	type rd struct {
+		cs int64
+		v  int64
+	}
+	reads := map[string]rd{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*ttl)
+	for _, r := range w.regs {
+		cs := w.cs.Add(1)
+		op := h.Invoke(Op{Process: proc, Kind: KindRead, Register: r.Name(), Token: tok.String(), CS: cs})
+		v, err := r.Read(ctx, tok)
+		h.Update(op, func(o *Op) { o.Value = v })
+		h.Complete(op, outcomeOf(err), err)
+		if err == nil {
+			reads[r.Name()] = rd{cs, v}
+		}
+	}
+	cancel()
+	select {
+	case <-resume:
+	case <-time.After(10 * ttl):
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 2*ttl)
+	defer cancel()
+	for _, r := range w.regs {
+		x, ok := reads[r.Name()]
+		if !ok {
+			continue
+		}
+		op := h.Invoke(Op{Process: proc, Kind: KindWrite, Register: r.Name(), Token: tok.String(), CS: x.cs, Value: x.v + 1})
+		order, err := r.Write(ctx, tok, x.v+1)
+		h.Update(op, func(o *Op) { o.Order = order })
+		h.Complete(op, outcomeOf(err), err)
+		if err == nil {
+			w.noteWrite(r.Name(), tok)
+		}
+	}
+}
+
+// Stall makes worker i stall inside its next critical section and
+// returns its token once it does (false if ctx ended first), and the
+// function that lets it go on.
+func (w *RegisterWorkload) Stall(ctx context.Context, i int) (distlock.Token, func(), bool) {
+	stalled, resume := make(chan distlock.Token), make(chan struct{})
+	w.stallMu.Lock()
+	w.stallW, w.stalled, w.resumeCh = i, stalled, resume
+	w.stallMu.Unlock()
+	var once sync.Once
+	release := func() { once.Do(func() { close(resume) }) }
+	select {
+	case tok := <-stalled:
+		return tok, release, true
+	case <-ctx.Done():
+		w.stallMu.Lock()
+		if w.stallW == i {
+			w.stallW = -1
+		}
+		w.stallMu.Unlock()
+		// A worker that took the stall just now hands its token over.
+		select {
+		case tok := <-stalled:
+			return tok, release, true
+		default:
+		}
+		return distlock.Token{}, release, false
+	}
+}
+
+// WaitSuccessor waits until a critical section with a token newer than t
+// completed, or ctx ends.
+func (w *RegisterWorkload) WaitSuccessor(ctx context.Context, t distlock.Token) bool {
+	return w.waitNewer(ctx, t)
 }
