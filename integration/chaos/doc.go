@@ -28,8 +28,9 @@
 //
 // Nemeses (AllNemeses, Nemeses) pause a lock holder in a child process
 // past its TTL, kill or pause members, kill the leader, partition the
-// leader or a follower (both directions or one), expire a ZooKeeper
-// session from outside, hold or drop a ZooKeeper client's replies, and
+// leader or a follower (both directions or one), expire from outside the
+// ZooKeeper session of a worker stalled inside its critical section (two
+// then believe they hold: the fences must refuse the loser), hold or drop a ZooKeeper client's replies, and
 // compact etcd's history. The schedule draws them, their targets and
 // their lengths from the run's seed.
 //
