@@ -6,7 +6,7 @@
 # another installation). The container tests need a running Docker engine.
 GO ?= go
 
-.PHONY: test check deps bench example demo
+.PHONY: test check deps bench example demo chaos
 
 test: deps check
 	$(GO) test -race -count=1 -timeout 60m ./...
@@ -46,3 +46,14 @@ example:
 # The README's first command: the GC-pause story on an embedded etcd.
 demo:
 	$(GO) run ./cmd/distlock demo
+
+# The long fault suite (integration/chaos): every workload x nemesis x store,
+# CHAOS_DURATION of faults each, then a markdown summary. The seed is printed;
+# CHAOS_SEED=N replays a run's fault schedule, CHAOS_STORES=etcd|zk and
+# CHAOS_SCENARIOS=register/kill,... narrow it down. Histories (JSON lines),
+# failed linearizability visualizations and summary.md go to CHAOS_OUT.
+CHAOS_DURATION ?= 15s
+CHAOS_OUT ?= chaos-out
+chaos: deps
+	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_OUT=$(abspath $(CHAOS_OUT)) \
+		$(GO) test -count=1 -timeout 4h -run '^TestChaos$$' -v ./integration/chaos

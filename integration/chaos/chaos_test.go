@@ -1,0 +1,231 @@
+package chaos_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/integration/chaos"
+)
+
+// seed returns CHAOS_SEED if set (to replay a run), else a fresh one.
+func seed(t testing.TB) uint64 {
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", s, err)
+		}
+		return n
+	}
+	return chaos.NewSeed()
+}
+
+func logger(t testing.TB) *slog.Logger {
+	if testing.Verbose() && os.Getenv("CHAOS_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startStore starts a cluster for the test; under CI a cluster that cannot
+// start fails the test (it never skips).
+func startStore(t *testing.T, name string) chaos.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := chaos.StartStore(ctx, name, logger(t))
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func outDir(t *testing.T) string {
+	if d := os.Getenv("CHAOS_OUT"); d != "" {
+		return d
+	}
+	return t.TempDir()
+}
+
+func run(t *testing.T, cfg chaos.Config) *chaos.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+5*time.Minute)
+	defer cancel()
+	res, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("seed %d: %v", cfg.Seed, err)
+	}
+	t.Logf("%s seed %d: %d ops (%d ok, %d info), faults %v, history %s", res.Name, res.Seed, res.Ops, res.OKs, res.Infs, res.Faults, res.History)
+	for _, c := range res.Checks {
+		t.Logf("  %s", c)
+	}
+	return res
+}
+
+func byName(res *chaos.Result, name, subject string) (chaos.Check, bool) {
+	for _, c := range res.Checks {
+		if c.Name == name && c.Subject == subject {
+			return c, true
+		}
+	}
+	return chaos.Check{}, false
+}
+
+// TestShort is the short suite that runs in "go test": on each store, a
+// fault-free run of every workload (FIFO, every checker green), a run of
+// holder pauses (the unfenced control must be flagged, the fenced
+// registers must not be) and a run of random combined faults under each
+// workload. Assertions are on counts and history checks; the liveness
+// bound, a timing, is only logged.
+func TestShort(t *testing.T) {
+	for _, store := range []string{chaos.Etcd, chaos.ZooKeeper} {
+		t.Run(store, func(t *testing.T) {
+			s := startStore(t, store)
+			out := outDir(t)
+			short := func(cfg chaos.Config) chaos.Config {
+				cfg.Store, cfg.Cluster, cfg.Out, cfg.Seed = store, s, out, seed(t)
+				cfg.FaultMin, cfg.FaultMax = 500*time.Millisecond, 2*time.Second
+				if cfg.Duration == 0 {
+					cfg.Duration = 3 * time.Second
+				}
+				return cfg
+			}
+
+			for _, w := range chaos.Workloads() {
+				t.Run(w.Name()+"/fault-free", func(t *testing.T) {
+					res := run(t, short(chaos.Config{Workload: w}))
+					if !res.OK(true) {
+						t.Errorf("seed %d: checks failed: %v", res.Seed, res.Failed())
+					}
+					if c, _ := byName(res, "fifo", "lock"); c.Checked < 5 {
+						t.Errorf("only %d acquisitions in a fault-free run", c.Checked)
+					}
+				})
+			}
+
+			t.Run("register/holder-pause", func(t *testing.T) {
+				nem, err := chaos.Nemeses(chaos.NemHolderPause)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res := run(t, short(chaos.Config{Nemeses: nem, Duration: time.Second}))
+				if !res.OK(true) {
+					t.Errorf("seed %d: fenced checks failed: %v", res.Seed, res.Failed())
+				}
+				if res.Faults[chaos.NemHolderPause] == 0 {
+					t.Fatalf("seed %d: no holder pause injected", res.Seed)
+				}
+				c, _ := byName(res, "linearizable", "unfenced")
+				if c.OK {
+					t.Errorf("seed %d: the unfenced control passed under %d holder pauses: the checker proves nothing (%s)", res.Seed, res.Faults[chaos.NemHolderPause], c)
+				}
+				for _, reg := range []string{"memory", "store"} {
+					c, _ := byName(res, "linearizable", reg)
+					if !c.OK || c.Skipped {
+						t.Errorf("seed %d: fenced register %s: %s", res.Seed, reg, c)
+					}
+				}
+			})
+
+			for _, w := range chaos.Workloads() {
+				t.Run(w.Name()+"/mixed", func(t *testing.T) {
+					if testing.Short() {
+						t.Skip("-short")
+					}
+					res := run(t, short(chaos.Config{Workload: w, Nemeses: shortNemeses(), Combine: true, Duration: 4 * time.Second}))
+					if !res.OK(true) {
+						t.Errorf("seed %d: checks failed: %v", res.Seed, res.Failed())
+					}
+				})
+			}
+		})
+	}
+}
+
+// shortNemeses are the nemeses of the short suite's mixed runs: all but
+// zk-hold-replies, which today leaves an orphan entry that blocks the lock
+// (a Lock whose create's reply is held past the client-side session
+// deadline; see the fault suite's report) and would fail every CI run that
+// draws it. The long suite (make chaos) runs it.
+func shortNemeses() []chaos.Nemesis {
+	var out []chaos.Nemesis
+	for _, n := range chaos.AllNemeses() {
+		if n.Name() != chaos.NemHoldReplies {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// TestChaos is the long suite behind "make chaos": every workload ×
+// nemesis × store for CHAOS_DURATION each, then a summary table. It runs
+// only when CHAOS_DURATION is set. Scenario i of a store runs with seed
+// CHAOS_SEED + i (+100 on ZooKeeper); narrowed to one store and one
+// scenario (CHAOS_STORES, CHAOS_SCENARIOS), it runs with CHAOS_SEED
+// itself, so that the seed a summary row shows reruns that row.
+func TestChaos(t *testing.T) {
+	d := os.Getenv("CHAOS_DURATION")
+	if d == "" {
+		t.Skip("set CHAOS_DURATION (e.g. 30s) to run the long fault suite; see make chaos")
+	}
+	dur, err := time.ParseDuration(d)
+	if err != nil {
+		t.Fatalf("CHAOS_DURATION=%q: %v", d, err)
+	}
+	out := os.Getenv("CHAOS_OUT")
+	if out == "" {
+		out = "chaos-out"
+	}
+	base := seed(t)
+	stores := []string{chaos.Etcd, chaos.ZooKeeper}
+	if s := os.Getenv("CHAOS_STORES"); s != "" {
+		stores = strings.Split(s, ",")
+	}
+	var results []*chaos.Result
+	for _, store := range stores {
+		si := 0
+		if store == chaos.ZooKeeper {
+			si = 1
+		}
+		t.Run(store, func(t *testing.T) {
+			s := startStore(t, store)
+			scen := chaos.Scenarios(store)
+			only := map[string]bool{}
+			if s := os.Getenv("CHAOS_SCENARIOS"); s != "" {
+				for _, n := range strings.Split(s, ",") {
+					only[n] = true
+				}
+			}
+			for i, sc := range scen {
+				if len(only) > 0 && !only[sc.Name] {
+					continue
+				}
+				t.Run(sc.Name, func(t *testing.T) {
+					cfg := sc.Config
+					cfg.Store, cfg.Cluster, cfg.Duration, cfg.Out = store, s, dur, out
+					cfg.Seed = base + uint64(si*100+i)
+					if len(only) == 1 && len(stores) == 1 {
+						// Rerunning one scenario: CHAOS_SEED is its own
+						// seed, the one its summary row shows.
+						cfg.Seed = base
+					}
+					res := run(t, cfg)
+					results = append(results, res)
+					if !res.OK(true) {
+						t.Errorf("%s seed %d: checks failed (rerun: CHAOS_SEED=%d CHAOS_STORES=%s CHAOS_SCENARIOS=%s make chaos): %v", res.Name, res.Seed, res.Seed, store, sc.Name, res.Failed())
+					}
+				})
+			}
+		})
+	}
+	table := chaos.Summary(results)
+	if err := os.WriteFile(out+"/summary.md", []byte(table), 0o644); err != nil {
+		t.Error(err)
+	}
+	t.Logf("seed %d\n%s", base, table)
+}

@@ -1,0 +1,170 @@
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Outcome is what a client knows about an operation once its call
+// returned.
+type Outcome string
+
+const (
+	// OK: the operation took effect.
+	OK Outcome = "ok"
+	// Fail: the operation certainly did not take effect (a fence refused
+	// it, Lock gave up with nothing held).
+	Fail Outcome = "fail"
+	// Info: the outcome is unknown (a timeout, a lost reply): the
+	// operation may take effect at any later time.
+	Info Outcome = "info"
+)
+
+// Kinds of operations in a history.
+const (
+	KindAcquire = "acquire" // Lock returned (ok: Token is the acquisition's)
+	KindRelease = "release" // Unlock
+	KindLost    = "lost"    // the held lock's Done fired without Unlock
+	KindRead    = "read"    // a read of a register inside a critical section
+	KindWrite   = "write"   // a write of a register inside a critical section
+	KindFault   = "fault"   // a nemesis fault: invoke = injected, complete = healed
+	KindObserve = "observe" // an election observer saw a leader (Token; "" for none)
+	KindOrphans = "orphans" // the entries left once every session closed
+)
+
+// Op is one operation of a history.
+type Op struct {
+	// Index numbers the operations in the order they were invoked.
+	Index int `json:"index"`
+	// Process is who did it: "w3" (in-process worker 3), "holder-1234"
+	// (a lock holder in a child process), "nemesis", "checker".
+	Process string `json:"process"`
+	// Kind is one of the Kind constants.
+	Kind string `json:"kind"`
+	// Mode is how an acquisition holds: "write" (Mutex, RWMutex.Lock),
+	// "read" (RWMutex.RLock), "leader" (Election.Campaign).
+	Mode string `json:"mode,omitempty"`
+	// Register names the register of a read or write.
+	Register string `json:"register,omitempty"`
+	// Invoke and Complete are nanoseconds since the run started;
+	// Complete is 0 while the operation is pending.
+	Invoke   int64 `json:"invoke"`
+	Complete int64 `json:"complete"`
+	// Outcome says whether it took effect.
+	Outcome Outcome `json:"outcome"`
+	// Token is the text form of the fencing token the operation carried
+	// (acquire: the token obtained).
+	Token string `json:"token,omitempty"`
+	// Value is the value read or written.
+	Value int64 `json:"value"`
+	// CS numbers the critical section (one acquisition's use of one
+	// register) a read or write belongs to.
+	CS int64 `json:"cs,omitempty"`
+	// Order is, for an admitted write, its position in the register's
+	// own admission order (the fence's serial order, or the store's
+	// revision/zxid of the write).
+	Order int64 `json:"order,omitempty"`
+	// Fault names a fault, or the nemesis behind a lost lock.
+	Fault string `json:"fault,omitempty"`
+	// Target is the process or server a fault hit.
+	Target string `json:"target,omitempty"`
+	// Error is the error text, if any.
+	Error string `json:"error,omitempty"`
+}
+
+// History records operations from many goroutines.
+type History struct {
+	start time.Time
+
+	mu  sync.Mutex
+	ops []*Op
+}
+
+// NewHistory starts an empty history; its clock starts now.
+func NewHistory() *History { return &History{start: time.Now()} }
+
+// Now returns nanoseconds since the history started (monotonic).
+func (h *History) Now() int64 { return int64(time.Since(h.start)) }
+
+// Invoke records the invocation of op (its Invoke is set now) and returns
+// it for Complete.
+func (h *History) Invoke(op Op) *Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	op.Invoke = h.Now()
+	op.Index = len(h.ops)
+	p := &op
+	h.ops = append(h.ops, p)
+	return p
+}
+
+// Complete records op's outcome now.
+func (h *History) Complete(op *Op, outcome Outcome, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	op.Complete = h.Now()
+	op.Outcome = outcome
+	if err != nil {
+		op.Error = err.Error()
+	}
+}
+
+// Update changes a recorded op under the history's lock.
+func (h *History) Update(op *Op, f func(*Op)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f(op)
+}
+
+// Event records an instantaneous operation (invoke = complete = now).
+func (h *History) Event(op Op) *Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	op.Invoke = h.Now()
+	op.Complete = op.Invoke
+	op.Index = len(h.ops)
+	p := &op
+	h.ops = append(h.ops, p)
+	return p
+}
+
+// Ops returns a copy of the operations, in invocation order. Operations
+// still pending are returned with Outcome Info and Complete 0.
+func (h *History) Ops() []Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Op, len(h.ops))
+	for i, p := range h.ops {
+		out[i] = *p
+		if out[i].Outcome == "" {
+			out[i].Outcome = Info
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Invoke < out[j].Invoke })
+	return out
+}
+
+// WriteJSONL writes the history to path, one JSON object per line.
+func WriteJSONL(path string, ops []Op) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, op := range ops {
+		if err := enc.Encode(op); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,370 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/fencing/etcdfence"
+	"github.com/distlock/distlock/fencing/zkfence"
+	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/internal/zkctx"
+	"github.com/distlock/distlock/zklock"
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Store names.
+const (
+	Etcd      = "etcd"
+	ZooKeeper = "zk"
+)
+
+// Faults are the server faults both harness clusters offer
+// (*integration.EtcdCluster and *integration.ZooKeeperEnsemble).
+type Faults interface {
+	Kill(i int) error
+	Restart(ctx context.Context, i int) error
+	Pause(i int) error
+	Resume(i int) error
+	Cut(i int)
+	Heal(i int)
+	Network() *integration.Network
+	Leader(ctx context.Context) (int, error)
+	WaitHealthy(ctx context.Context) error
+}
+
+// Store is a running cluster of one kind, as the runner, workloads and
+// nemeses use it.
+type Store interface {
+	// Name is Etcd or ZooKeeper.
+	Name() string
+	// TTL is the workers' session TTL (etcd) or session timeout (zk).
+	TTL() time.Duration
+	// HolderTTL is the TTL of the child-process lock holder.
+	HolderTTL() time.Duration
+	// Size is the number of servers.
+	Size() int
+	// Node is server i's name in the cluster's Network.
+	Node(i int) string
+	// Faults injects faults into the servers.
+	Faults() Faults
+	// NewClient connects a client to every server.
+	NewClient(ctx context.Context) (Client, error)
+	// Holder describes a child-process holder of lock.
+	Holder(lock string) integration.HolderSpec
+	// Close stops the cluster.
+	Close() error
+}
+
+// Client is one client connection with its own sessions.
+type Client interface {
+	// NewSession opens a lock session on the connection.
+	NewSession(ctx context.Context) (Session, error)
+	// Register returns the store-fenced register called name, guarded
+	// by lock.
+	Register(ctx context.Context, name, lock string) (Register, error)
+	// Entries lists the keys or znodes of lock's queue.
+	Entries(ctx context.Context, lock string) ([]string, error)
+	// Close closes the connection.
+	Close() error
+}
+
+// Session is a lock session.
+type Session interface {
+	Mutex(name string) (distlock.Locker, error)
+	RWMutex(name string) (rw RW, err error)
+	Election(name string) (Election, error)
+	Done() <-chan struct{}
+	Close(ctx context.Context) error
+}
+
+// RW is a read-write lock of either backend.
+type RW interface {
+	Lock(ctx context.Context) (*distlock.Lease, error)
+	RLock(ctx context.Context) (*distlock.Lease, error)
+}
+
+// Election is an election of either backend.
+type Election interface {
+	Campaign(ctx context.Context, value string) (distlock.Leadership, error)
+	Observe(ctx context.Context) <-chan distlock.LeaderInfo
+}
+
+// zkClientFaults are the per-client faults only ZooKeeper's harness has.
+type zkClientFaults interface {
+	Expire(ctx context.Context) error
+	HoldReplies() (release func(), err error)
+	DropConnection() error
+}
+
+// compactor is a store that can compact its history (etcd).
+type compactor interface {
+	Compact(ctx context.Context) (int64, error)
+}
+
+// StartStore starts a 3-server cluster of the named store.
+func StartStore(ctx context.Context, name string, log *slog.Logger) (Store, error) {
+	opts := []integration.Option{integration.WithLogger(log)}
+	switch name {
+	case Etcd:
+		c, err := integration.StartEtcd(ctx, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &etcdStore{c: c}, nil
+	case ZooKeeper:
+		e, err := integration.StartZooKeeper(ctx, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &zkStore{e: e}, nil
+	}
+	return nil, fmt.Errorf("chaos: unknown store %q (want %q or %q)", name, Etcd, ZooKeeper)
+}
+
+// etcdTTL is the workers' session TTL on etcd: short, so that faults
+// expire sessions, but above etcdlock.MinTTL.
+const etcdTTL = 3 * time.Second
+
+type etcdStore struct{ c *integration.EtcdCluster }
+
+func (s *etcdStore) Name() string             { return Etcd }
+func (s *etcdStore) TTL() time.Duration       { return etcdTTL }
+func (s *etcdStore) HolderTTL() time.Duration { return etcdlock.MinTTL }
+func (s *etcdStore) Size() int                { return len(s.c.Members) }
+func (s *etcdStore) Node(i int) string        { return s.c.Members[i].Name }
+func (s *etcdStore) Faults() Faults           { return s.c }
+func (s *etcdStore) Close() error             { return s.c.Close() }
+func (s *etcdStore) Holder(lock string) integration.HolderSpec {
+	return integration.HolderSpec{Backend: "etcd", Endpoints: s.c.Endpoints(), Lock: lock, TTL: s.HolderTTL()}
+}
+
+func (s *etcdStore) NewClient(ctx context.Context) (Client, error) {
+	cli, err := s.c.Client()
+	if err != nil {
+		return nil, err
+	}
+	return &etcdClient{cli: cli}, nil
+}
+
+// Compact compacts the store's history up to its current revision, so
+// that watches started from an older revision fail.
+func (s *etcdStore) Compact(ctx context.Context) (int64, error) {
+	cli, err := s.c.Client()
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	resp, err := cli.Get(ctx, "chaos-compact")
+	if err != nil {
+		return 0, err
+	}
+	rev := resp.Header.Revision
+	_, err = cli.Compact(ctx, rev, clientv3.WithCompactPhysical())
+	return rev, err
+}
+
+type etcdClient struct{ cli *clientv3.Client }
+
+func (c *etcdClient) Close() error { return nil } // closed with the cluster
+
+func (c *etcdClient) NewSession(ctx context.Context) (Session, error) {
+	s, err := etcdlock.NewSession(ctx, c.cli, etcdlock.WithTTL(etcdTTL))
+	if err != nil {
+		return nil, err
+	}
+	return etcdSession{s}, nil
+}
+
+func (c *etcdClient) Entries(ctx context.Context, lock string) ([]string, error) {
+	es, err := etcdlock.Inspect(ctx, c.cli, "", lock)
+	return entryKeys(es), err
+}
+
+func entryKeys(es []distlock.QueueEntry) []string {
+	var keys []string
+	for _, e := range es {
+		keys = append(keys, fmt.Sprintf("%s(owner %s, token %s)", e.Key, e.Owner, e.Token))
+	}
+	return keys
+}
+
+type etcdSession struct{ s *etcdlock.Session }
+
+func (s etcdSession) Mutex(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s.s, name) }
+func (s etcdSession) RWMutex(name string) (RW, error)            { return etcdlock.NewRWMutex(s.s, name) }
+func (s etcdSession) Election(name string) (Election, error)     { return etcdlock.NewElection(s.s, name) }
+func (s etcdSession) Done() <-chan struct{}                      { return s.s.Done() }
+func (s etcdSession) Close(ctx context.Context) error            { return s.s.Close(ctx) }
+
+func (c *etcdClient) Register(ctx context.Context, name, lock string) (Register, error) {
+	f, err := etcdfence.New(c.cli, "/chaos/fence/"+name, lock)
+	if err != nil {
+		return nil, err
+	}
+	return &etcdRegister{name: name, cli: c.cli, f: f, key: "/chaos/register/" + name}, nil
+}
+
+// etcdRegister is a register stored in etcd, fenced by etcdfence: a read
+// admits the token first (so that an older holder's write after it is
+// refused), a write is the fence's Txn.
+type etcdRegister struct {
+	name string
+	cli  *clientv3.Client
+	f    *etcdfence.Fence
+	key  string
+}
+
+func (r *etcdRegister) Name() string { return r.name }
+func (r *etcdRegister) Fenced() bool { return true }
+
+func (r *etcdRegister) Read(ctx context.Context, t distlock.Token) (int64, error) {
+	if err := r.f.Admit(ctx, t); err != nil {
+		return 0, err
+	}
+	resp, err := r.cli.Get(ctx, r.key)
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	return strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
+}
+
+func (r *etcdRegister) Write(ctx context.Context, t distlock.Token, v int64) (int64, error) {
+	resp, err := r.f.Write(ctx, t, clientv3.OpPut(r.key, strconv.FormatInt(v, 10)))
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
+}
+
+type zkStore struct {
+	e *integration.ZooKeeperEnsemble
+}
+
+// zkTTL is the session timeout of the harness's ZooKeeper connections.
+const zkTTL = 10 * time.Second
+
+func (s *zkStore) Name() string             { return ZooKeeper }
+func (s *zkStore) TTL() time.Duration       { return zkTTL }
+func (s *zkStore) HolderTTL() time.Duration { return 4 * time.Second }
+func (s *zkStore) Size() int                { return len(s.e.Servers) }
+func (s *zkStore) Node(i int) string        { return s.e.Servers[i].Name }
+func (s *zkStore) Faults() Faults           { return s.e }
+func (s *zkStore) Close() error             { return s.e.Close() }
+func (s *zkStore) Holder(lock string) integration.HolderSpec {
+	return integration.HolderSpec{Backend: "zk", Endpoints: s.e.Addrs(), Lock: lock, TTL: s.HolderTTL()}
+}
+
+func (s *zkStore) NewClient(ctx context.Context) (Client, error) {
+	conn, _, err := s.e.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &zkClient{e: s.e, conn: conn}, nil
+}
+
+type zkClient struct {
+	e    *integration.ZooKeeperEnsemble
+	conn *zk.Conn
+}
+
+func (c *zkClient) Close() error { return nil } // closed with the ensemble
+
+func (c *zkClient) NewSession(ctx context.Context) (Session, error) {
+	s, err := zklock.NewSession(ctx, c.conn)
+	if err != nil {
+		return nil, err
+	}
+	return zkSession{s}, nil
+}
+
+func (c *zkClient) Entries(ctx context.Context, lock string) ([]string, error) {
+	es, err := zklock.Inspect(ctx, c.conn, "", lock)
+	return entryKeys(es), err
+}
+
+func (c *zkClient) Expire(ctx context.Context) error { return c.e.ExpireSession(ctx, c.conn) }
+func (c *zkClient) HoldReplies() (func(), error)     { return c.e.HoldReplies(c.conn) }
+func (c *zkClient) DropConnection() error            { return c.e.DropConnection(c.conn) }
+func (c *zkClient) call(ctx context.Context, f func() error) error {
+	_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, f() })
+	return err
+}
+
+type zkSession struct{ s *zklock.Session }
+
+func (s zkSession) Mutex(name string) (distlock.Locker, error) { return zklock.NewMutex(s.s, name) }
+func (s zkSession) RWMutex(name string) (RW, error)            { return zklock.NewRWMutex(s.s, name) }
+func (s zkSession) Election(name string) (Election, error)     { return zklock.NewElection(s.s, name) }
+func (s zkSession) Done() <-chan struct{}                      { return s.s.Done() }
+func (s zkSession) Close(ctx context.Context) error            { return s.s.Close(ctx) }
+
+func (c *zkClient) Register(ctx context.Context, name, lock string) (Register, error) {
+	path := "/chaos-register-" + name
+	err := c.call(ctx, func() error {
+		_, err := c.conn.Create(path, []byte("0"), 0, zk.WorldACL(zk.PermAll))
+		if errors.Is(err, zk.ErrNodeExists) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	f, err := zkfence.New(c.conn, "/chaos-fence-"+name, lock)
+	if err != nil {
+		return nil, err
+	}
+	return &zkRegister{name: name, c: c, f: f, path: path}, nil
+}
+
+// zkRegister is a register stored in a znode, fenced by zkfence: a read
+// admits the token, syncs and reads; a write is the fence's multi.
+type zkRegister struct {
+	name string
+	c    *zkClient
+	f    *zkfence.Fence
+	path string
+}
+
+func (r *zkRegister) Name() string { return r.name }
+func (r *zkRegister) Fenced() bool { return true }
+
+func (r *zkRegister) Read(ctx context.Context, t distlock.Token) (int64, error) {
+	if err := r.f.Admit(ctx, t); err != nil {
+		return 0, err
+	}
+	var data []byte
+	err := r.c.call(ctx, func() error {
+		if _, err := r.c.conn.Sync(r.path); err != nil {
+			return err
+		}
+		var err error
+		data, _, err = r.c.conn.Get(r.path)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(string(data), 10, 64)
+}
+
+func (r *zkRegister) Write(ctx context.Context, t distlock.Token, v int64) (int64, error) {
+	rs, err := r.f.Write(ctx, t, &zk.SetDataRequest{Path: r.path, Data: []byte(strconv.FormatInt(v, 10)), Version: -1})
+	if err != nil {
+		return 0, err
+	}
+	if len(rs) == 1 && rs[0].Stat != nil {
+		return rs[0].Stat.Mzxid, nil
+	}
+	return 0, nil
+}
