@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,6 +34,13 @@ func buildBinary(ctx context.Context, pkg string) (string, error) {
 	}
 	dir, err := cacheDir()
 	if err != nil {
+		return "", err
+	}
+	// One directory per source tree: two checkouts (or worktrees) built
+	// side by side must not run each other's binaries.
+	root := sha256.Sum256([]byte(moduleRoot()))
+	dir = filepath.Join(dir, hex.EncodeToString(root[:6]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	out := filepath.Join(dir, filepath.Base(pkg))

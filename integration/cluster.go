@@ -86,10 +86,20 @@ func (c *cluster) Network() *Network { return c.net }
 // on a loaded machine an election timeout can stretch to seconds.
 const verifyTimeout = 30 * time.Second
 
-// fail reports a fault that did not take effect: it returns err and, for
-// a cluster made for a running test, marks the test failed as well.
+// ErrFaultNotVerified is wrapped by every error of a fault that the
+// harness could not see take effect (a cut the server did not notice, a
+// pause that left the process running, a kill that left it alive).
+var ErrFaultNotVerified = errors.New("integration: fault not verified")
+
+// fail reports a fault that did not take effect: it returns err (wrapping
+// ErrFaultNotVerified) and, for a cluster made for a running test, marks
+// the test failed as well.
 func (c *cluster) fail(err error) error {
-	if err != nil && c.t != nil && c.t.Context().Err() == nil {
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("%w: %w", ErrFaultNotVerified, err)
+	if c.t != nil && c.t.Context().Err() == nil {
 		c.t.Errorf("%v", err)
 	}
 	return err

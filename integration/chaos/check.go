@@ -10,6 +10,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/integration"
 )
 
 // Check implements Workload: the register checks, then the lock checks.
@@ -461,5 +462,33 @@ func checkFIFO(ops []Op) Check {
 	}
 	c.OK = c.Violations == 0
 	c.Detail = limit(bad)
+	return c
+}
+
+// checkFaultsInjected flags every fault the harness could not verify as
+// injected (integration.ErrFaultNotVerified; a fault that could not be
+// tried at all, e.g. with no leader to kill, is only logged) (a cut the server did not notice, a pause that left the
+// process running): a run whose faults did not take effect tested
+// nothing, and must not pass as if they had.
+func checkFaultsInjected(ops []Op) Check {
+	c := Check{Name: "faults-took-effect"}
+	var first []string
+	for _, op := range ops {
+		if op.Kind != KindFault {
+			continue
+		}
+		c.Checked++
+		if op.Outcome == Fail && strings.Contains(op.Error, integration.ErrFaultNotVerified.Error()) {
+			c.Violations++
+			if len(first) < 3 {
+				first = append(first, fmt.Sprintf("%s on %s: %s", op.Fault, op.Target, op.Error))
+			}
+		}
+	}
+	c.Skipped = c.Checked == 0
+	c.OK = c.Violations == 0
+	if len(first) > 0 {
+		c.Detail = strings.Join(first, "; ")
+	}
 	return c
 }

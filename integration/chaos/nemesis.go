@@ -118,7 +118,12 @@ func injectIsolate(leader bool) func(ctx context.Context, env *Env) (string, fun
 		if !leader {
 			i = (l + 1 + env.Rand(env.Store.Size()-1)) % env.Store.Size()
 		}
-		f.Cut(i)
+		// Cut returns once the server has noticed; a cut that did not
+		// take effect fails the run rather than test nothing.
+		if err := f.Cut(i); err != nil {
+			f.Heal(i)
+			return "", nil, err
+		}
 		return env.Store.Node(i), func(context.Context) error { f.Heal(i); return nil }, nil
 	}
 }
@@ -132,6 +137,10 @@ func injectAsymmetric(ctx context.Context, env *Env) (string, func(context.Conte
 	}
 	node := env.Store.Node(i)
 	f.Network().Set(node, integration.Fault{Hold: true, Dir: dir})
+	if err := f.CheckAttribution(); err != nil {
+		f.Network().Clear(node)
+		return "", nil, err
+	}
 	return node + " " + what, func(context.Context) error { f.Network().Clear(node); return nil }, nil
 }
 

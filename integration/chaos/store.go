@@ -32,8 +32,9 @@ type Faults interface {
 	Restart(ctx context.Context, i int) error
 	Pause(i int) error
 	Resume(i int) error
-	Cut(i int)
+	Cut(i int) error
 	Heal(i int)
+	CheckAttribution() error
 	Network() *integration.Network
 	Leader(ctx context.Context) (int, error)
 	WaitHealthy(ctx context.Context) error
