@@ -109,9 +109,12 @@ type compactor interface {
 	Compact(ctx context.Context) (int64, error)
 }
 
-// StartStore starts a 3-server cluster of the named store.
-func StartStore(ctx context.Context, name string, log *slog.Logger) (Store, error) {
-	opts := []integration.Option{integration.WithLogger(log)}
+// StartStore starts a 3-server cluster of the named store, with the
+// harness options given (e.g. integration.WithTLS() for an etcd cluster
+// that speaks TLS only, with client-certificate auth: workers, holders
+// and checkers then all connect over TLS).
+func StartStore(ctx context.Context, name string, log *slog.Logger, extra ...integration.Option) (Store, error) {
+	opts := append([]integration.Option{integration.WithLogger(log)}, extra...)
 	switch name {
 	case Etcd:
 		c, err := integration.StartEtcd(ctx, opts...)
@@ -143,7 +146,7 @@ func (s *etcdStore) Node(i int) string        { return s.c.Members[i].Name }
 func (s *etcdStore) Faults() Faults           { return s.c }
 func (s *etcdStore) Close() error             { return s.c.Close() }
 func (s *etcdStore) Holder(lock string) integration.HolderSpec {
-	return integration.HolderSpec{Backend: "etcd", Endpoints: s.c.Endpoints(), Lock: lock, TTL: s.HolderTTL()}
+	return integration.HolderSpec{Backend: "etcd", Endpoints: s.c.Endpoints(), Lock: lock, TTL: s.HolderTTL(), TLS: s.c.TLS}
 }
 
 func (s *etcdStore) NewClient(ctx context.Context) (Client, error) {
