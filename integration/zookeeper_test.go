@@ -280,6 +280,11 @@ func testZooKeeperExpire(t *testing.T, ctx context.Context, e *integration.ZooKe
 		t.Fatal(err)
 	}
 	sid := victim.SessionID()
+	// The watcher may be on another server, which applies the create a
+	// moment later: reads are local, so sync first.
+	if _, err := watcher.Sync("/eph"); err != nil {
+		t.Fatal(err)
+	}
 	ok, _, deleted, err := watcher.ExistsW("/eph")
 	if err != nil || !ok {
 		t.Fatalf("ephemeral node as another session sees it: %v, %v", ok, err)
