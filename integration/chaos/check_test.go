@@ -13,7 +13,9 @@ import (
 
 const ms = int64(1e6)
 
-func tok(seq string) string { return "l@" + seq }
+// tok is a token of lock l with sequence seq, all of one owner (the
+// checkers compare sequences; forks are the fences' business).
+func tok(seq string) string { return "l@" + seq + ".a1" }
 
 // cs returns the read and write of one critical section.
 func cs(proc, token, reg string, id int64, from, to int64, read int64, wrote Outcome) []Op {
