@@ -158,8 +158,9 @@
 //     last answered Sync plus the session timeout less a margin: half a
 //     tick, the Sync interval and a fiftieth of the timeout, at least an
 //     eighth of it (7/8 of the timeout with the tick at most an eighth of
-//     it). The tick is DefaultTickTime (2 s, ZooKeeper's default) unless
-//     WithTickTime says otherwise. The server expires a session a full timeout after
+//     it). The tick is what the server answers to "conf", or
+//     what WithTickTime says, or else DefaultTickTime (2 s, ZooKeeper's
+//     default). The server expires a session a full timeout after
 //     the leader last learned that the client was heard, and the client
 //     cannot know when that was more precisely than "after I sent a
 //     request that was answered"; the remaining eighth covers followers

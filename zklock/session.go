@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,9 +50,10 @@ const (
 // of the client after s - syncInterval - tickTime/2, and the deadline
 // s + timeout - margin is safe while margin >= syncInterval + tickTime/2 +
 // the clocks' rate difference over a timeout. So both depend on the
-// servers' tickTime, which a client cannot read (the `conf` command is
-// not on ZooKeeper's default four-letter-word list): WithTickTime tells
-// it, and the default is ZooKeeper's own default tick, 2 s. Then
+// servers' tickTime, which a client cannot always read (the `conf` command is not
+// on ZooKeeper's default four-letter-word list; NewSession asks, and uses
+// the answer where the server allows the word): WithTickTime tells it, and
+// the fallback is ZooKeeper's own default tick, 2 s. Then
 //
 //	syncInterval = tickTime/2, kept within [timeout/20, timeout/6]
 //	margin       = max(syncInterval + tickTime/2 + timeout/50, timeout/8)
@@ -96,6 +100,7 @@ type options struct {
 	holder  string
 	timeout time.Duration
 	tick    time.Duration
+	tickSet bool
 	acl     []zk.ACL
 }
 
@@ -118,13 +123,17 @@ func WithHolder(v string) Option { return func(o *options) { o.holder = v } }
 // reads the negotiated timeout from the connection.
 func WithSessionTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
-// WithTickTime tells the session the servers' tickTime (default
-// DefaultTickTime). The client-side deadline must leave room for
+// WithTickTime tells the session the servers' tickTime. Without it,
+// NewSession asks the server it is connected to (the "conf" four-letter
+// word, where the server allows it) and otherwise assumes
+// DefaultTickTime. The client-side deadline must leave room for
 // followers reporting client activity to the leader only every half tick,
 // so a tick longer than the one given makes the "lost" signal late, and a
 // shorter one makes it early. Keep the tick at most an eighth of the
 // session timeout for one failed server not to cost a session.
-func WithTickTime(d time.Duration) Option { return func(o *options) { o.tick = d } }
+func WithTickTime(d time.Duration) Option {
+	return func(o *options) { o.tick, o.tickSet = d, true }
+}
 
 // WithACL sets the ACL of the znodes the session creates (default
 // zk.WorldACL(zk.PermAll)).
@@ -144,6 +153,7 @@ type Session struct {
 	conn    *zk.Conn
 	id      int64
 	timeout time.Duration
+	tick    time.Duration // the servers' tickTime, as known
 	sync    time.Duration // between Syncs
 	margin  time.Duration
 	prefix  string
@@ -168,7 +178,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 	if conn == nil {
 		return nil, fmt.Errorf("zklock: new session: %w: *zk.Conn is nil", distlock.ErrNilClient)
 	}
-	o := options{prefix: DefaultPrefix, acl: zk.WorldACL(zk.PermAll), tick: DefaultTickTime}
+	o := options{prefix: DefaultPrefix, acl: zk.WorldACL(zk.PermAll)}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -191,14 +201,26 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 		}
 		o.timeout = d
 	}
-	if o.tick <= 0 {
+	if o.tick < 0 || o.tickSet && o.tick == 0 {
 		return nil, fmt.Errorf("zklock: new session: tick time %v is not positive", o.tick)
+	}
+	tickFrom := "WithTickTime"
+	if !o.tickSet {
+		// Ask the server; its answer is authoritative. Most installations
+		// allow only "srvr" among the four-letter words, and then the
+		// default (ZooKeeper's own) has to do.
+		if d, ok := serverTickTime(ctx, conn.Server()); ok {
+			o.tick, tickFrom = d, "the server (conf)"
+		} else {
+			o.tick, tickFrom = DefaultTickTime, "default"
+		}
 	}
 	if o.timeout < minSessionTimeout {
 		return nil, fmt.Errorf("zklock: new session: %w: %v is below the minimum %v", distlock.ErrTTLTooShort, o.timeout, minSessionTimeout)
 	}
 	syncInterval, margin := timing(o.timeout, o.tick)
 	s := &Session{
+		tick:    o.tick,
 		conn:    conn,
 		id:      id,
 		timeout: o.timeout,
@@ -219,7 +241,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 		return nil, fmt.Errorf("zklock: new session: %w: the connection changed sessions", distlock.ErrSessionExpired)
 	}
 	s.deadline = sent.Add(s.timeout - s.margin)
-	s.log.Debug("zklock: session started", "timeout", s.timeout)
+	s.log.Debug("zklock: session started", "timeout", s.timeout, "tick", s.tick, "tick from", tickFrom, "margin", s.margin)
 	s.wg.Add(1)
 	go s.monitor()
 	return s, nil
@@ -252,6 +274,41 @@ func (s *Session) ID() int64 { return s.id }
 
 // Timeout returns the session timeout the client-side deadline uses.
 func (s *Session) Timeout() time.Duration { return s.timeout }
+
+// TickTime returns the servers' tickTime the client-side deadline allows
+// for (see WithTickTime).
+func (s *Session) TickTime() time.Duration { return s.tick }
+
+// serverTickTime asks the ZooKeeper server at addr for its tickTime with
+// the "conf" four-letter word, within a second. ok is false when the
+// server does not allow the word (most installations allow only "srvr"),
+// speaks TLS only, or cannot be reached.
+func serverTickTime(ctx context.Context, addr string) (d time.Duration, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return 0, false
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	if _, err := c.Write([]byte("conf")); err != nil {
+		return 0, false
+	}
+	// The server answers and closes; a deadline ends a server that does
+	// neither, with what was read so far.
+	b, _ := io.ReadAll(io.LimitReader(c, 64<<10))
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, found := strings.CutPrefix(strings.TrimSpace(line), "tickTime="); found {
+			if ms, err := strconv.Atoi(v); err == nil && ms > 0 {
+				return time.Duration(ms) * time.Millisecond, true
+			}
+		}
+	}
+	return 0, false
+}
 
 // Holder returns the value stored in the session's lock entries (see
 // WithHolder).

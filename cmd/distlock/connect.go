@@ -52,7 +52,7 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.zkChroot, "zk-chroot", os.Getenv("DISTLOCK_ZK_CHROOT"), "ZooKeeper: a path all lock nodes live under, e.g. /myapp (default $DISTLOCK_ZK_CHROOT)")
 	fs.StringVar(&c.prefix, "prefix", "", "where the locks live: an etcd key prefix (default "+etcdlock.DefaultPrefix+") or a znode path (default "+zklock.DefaultPrefix+")")
 	fs.DurationVar(&c.ttl, "ttl", 15*time.Second, "etcd lease TTL / ZooKeeper session timeout: how long a crashed holder blocks the lock")
-	fs.DurationVar(&c.zkTick, "zk-tick", zklock.DefaultTickTime, "ZooKeeper: the servers' tickTime; the lost signal allows for followers reporting sessions every half tick")
+	fs.DurationVar(&c.zkTick, "zk-tick", 0, "ZooKeeper: the servers' tickTime, which the lost signal allows for (default: asked of the server with the conf four-letter word, else ZooKeeper's default 2s)")
 	fs.DurationVar(&c.timeout, "dial-timeout", 5*time.Second, "how long to try reaching the cluster")
 }
 
@@ -77,9 +77,6 @@ func (c *connFlags) open(ctx context.Context) (*backend, error) {
 		return nil, usageErr("--ttl %v: want a positive duration", c.ttl)
 	case c.zkTick < 0:
 		return nil, usageErr("--zk-tick %v: want a positive duration", c.zkTick)
-	}
-	if c.zkTick == 0 { // flags not registered (the demo): ZooKeeper's default
-		c.zkTick = zklock.DefaultTickTime
 	}
 	if c.etcd != "" {
 		return c.openEtcd(ctx)
@@ -229,7 +226,11 @@ func (b *backend) session(ctx context.Context, holder string, log *slog.Logger) 
 		}
 		return s, nil
 	default:
-		s, err := zklock.NewSession(ctx, b.zk, zklock.WithPrefix(b.prefix), zklock.WithHolder(holder), zklock.WithACL(b.acl), zklock.WithTickTime(b.c.zkTick), zklock.WithLogger(log))
+		opts := []zklock.Option{zklock.WithPrefix(b.prefix), zklock.WithHolder(holder), zklock.WithACL(b.acl), zklock.WithLogger(log)}
+		if b.c.zkTick > 0 {
+			opts = append(opts, zklock.WithTickTime(b.c.zkTick))
+		}
+		s, err := zklock.NewSession(ctx, b.zk, opts...)
 		if err != nil {
 			return nil, exit(exitUnreachable, err)
 		}
