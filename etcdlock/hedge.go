@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -82,6 +83,17 @@ func retryable(err error) bool {
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 		return true
+	}
+	// The client turns the server's own errors ("etcdserver: request
+	// timed out", "leader changed", "no leader") into rpctypes.EtcdError,
+	// which carries its gRPC code but no status: a member that could not
+	// get the request committed in time says so this way.
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		switch ee.Code() {
+		case codes.Unavailable, codes.DeadlineExceeded:
+			return true
+		}
 	}
 	return errors.Is(err, context.DeadlineExceeded)
 }

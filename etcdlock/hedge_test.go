@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -97,4 +98,18 @@ func TestHedged(t *testing.T) {
 			t.Fatalf("%d attempts; want hedges, at most %d", got, maxAttempts)
 		}
 	})
+}
+
+// TestRetryableServerTimeouts: the server's own timeouts reach the caller
+// as rpctypes errors without a gRPC status, and must still be retried on
+// another member.
+func TestRetryableServerTimeouts(t *testing.T) {
+	for _, err := range []error{rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrLeaderChanged, rpctypes.ErrNoLeader} {
+		if !retryable(err) {
+			t.Errorf("retryable(%v) = false", err)
+		}
+	}
+	if retryable(rpctypes.ErrKeyNotFound) || retryable(rpctypes.ErrPermissionDenied) {
+		t.Error("a definite answer was taken for retryable")
+	}
 }
