@@ -20,11 +20,12 @@ import (
 
 // memberTTL is the lease TTL of the sessions under a member fault: short,
 // so that two TTLs pass quickly, and long enough that a keepalive has
-// 2.3 s to get through before the client-side deadline (7/15 of the TTL)
-// on a machine so loaded that answers take half a second and the
-// remaining two members may need an election (their election timeout is
-// 500 ms) when the load starves the leader.
-const memberTTL = 5 * time.Second
+// about 3.7 s to get through before the client-side deadline (7/15 of
+// the TTL). With 5 s, CI runs under -race (two test packages at once on
+// two cores) saw the surviving members stall for over 2.3 s right after a
+// follower was killed, with no election, and holders whose clients did
+// not even know the killed member lost their locks.
+const memberTTL = 8 * time.Second
 
 // memberTries is how many holders (or waiters) live through each fault at
 // once, each with a client, a session and a lock of its own.
@@ -220,7 +221,9 @@ func enqueuesThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFaul
 	mutexes := make([]*etcdlock.Mutex, memberTries)
 	for i := range holders {
 		name := fmt.Sprintf("down-%s-enqueue-%d", f.name, i)
-		holders[i] = mustLock(t, newMutex(t, newSession(t, admin, etcdlock.WithTTL(memberTTL)), name))
+		// The holders are not under test here: a session that outlasts
+		// any stall of the loaded machine.
+		holders[i] = mustLock(t, newMutex(t, newSession(t, admin, etcdlock.WithTTL(30*time.Second)), name))
 		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(debugLog(t, fmt.Sprintf("locker %d", i))))
 		mutexes[i] = newMutex(t, s, name)
 	}
