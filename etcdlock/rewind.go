@@ -1,7 +1,6 @@
 package etcdlock
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/distlock/distlock"
@@ -35,15 +34,7 @@ func (s *Session) checkRev(key string, rev, floor int64) error {
 			distlock.ErrHistoryRewound, key, rev, floor, int64(s.id))
 		s.end(cause)
 		s.abandon(key)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), s.margin)
-			defer cancel()
-			if err := s.revoke(ctx); err != nil {
-				s.log.Debug("etcdlock: revoke after a rewound history failed", "err", err)
-			}
-		}()
+		s.revokeLater("a rewound history")
 		return cause
 	}
 	for {

@@ -324,13 +324,20 @@ func (s *Session) refresh(deadline time.Time) (time.Time, *clientv3.LeaseKeepAli
 func (s *Session) expire(deadline time.Time) {
 	s.end(fmt.Errorf("%w: no keepalive of lease %x confirmed before the client-side deadline %s (TTL %v minus margin %v)",
 		distlock.ErrSessionExpired, int64(s.id), deadline.Format(time.RFC3339Nano), s.ttl, s.margin))
+	s.revokeLater("expiry")
+}
+
+// revokeLater revokes the ended session's lease in the background, within
+// the margin, so that waiters do not wait for the server's expiry; Close
+// waits for it.
+func (s *Session) revokeLater(after string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), s.margin)
 		defer cancel()
 		if err := s.revoke(ctx); err != nil {
-			s.log.Debug("etcdlock: revoke after expiry failed", "err", err)
+			s.log.Debug("etcdlock: revoke failed", "after", after, "err", err)
 		}
 	}()
 }

@@ -135,9 +135,6 @@ func TestShort(t *testing.T) {
 
 			for _, w := range chaos.Workloads() {
 				t.Run(w.Name()+"/mixed", func(t *testing.T) {
-					if testing.Short() {
-						t.Skip("-short")
-					}
 					res := run(t, short(chaos.Config{Workload: w, Nemeses: shortNemeses(), Combine: true, Duration: 4 * time.Second}))
 					if !res.OK(true) {
 						t.Errorf("seed %d: checks failed: %v", res.Seed, res.Failed())
