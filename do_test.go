@@ -72,7 +72,7 @@ func (s *semLocker) loseNow(reason error) {
 	s.mu.Lock()
 	lose := s.lose
 	s.mu.Unlock()
-	lose(reason)
+	lose(fmt.Errorf("%w: %w", distlock.ErrLost, reason))
 }
 
 func (s *semLocker) stats() (releases int, ctxs []context.Context) {

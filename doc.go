@@ -1,11 +1,16 @@
-// Package distlock holds the backend-neutral core of distlock: fencing
-// tokens, the held-lock type ([Lease]), the [Locker] interface, sentinel
-// errors and the pure rules of the FIFO queue lock.
+// Package distlock is the user's contract of distlock's distributed locks:
+// fencing tokens ([Token], [ParseToken]), the held lock ([Lease]), the
+// [Locker] and [Elector] interfaces that the backends' recipes implement,
+// the helpers that run work under a lock or as the leader ([Do],
+// [RunAsLeader]), the errors ([LockError] and the sentinels), lock-name
+// rules ([ValidateName]) and the read-only view of a lock's queue
+// ([QueueEntry]).
 //
-// The recipes themselves live in the backend packages (etcdlock, and zklock
-// for ZooKeeper). They share everything here so that both behave alike: the
-// same queue rules decide who holds a lock, the same Lease reports loss, the
-// same errors come back.
+// The recipes live in the backend packages: etcdlock (etcd) and zklock
+// (ZooKeeper) each offer a Session, a fair FIFO Mutex, a readers-writer
+// RWMutex, an Election and Inspect. Both are thin entry points to one
+// queue-lock engine, so they behave alike: the same rules decide who holds
+// a lock, the same Lease reports loss, the same errors come back.
 //
 // A lock service alone cannot promise that two processes never do the
 // protected work at once: a holder that pauses past its TTL wakes up still

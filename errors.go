@@ -66,15 +66,30 @@ var (
 	ErrTTLTooShort = errors.New("session TTL too short")
 )
 
+// Op names the operation a LockError is about.
+type Op string
+
+// The operations a LockError can name.
+const (
+	OpValidate    Op = "validate"     // checking a lock name (ValidateName)
+	OpLock        Op = "lock"         // Lock, RLock
+	OpTryLock     Op = "trylock"      // TryLock, TryRLock
+	OpUnlock      Op = "unlock"       // Lease.Unlock
+	OpHold        Op = "hold"         // the lock was held, then lost
+	OpCampaign    Op = "campaign"     // Elector.Campaign
+	OpProclaim    Op = "proclaim"     // Leadership.Proclaim
+	OpResign      Op = "resign"       // Leadership.Resign
+	OpLeader      Op = "leader"       // an election's Leader
+)
+
 // LockError says which lock an error is about and during which operation.
 // It wraps one of the sentinel errors (or a store error), so errors.Is and
 // errors.As see through it.
 type LockError struct {
 	// Name is the lock's name.
 	Name string
-	// Op is the operation that failed: "lock", "trylock", "unlock" or
-	// "hold" (the lock was held and then lost).
-	Op string
+	// Op is the operation that failed; the constants above list them all.
+	Op Op
 	// Err is the cause.
 	Err error
 }
@@ -85,16 +100,3 @@ func (e *LockError) Error() string {
 
 // Unwrap returns the cause.
 func (e *LockError) Unwrap() error { return e.Err }
-
-// Lost returns an error that matches both ErrLost and reason with
-// errors.Is, for backends reporting why a held lock was lost; Lost(nil) is
-// ErrLost itself.
-func Lost(reason error) error {
-	if reason == nil {
-		return ErrLost
-	}
-	if errors.Is(reason, ErrLost) {
-		return reason
-	}
-	return fmt.Errorf("%w: %w", ErrLost, reason)
-}

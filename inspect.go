@@ -2,6 +2,24 @@ package distlock
 
 import "time"
 
+// Kind says how an entry in a lock's queue shares the lock.
+type Kind uint8
+
+const (
+	// Exclusive entries (mutex holders, writers, election candidates)
+	// exclude every other entry of their queue.
+	Exclusive Kind = iota
+	// Shared entries (readers) exclude only Exclusive entries.
+	Shared
+)
+
+func (k Kind) String() string {
+	if k == Shared {
+		return "shared"
+	}
+	return "exclusive"
+}
+
 // QueueEntry is one entry of a lock's queue as a read-only inspection sees
 // it (etcdlock.Inspect, zklock.Inspect): the holder or a waiter, with what
 // the store knows about it.
@@ -10,6 +28,9 @@ type QueueEntry struct {
 	Key string
 	// Kind is how the entry shares the lock.
 	Kind Kind
+	// Holding says the entry holds the lock: it is the first entry, or a
+	// shared one with no exclusive entry before it.
+	Holding bool
 	// Token is the fencing token the entry has or will have when it holds:
 	// the lock's name and the entry's etcd create revision or znode czxid.
 	Token Token
@@ -22,21 +43,4 @@ type QueueEntry struct {
 	// Created is when the store created the entry; zero when the store
 	// keeps no such time (etcd).
 	Created time.Time
-}
-
-// Holding reports, for entries in queue order (oldest first), which of them
-// hold the lock: the first entry, and every shared entry with no exclusive
-// entry before it. The result has one element per entry.
-func Holding(entries []QueueEntry) []bool {
-	out := make([]bool, len(entries))
-	for i, e := range entries {
-		out[i] = true
-		for _, a := range entries[:i] {
-			if Conflicts(e.Kind, a.Kind) {
-				out[i] = false
-				break
-			}
-		}
-	}
-	return out
 }

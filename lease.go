@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/distlock/distlock/internal/leasehook"
 )
 
-// Locker is a lock that can be acquired. Backends' Mutex types (and the
+// Locker is a lock that can be acquired. The backends' Mutex types (and the
 // writer and reader sides of their RWMutex types) implement it.
 type Locker interface {
 	// Lock waits until the lock is held, ctx is done, or the session ends.
@@ -38,18 +40,20 @@ type Lease struct {
 	released bool
 }
 
-// NewLease is for backends: it returns a held Lease for token t, whose
-// Unlock calls release (once), and the function the backend calls when it
-// learns the lock is lost. lose wraps reason so that the Lease's Err matches
-// both ErrLost and reason; calls after the first, or after Unlock, do
-// nothing.
-func NewLease(t Token, release func(ctx context.Context) error) (l *Lease, lose func(reason error)) {
+// newLease returns a held Lease for token t, whose Unlock calls release
+// (once), and the function the engine calls when it learns the lock is
+// lost: lose(reason) ends the Lease with a LockError whose Err is reason
+// (the engine makes reason match ErrLost); calls after the first, or after
+// Unlock, do nothing. It reaches the engine through internal/leasehook.
+func newLease(t Token, release func(ctx context.Context) error) (l *Lease, lose func(reason error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l = &Lease{token: t, ctx: ctx, cancel: cancel, release: release}
 	return l, func(reason error) {
-		cancel(&LockError{Name: t.Name, Op: "hold", Err: Lost(reason)})
+		cancel(&LockError{Name: t.Name, Op: OpHold, Err: reason})
 	}
 }
+
+func init() { leasehook.NewLease = newLease }
 
 // Token returns the fencing token of this acquisition. Pass it with every
 // write to the protected resource, which must refuse tokens older than the
@@ -86,37 +90,16 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
-		return &LockError{Name: l.token.Name, Op: "unlock", Err: ErrReleased}
+		return &LockError{Name: l.token.Name, Op: OpUnlock, Err: ErrReleased}
 	}
 	l.released = true
 	l.mu.Unlock()
 
 	lost := l.Err()
-	l.cancel(&LockError{Name: l.token.Name, Op: "unlock", Err: ErrReleased})
+	l.cancel(&LockError{Name: l.token.Name, Op: OpUnlock, Err: ErrReleased})
 	err := l.release(ctx)
 	if err != nil {
-		err = &LockError{Name: l.token.Name, Op: "unlock", Err: err}
+		err = &LockError{Name: l.token.Name, Op: OpUnlock, Err: err}
 	}
 	return errors.Join(lost, err)
-}
-
-// HoldWhile is for backends: it returns a held Lease for token t that is
-// lost when alive ends, unless alive ended with ErrReleased as its cause —
-// what the backend's release function cancels it with before deleting the
-// entry. alive stands for the entry: cancelled when the entry is deleted
-// by anyone but its owner or when the session ends, with the reason as its
-// cause. lost, if not nil, is told the cause first (for logging).
-func HoldWhile(t Token, alive context.Context, release func(ctx context.Context) error, lost func(cause error)) *Lease {
-	l, lose := NewLease(t, release)
-	context.AfterFunc(alive, func() {
-		cause := context.Cause(alive)
-		if errors.Is(cause, ErrReleased) {
-			return
-		}
-		if lost != nil {
-			lost(cause)
-		}
-		lose(cause)
-	})
-	return l
 }

@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,7 +85,7 @@ func checkLost(t *testing.T, err error, reason error) {
 func TestLeaseLose(t *testing.T) {
 	var r releaseRecorder
 	l, lose := distlock.NewLease(tok, r.release)
-	lose(distlock.ErrSessionExpired)
+	lose(lost(distlock.ErrSessionExpired))
 
 	select {
 	case <-l.Done():
@@ -104,41 +105,16 @@ func TestLeaseLose(t *testing.T) {
 	}
 
 	// A second loss does not replace the first reason.
-	lose(distlock.ErrSessionClosed)
+	lose(lost(distlock.ErrSessionClosed))
 	if got := l.Err(); got != err || errors.Is(got, distlock.ErrSessionClosed) {
 		t.Errorf("Err() after second lose = %v, want %v", got, err)
-	}
-}
-
-func TestLeaseLoseReasonAlreadyLost(t *testing.T) {
-	l, lose := distlock.NewLease(tok, func(context.Context) error { return nil })
-	// A reason that already says "lost" is not wrapped in ErrLost twice.
-	reason := distlock.Lost(distlock.ErrSessionExpired)
-	lose(reason)
-	checkLost(t, l.Err(), distlock.ErrSessionExpired)
-	var le *distlock.LockError
-	if errors.As(l.Err(), &le) && le.Err != reason {
-		t.Errorf("LockError.Err = %v, want the reason %v itself", le.Err, reason)
-	}
-}
-
-func TestLost(t *testing.T) {
-	if err := distlock.Lost(nil); err != distlock.ErrLost {
-		t.Errorf("Lost(nil) = %v, want ErrLost", err)
-	}
-	if err := distlock.Lost(distlock.ErrLost); err != distlock.ErrLost {
-		t.Errorf("Lost(ErrLost) = %v, want ErrLost itself", err)
-	}
-	err := distlock.Lost(distlock.ErrSessionExpired)
-	if !errors.Is(err, distlock.ErrLost) || !errors.Is(err, distlock.ErrSessionExpired) {
-		t.Errorf("Lost(ErrSessionExpired) = %v, want both", err)
 	}
 }
 
 func TestLeaseUnlockAfterLoss(t *testing.T) {
 	var r releaseRecorder
 	l, lose := distlock.NewLease(tok, r.release)
-	lose(distlock.ErrSessionExpired)
+	lose(lost(distlock.ErrSessionExpired))
 	lost := l.Err()
 
 	type key struct{}
@@ -195,7 +171,7 @@ func TestLeaseUnlockHeld(t *testing.T) {
 	}
 
 	// A loss reported after Unlock changes nothing.
-	lose(distlock.ErrSessionExpired)
+	lose(lost(distlock.ErrSessionExpired))
 	if got := l.Err(); got != err {
 		t.Errorf("Err() after lose following Unlock = %v, want %v", got, err)
 	}
@@ -244,7 +220,7 @@ func TestLeaseConcurrentUnlock(t *testing.T) {
 		_ = l.Err()
 		_ = l.Token()
 		<-l.Done()
-		lose(distlock.ErrSessionExpired)
+		lose(lost(distlock.ErrSessionExpired))
 	})
 	close(start)
 	wg.Wait()
@@ -272,26 +248,5 @@ func TestLeaseConcurrentUnlock(t *testing.T) {
 	}
 }
 
-func TestHoldWhile(t *testing.T) {
-	tok := distlock.Token{Name: "a", Seq: 7, Owner: 1}
-	release := func(context.Context) error { return nil }
-
-	alive, kill := context.WithCancelCause(context.Background())
-	var told error
-	l := distlock.HoldWhile(tok, alive, release, func(cause error) { told = cause })
-	kill(distlock.ErrSessionExpired)
-	<-l.Done()
-	if !errors.Is(l.Err(), distlock.ErrLost) || !errors.Is(l.Err(), distlock.ErrSessionExpired) || !errors.Is(told, distlock.ErrSessionExpired) {
-		t.Fatalf("Err %v, told %v: want the entry's end as a loss", l.Err(), told)
-	}
-
-	// Ended by the backend's own release: not a loss.
-	alive, kill = context.WithCancelCause(context.Background())
-	l = distlock.HoldWhile(tok, alive, func(context.Context) error { kill(distlock.ErrReleased); return nil }, nil)
-	if err := l.Unlock(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if !errors.Is(l.Err(), distlock.ErrReleased) || errors.Is(l.Err(), distlock.ErrLost) {
-		t.Fatalf("Err after Unlock: %v", l.Err())
-	}
-}
+// lost is what the engine passes a Lease's lose: the reason, as a loss.
+func lost(reason error) error { return fmt.Errorf("%w: %w", distlock.ErrLost, reason) }

@@ -21,7 +21,7 @@ const MaxNameLen = 256
 // The error wraps ErrInvalidName and says what is wrong.
 func ValidateName(name string) error {
 	bad := func(why string) error {
-		return &LockError{Name: name, Op: "validate", Err: fmt.Errorf("%w: %s", ErrInvalidName, why)}
+		return &LockError{Name: name, Op: OpValidate, Err: fmt.Errorf("%w: %s", ErrInvalidName, why)}
 	}
 	switch {
 	case name == "":

@@ -76,7 +76,7 @@ func (s *etcdSession) Mutex(name string) (distlock.Locker, error) {
 
 // End revokes the lease from another client, as its expiry would.
 func (s *etcdSession) End(t *testing.T) {
-	if _, err := s.admin.Revoke(testCtx(t), s.s.Lease()); err != nil {
+	if _, err := s.admin.Revoke(testCtx(t), s.s.ID()); err != nil {
 		t.Fatal(err)
 	}
 }

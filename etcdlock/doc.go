@@ -1,6 +1,14 @@
 // Package etcdlock implements distlock's recipes on etcd v3: a Session (one
-// lease, kept alive, with a conservative client-side deadline) and a fair
-// FIFO queue Mutex whose fencing token is the holder key's create revision.
+// lease, kept alive, with a conservative client-side deadline), a fair FIFO
+// Mutex whose fencing token is the holder key's create revision, a
+// readers-writer RWMutex on the same queue, leader Election, and Inspect
+// to list a lock's queue without joining it.
+//
+// The recipes are written once, for etcd and ZooKeeper alike, on distlock's
+// queue-lock engine (internal/qlock, whose lifecycle.go tells an
+// acquisition from enqueue to release); this package is their etcd entry
+// point, and the engine's etcd driver (internal/qlock/etcdq) does the
+// store's part, as described below.
 //
 // # Keys
 //

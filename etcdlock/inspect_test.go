@@ -56,7 +56,7 @@ func TestInspect(t *testing.T) {
 		if e.Holder != holders[i] || e.Kind != distlock.Exclusive || e.Token.Name != "inspect" || !e.Created.IsZero() {
 			t.Errorf("entry %d: %+v, want holder %q, exclusive, no creation time", i, e, holders[i])
 		}
-		if want := strconv.FormatInt(int64(sessions[i].Lease()), 16); e.Owner != want {
+		if want := strconv.FormatInt(int64(sessions[i].ID()), 16); e.Owner != want {
 			t.Errorf("entry %d: owner %s, want lease %s", i, e.Owner, want)
 		}
 		if i > 0 && e.Token.Seq <= q[i-1].Token.Seq {
@@ -66,8 +66,8 @@ func TestInspect(t *testing.T) {
 	if q[0].Token != lease.Token() {
 		t.Errorf("first entry's token %v, holder's %v", q[0].Token, lease.Token())
 	}
-	if h := distlock.Holding(q); !h[0] || h[1] || h[2] {
-		t.Errorf("Holding = %v, want only the first", h)
+	if !q[0].Holding || q[1].Holding || q[2].Holding {
+		t.Errorf("Holding = %v %v %v, want only the first", q[0].Holding, q[1].Holding, q[2].Holding)
 	}
 
 	// The next holder is listed first once the holder goes.

@@ -2,16 +2,13 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/qlock/etcdq"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -32,34 +29,29 @@ const (
 )
 
 // Option configures a Session.
-type Option func(*options)
-
-type options struct {
-	ttl    time.Duration
-	prefix string
-	logger *slog.Logger
-	holder string
-}
+type Option func(*etcdq.Config)
 
 // WithTTL sets the session lease's TTL (default DefaultTTL). It is rounded
 // up to whole seconds; less than MinTTL is an error wrapping
 // distlock.ErrTTLTooShort.
-func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+func WithTTL(d time.Duration) Option { return func(c *etcdq.Config) { c.TTL = d } }
 
 // WithPrefix sets the key prefix under which locks keep their queues
 // (default DefaultPrefix). It should end in "/".
-func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+func WithPrefix(p string) Option { return func(c *etcdq.Config) { c.Prefix = p } }
 
 // WithLogger makes the session and its locks log what they do; by default
 // they are silent.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(c *etcdq.Config) { c.Logger = l } }
 
 // WithHolder sets the value stored in this session's lock entries, so that
 // tools listing a lock's queue can say who waits (e.g. "host:pid").
-func WithHolder(v string) Option { return func(o *options) { o.holder = v } }
+func WithHolder(v string) Option { return func(c *etcdq.Config) { c.Holder = v } }
 
 // Session is one etcd lease kept alive in the background. Lock entries are
-// bound to it, so they vanish when it ends.
+// bound to it, so they vanish when it ends. Its methods Done, Err,
+// Deadline, Holder, Prefix, TTL and Close are those of every distlock
+// session; Client and ID are etcd's own.
 //
 // A session ends when Close is called, when the server reports the lease
 // gone, or — conservatively — when no keepalive has been confirmed in time:
@@ -71,40 +63,13 @@ func WithHolder(v string) Option { return func(o *options) { o.holder = v } }
 // give them to someone else. (A paused process hears nothing in time: that
 // is what fencing tokens are for.) Once ended, a session stops its
 // keepalives and revokes its lease, best effort, so that waiters behind its
-// entries do not wait for the server to expire it.
+// entries do not wait for the server to expire it. Close revokes the
+// lease, which deletes all its lock entries.
 //
 // A Session is safe for concurrent use. Use one session for many locks.
 type Session struct {
-	client *clientv3.Client
-	id     clientv3.LeaseID
-	ttl    time.Duration // as granted by the server
-	margin time.Duration
-	prefix string
-	holder string
-	log    *slog.Logger
-
-	// ctx is cancelled, with the reason as cause, when the session ends.
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-
-	// guard makes a failed Lock's key unable to come back (guard.go).
-	guard guard
-
-	seq atomic.Uint64 // makes each entry key unique within the lease
-	// streamGen selects the gRPC stream the session's watches use; it is
-	// bumped when a stream goes silent (see waitDeleted).
-	streamGen atomic.Uint64
-
-	progressMu    sync.Mutex
-	progressAsked map[string]time.Time // last progress request, by stream
-	wg            sync.WaitGroup
-
-	// maxRev is the highest create revision of the session's entries
-	// whose enqueue has answered (see checkRev).
-	maxRev atomic.Int64
-
-	mu       sync.Mutex
-	deadline time.Time // client-side expiry, see Session
+	qlock.Session
+	d *etcdq.Session
 }
 
 // NewSession grants a lease on client and keeps it alive until Close or the
@@ -113,246 +78,37 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 	if client == nil {
 		return nil, fmt.Errorf("etcdlock: new session: %w: *clientv3.Client is nil", distlock.ErrNilClient)
 	}
-	o := options{ttl: DefaultTTL, prefix: DefaultPrefix}
+	c := etcdq.Config{TTL: DefaultTTL, Prefix: DefaultPrefix}
 	for _, opt := range opts {
-		opt(&o)
+		opt(&c)
 	}
-	if o.ttl < MinTTL {
-		return nil, fmt.Errorf("etcdlock: new session: %w: %v is below the minimum %v (the keepalive runs every third of the TTL and needs a safety margin)", distlock.ErrTTLTooShort, o.ttl, MinTTL)
+	if c.TTL < MinTTL {
+		return nil, fmt.Errorf("etcdlock: new session: %w: %v is below the minimum %v (the keepalive runs every third of the TTL and needs a safety margin)", distlock.ErrTTLTooShort, c.TTL, MinTTL)
 	}
-	if o.prefix == "" {
+	if c.Prefix == "" {
 		return nil, fmt.Errorf("etcdlock: new session: empty key prefix")
 	}
-	if o.logger == nil {
-		o.logger = slog.New(slog.DiscardHandler)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	secs := int64((o.ttl + time.Second - 1) / time.Second)
-
-	sent := time.Now()
-	resp, err := client.Grant(ctx, secs)
+	d, err := etcdq.NewSession(ctx, client, c)
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: new session: grant lease: %w", err)
+		return nil, err
 	}
-	ttl := time.Duration(resp.TTL) * time.Second
-	s := &Session{
-		client: client,
-		id:     resp.ID,
-		ttl:    ttl,
-		margin: ttl / 5,
-		prefix: o.prefix,
-		holder: o.holder,
-		log:    o.logger.With("lease", strconv.FormatInt(int64(resp.ID), 16)),
-	}
-	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-	s.deadline = sent.Add(s.ttl - s.margin)
-	s.log.Debug("etcdlock: session started", "ttl", ttl)
-	s.wg.Add(1)
-	go s.keepalive()
-	return s, nil
+	return &Session{Session: d.User(), d: d}, nil
 }
 
 // Client returns the client the session was made with.
-func (s *Session) Client() *clientv3.Client { return s.client }
+func (s *Session) Client() *clientv3.Client { return s.d.Client() }
 
-// Lease returns the ID of the session's lease.
-func (s *Session) Lease() clientv3.LeaseID { return s.id }
+// ID returns the ID of the session's lease: the Owner of its fencing
+// tokens.
+func (s *Session) ID() clientv3.LeaseID { return s.d.ID() }
 
-// TTL returns the lease TTL the server granted.
-func (s *Session) TTL() time.Duration { return s.ttl }
-
-// Holder returns the value stored in the session's lock entries (see
-// WithHolder).
-func (s *Session) Holder() string { return s.holder }
-
-// Prefix returns the key prefix under which the session's locks live.
-func (s *Session) Prefix() string { return s.prefix }
-
-// Done returns a channel closed when the session ends.
-func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
-
-// Err returns nil while the session lives, then why it ended: an error
-// wrapping distlock.ErrSessionExpired or distlock.ErrSessionClosed.
-func (s *Session) Err() error {
-	if s.ctx.Err() == nil {
+// driver returns the engine's driver of s, nil for a nil s.
+func (s *Session) driver() qlock.Driver {
+	if s == nil {
 		return nil
 	}
-	return context.Cause(s.ctx)
-}
-
-// Deadline returns the client-side expiry of the session: until then the
-// server cannot have expired the lease.
-func (s *Session) Deadline() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.deadline
-}
-
-// Close ends the session: its keepalives stop, its held locks report
-// distlock.ErrSessionClosed, and its lease is revoked, which deletes all its
-// lock entries. Close waits for the session's background work to stop. A
-// lease that is already gone is not an error; calling Close again is a
-// no-op.
-func (s *Session) Close(ctx context.Context) error {
-	first := s.ctx.Err() == nil
-	s.end(distlock.ErrSessionClosed)
-	var err error
-	if first {
-		err = s.revoke(ctx)
-	}
-	s.wg.Wait()
-	return err
-}
-
-func (s *Session) end(cause error) {
-	if s.ctx.Err() == nil {
-		s.log.Info("etcdlock: session ended", "cause", cause)
-	}
-	s.cancel(cause)
-}
-
-func (s *Session) revoke(ctx context.Context) error {
-	_, err := s.client.Revoke(ctx, s.id)
-	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("etcdlock: revoke lease %x: %w", int64(s.id), err)
-	}
-	return nil
-}
-
-// keepalive refreshes the lease every third of the TTL and ends the session
-// when the client-side deadline passes without a confirmed refresh.
-// KeepAliveOnce is used rather than the client's KeepAlive stream because
-// the deadline must count from when each refresh was sent, which the stream
-// does not tell.
-//
-// One refresh is a round of hedged attempts (see refresh): a member that
-// is frozen or cut off keeps the connection open and answers nothing, and
-// a single attempt given the whole remaining deadline would wait on it
-// until the session is lost, while the other members could have answered
-// in milliseconds.
-func (s *Session) keepalive() {
-	defer s.wg.Done()
-	interval := s.ttl / 3
-	retry := interval / 4
-	next := time.NewTimer(interval)
-	defer next.Stop()
-	for {
-		deadline := s.Deadline()
-		expire := time.NewTimer(time.Until(deadline))
-		select {
-		case <-s.ctx.Done():
-			expire.Stop()
-			return
-		case <-expire.C:
-			s.expire(deadline)
-			return
-		case <-next.C:
-			expire.Stop()
-			// Both timers can be overdue at once (the process was stopped
-			// past the deadline): the deadline wins, no keepalive goes out.
-			if !time.Now().Before(deadline) {
-				s.expire(deadline)
-				return
-			}
-		}
-		sent, resp, err := s.refresh(deadline)
-		switch {
-		case err == nil:
-			s.mu.Lock()
-			if d := sent.Add(time.Duration(resp.TTL)*time.Second - s.margin); d.After(s.deadline) {
-				s.deadline = d
-			}
-			s.mu.Unlock()
-			s.log.Debug("etcdlock: keepalive", "member", fmt.Sprintf("%x", resp.ResponseHeader.GetMemberId()), "took", time.Since(sent))
-			// Counted from the send time, as the deadline is: a slow
-			// answer must not eat into the next refresh's time to reach
-			// a member before the deadline.
-			next.Reset(max(0, time.Until(sent.Add(interval))))
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			s.end(fmt.Errorf("%w: lease %x not found on the server", distlock.ErrSessionExpired, int64(s.id)))
-			return
-		case s.ctx.Err() != nil:
-			return
-		default:
-			s.log.Warn("etcdlock: keepalive failed", "err", err, "deadline", deadline)
-			next.Reset(retry)
-		}
-	}
-}
-
-// hedgeDelay is how long a request that may be repeated (a keepalive, a
-// read, a release) may go unanswered before another one is sent beside it
-// (see hedged): a tenth of the TTL, so that between the keepalive (a third
-// of the TTL in) and the deadline (a fifth of the TTL before its end) four
-// more attempts go out. A healthy member answers in milliseconds; one that
-// has not answered by then is most likely frozen, cut off or overloaded.
-func (s *Session) hedgeDelay() time.Duration { return s.ttl / 10 }
-
-type attempt struct {
-	sent time.Time
-	resp *clientv3.LeaseKeepAliveResponse
-}
-
-// refresh sends KeepAliveOnce attempts, hedged (see hedged), until one is
-// confirmed, one says the lease is gone, or the deadline passes, and
-// returns the send time of the attempt that decided. Since each
-// KeepAliveOnce opens a new stream, the client's balancer sends each
-// attempt to the next member, so one frozen member cannot hold the
-// refresh. (An attempt that fails at once — a member without a leader, a
-// refused connection — is retried by KeepAliveOnce itself on a new stream,
-// hence on another member too.) The session's deadline counts from the
-// send time of the attempt confirmed, which the server received after that
-// time, whichever member it went through.
-func (s *Session) refresh(deadline time.Time) (time.Time, *clientv3.LeaseKeepAliveResponse, error) {
-	ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(s.ctx), deadline)
-	defer cancel()
-	var attempts atomic.Int32
-	a, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (attempt, error) {
-		attempts.Add(1)
-		sent := time.Now()
-		resp, err := s.client.KeepAliveOnce(ctx, s.id)
-		return attempt{sent, resp}, err
-	})
-	if n := attempts.Load(); err == nil && n > 1 {
-		s.log.Info("etcdlock: keepalive answered after hedging", "attempts", n,
-			"member", fmt.Sprintf("%x", a.resp.ResponseHeader.GetMemberId()), "after", time.Since(a.sent))
-	}
-	return a.sent, a.resp, err
-}
-
-// expire ends the session on its client-side deadline and revokes the lease
-// in the background, so that waiters do not wait for the server's expiry.
-func (s *Session) expire(deadline time.Time) {
-	s.end(fmt.Errorf("%w: no keepalive of lease %x confirmed before the client-side deadline %s (TTL %v minus margin %v)",
-		distlock.ErrSessionExpired, int64(s.id), deadline.Format(time.RFC3339Nano), s.ttl, s.margin))
-	s.revokeLater("expiry")
-}
-
-// revokeLater revokes the ended session's lease in the background, within
-// the margin, so that waiters do not wait for the server's expiry; Close
-// waits for it.
-func (s *Session) revokeLater(after string) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), s.margin)
-		defer cancel()
-		if err := s.revoke(ctx); err != nil {
-			s.log.Debug("etcdlock: revoke failed", "after", after, "err", err)
-		}
-	}()
-}
-
-// goBackground runs f in the background until it returns; Close waits for
-// it. f must return once ctx (ended with the session) is done.
-func (s *Session) goBackground(f func(ctx context.Context)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ctx.Err() != nil {
-		return // the lease is gone or going, and everything bound to it
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		f(s.ctx)
-	}()
+	return s.d
 }

@@ -97,8 +97,8 @@ func TestHolder(t *testing.T) {
 		if kv == nil {
 			t.Fatalf("B's entry for %v is gone after A's Unlock", t2)
 		}
-		if kv.Lease != int64(b.Session().Lease()) {
-			t.Fatalf("B's entry is bound to lease %x, want B's %x", kv.Lease, b.Session().Lease())
+		if uint64(kv.Lease) != t2.Owner {
+			t.Fatalf("B's entry is bound to lease %x, want B's %x", kv.Lease, t2.Owner)
 		}
 		select {
 		case <-lb.Done():

@@ -71,9 +71,10 @@ func TestElection(t *testing.T) {
 		if _, err := zklock.NewElection(nil, "x"); !errors.Is(err, distlock.ErrNilClient) {
 			t.Errorf("NewElection(nil): %v, want ErrNilClient", err)
 		}
-		el, _ := candidate(t, newPrefix(), "ok")
+		_, conn := candidate(t, newPrefix(), "ok")
+		sess := newSession(t, conn)
 		for _, name := range []string{"", "/a", "a@1", "a b"} {
-			if _, err := zklock.NewElection(el.Session(), name); !errors.Is(err, distlock.ErrInvalidName) {
+			if _, err := zklock.NewElection(sess, name); !errors.Is(err, distlock.ErrInvalidName) {
 				t.Errorf("name %q: %v, want ErrInvalidName", name, err)
 			}
 		}

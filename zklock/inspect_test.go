@@ -73,8 +73,8 @@ func TestInspect(t *testing.T) {
 	if q[0].Token != lease.Token() {
 		t.Errorf("first entry's token %v, holder's %v", q[0].Token, lease.Token())
 	}
-	if h := distlock.Holding(q); !h[0] || h[1] || h[2] {
-		t.Errorf("Holding = %v, want only the first", h)
+	if !q[0].Holding || q[1].Holding || q[2].Holding {
+		t.Errorf("Holding = %v %v %v, want only the first", q[0].Holding, q[1].Holding, q[2].Holding)
 	}
 
 	mustUnlock(t, lease)

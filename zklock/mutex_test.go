@@ -62,7 +62,8 @@ func TestMutex(t *testing.T) {
 
 	t.Run("TokenIsCzxid", func(t *testing.T) {
 		prefix := newPrefix()
-		m := newMutex(t, session(t, prefix), "tok")
+		sess := session(t, prefix)
+		m := newMutex(t, sess, "tok")
 		l := mustLock(t, m)
 		es := entries(t, admin, m.Dir())
 		if len(es) != 1 {
@@ -75,8 +76,8 @@ func TestMutex(t *testing.T) {
 		if l.Token().Seq != st.Czxid || l.Token().Name != "tok" {
 			t.Fatalf("token %v, want czxid %d", l.Token(), st.Czxid)
 		}
-		if st.EphemeralOwner != m.Session().ID() {
-			t.Fatalf("ephemeral owner %#x, want %#x", st.EphemeralOwner, m.Session().ID())
+		if st.EphemeralOwner != sess.ID() {
+			t.Fatalf("ephemeral owner %#x, want %#x", st.EphemeralOwner, sess.ID())
 		}
 		mustUnlock(t, l)
 	})

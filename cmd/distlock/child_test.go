@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,12 +14,16 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/leasehook"
 )
 
 // Unit tests of underLock with a lease made by hand (no cluster).
 
 func testLease() (*distlock.Lease, func(error)) {
-	return distlock.NewLease(distlock.Token{Name: "jobs/x", Seq: 42, Owner: 0xabc}, func(context.Context) error { return nil })
+	newLease := leasehook.NewLease.(func(distlock.Token, func(context.Context) error) (*distlock.Lease, func(error)))
+	l, lose := newLease(distlock.Token{Name: "jobs/x", Seq: 42, Owner: 0xabc}, func(context.Context) error { return nil })
+	// The engine hands a Lease its loss as an error matching ErrLost.
+	return l, func(reason error) { lose(fmt.Errorf("%w: %w", distlock.ErrLost, reason)) }
 }
 
 func exitCodeOf(err error) int {

@@ -121,7 +121,7 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		sess.Close(cctx)
 	}()
 	if be.kind == "zk" {
-		t := sess.(interface{ Timeout() time.Duration }).Timeout()
+		t := sess.(interface{ TTL() time.Duration }).TTL()
 		d.say("distlock demo: a lock is not enough. ZooKeeper at %s, session timeout %v (asked %v; the server's min/max decide).", cf.zk, t, cf.ttl)
 		cf.ttl = t
 	}

@@ -185,7 +185,10 @@ func newStatus(name, kind string, q []distlock.QueueEntry, now time.Time) *lockS
 	if kind != "etcd" {
 		st.Backend, ownerKind = "zookeeper", "session"
 	}
-	holding := distlock.Holding(q)
+	holding := make([]bool, len(q))
+	for i, e := range q {
+		holding[i] = e.Holding
+	}
 	for i, e := range q {
 		se := statusEntry{
 			Position:  i + 1,

@@ -111,7 +111,7 @@ func run(ctx context.Context, out io.Writer) error {
 
 	// An operator revokes worker-b's lease, as if it had expired while the
 	// process was stuck: the held lock reports the loss.
-	if _, err := a.cli.Revoke(ctx, b.sess.Lease()); err != nil {
+	if _, err := a.cli.Revoke(ctx, b.sess.ID()); err != nil {
 		return err
 	}
 	select {

@@ -185,7 +185,7 @@ func failoverOurs(ctx context.Context, e *env, clis [2]*clientv3.Client, round i
 		_, err := els[1].Campaign(ctx, "next")
 		return err
 	})
-	fr.failover, fr.revoke, err = e.failover(ctx, etcdlock.DefaultPrefix+name+"/@", ss[0].Lease(), c)
+	fr.failover, fr.revoke, err = e.failover(ctx, etcdlock.DefaultPrefix+name+"/@", ss[0].ID(), c)
 	return fr, err
 }
 

@@ -164,8 +164,8 @@ func etcdLock(ctx context.Context, t *testing.T, cli *clientv3.Client) distlock.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok := l.Token(); tok.Owner != uint64(s.Lease()) {
-		t.Fatalf("token %v does not name the session's lease %x", tok, int64(s.Lease()))
+	if tok := l.Token(); tok.Owner != uint64(s.ID()) {
+		t.Fatalf("token %v does not name the session's lease %x", tok, int64(s.ID()))
 	}
 	return l.Token()
 }

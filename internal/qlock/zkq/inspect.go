@@ -1,4 +1,4 @@
-package zklock
+package zkq
 
 import (
 	"cmp"
@@ -10,41 +10,18 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/qlock"
 	"github.com/go-zookeeper/zk"
 )
 
-// Inspect returns the queue of the lock called name under the znode prefix
-// prefix (DefaultPrefix if empty), without joining it: the holder first,
-// then the waiters in the order they will hold (for exclusive entries, the
-// first entry holds; see distlock.Holding for shared ones). It syncs the
-// lock's directory with the leader, lists it, and reads every entry (the
-// reads go out together); entries deleted between the listing and their
-// read are left out, and children that are not lock entries are ignored.
-// An empty result means nobody holds or waits. An Election's candidates
-// ("@e-…" nodes) are listed the same way, as exclusive entries whose
-// Holder is the candidate's value; give a lock and an election different
-// names, or their entries are listed together.
-//
-// Each entry's Token is the node's czxid (the fencing token it has or will
-// have), Owner its ephemeral owner's session ID in hex, Holder its data,
-// and Created its ctime.
+// Inspect reads the queue of lock name under znode prefix prefix: it
+// syncs the lock's directory with the leader, lists it, and reads every
+// entry (the reads go out together); entries deleted between the listing
+// and their read are left out, and children that are not entries are
+// ignored.
 func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distlock.QueueEntry, error) {
-	if conn == nil {
-		return nil, fmt.Errorf("zklock: inspect %q: %w: *zk.Conn is nil", name, distlock.ErrNilClient)
-	}
-	if err := distlock.ValidateName(name); err != nil {
-		return nil, fmt.Errorf("zklock: inspect: %w", err)
-	}
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	if err := checkPrefix(prefix); err != nil {
-		return nil, fmt.Errorf("zklock: inspect %q: %w", name, err)
-	}
 	dir := prefix + "/" + name
-	fail := func(op string, err error) error {
-		return fmt.Errorf("zklock: inspect %q: %s %s: %w", name, op, dir, err)
-	}
+	fail := func(op string, err error) error { return fmt.Errorf("%s %s: %w", op, dir, err) }
 	if _, err := retry(ctx, func() (string, error) { return conn.Sync(dir) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return nil, fail("sync", err)
 	}
@@ -60,17 +37,15 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 	}
 	type node struct {
 		path string
-		kind distlock.Kind
+		kind qlock.Kind
 		seq  int64
 	}
 	var nodes []node
 	for _, c := range children {
-		if k, _, seq, ok := parseEntry(c); ok {
+		// An Election's candidates are listed too, as exclusive entries:
+		// the first one leads, Holder is its value.
+		if k, _, seq, ok := parseAny(c); ok {
 			nodes = append(nodes, node{dir + "/" + c, k, seq})
-		} else if _, seq, ok := parseElectionEntry(c); ok {
-			// An Election's candidates, listed as exclusive entries: the
-			// first one leads, Holder is its value.
-			nodes = append(nodes, node{dir + "/" + c, distlock.Exclusive, seq})
 		}
 	}
 	slices.SortFunc(nodes, func(a, b node) int { return cmp.Compare(a.seq, b.seq) })
@@ -93,6 +68,7 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 		}()
 	}
 	out := make([]distlock.QueueEntry, 0, len(nodes))
+	var kinds []qlock.Kind
 	var firstErr error
 	for i, n := range nodes {
 		r := <-reads[i]
@@ -105,9 +81,10 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 			}
 			continue
 		}
+		kinds = append(kinds, n.kind)
 		out = append(out, distlock.QueueEntry{
 			Key:     n.path,
-			Kind:    n.kind,
+			Kind:    n.kind.View(),
 			Token:   distlock.Token{Name: name, Seq: r.stat.Czxid, Owner: uint64(r.stat.EphemeralOwner)},
 			Owner:   strconv.FormatInt(r.stat.EphemeralOwner, 16),
 			Holder:  string(r.data),
@@ -116,6 +93,9 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 	}
 	if firstErr != nil {
 		return nil, firstErr
+	}
+	for i, h := range qlock.Holding(kinds) {
+		out[i].Holding = h
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package etcdlock
+package etcdq
 
 import (
 	"context"

@@ -1,29 +1,6 @@
-package distlock
+package qlock
 
-import (
-	"slices"
-)
-
-// Kind says how an entry in a lock's queue shares the lock.
-type Kind uint8
-
-const (
-	// Exclusive entries (mutex holders, writers) exclude every other entry.
-	Exclusive Kind = iota
-	// Shared entries (readers) exclude only Exclusive entries.
-	Shared
-)
-
-func (k Kind) String() string {
-	if k == Shared {
-		return "shared"
-	}
-	return "exclusive"
-}
-
-// Conflicts reports whether an entry of kind me must wait for an earlier
-// entry of kind ahead: only two shared entries may hold together.
-func Conflicts(me, ahead Kind) bool { return me == Exclusive || ahead == Exclusive }
+import "slices"
 
 // Entry is one waiter or holder in a lock's queue.
 type Entry struct {
@@ -63,52 +40,40 @@ func Ahead(me Entry, all []Entry) []Entry {
 	return out
 }
 
-// WaitOn returns the entry a waiter of kind me must wait on next, given the
-// entries still ahead of it, oldest first: the nearest entry ahead that
-// conflicts with it (for an exclusive waiter, the immediate predecessor; for
-// a shared one, the nearest exclusive entry ahead). Waiting on that one entry
-// alone, never on the whole queue, is what spares the herd: a release wakes
-// one waiter, not all of them.
-//
-// ok is false when nothing ahead conflicts: the waiter holds the lock.
-func WaitOn(me Kind, ahead []Entry) (e Entry, ok bool) {
-	for i := len(ahead) - 1; i >= 0; i-- {
-		if Conflicts(me, ahead[i].Kind) {
-			return ahead[i], true
-		}
-	}
-	return Entry{}, false
-}
-
-// Holds reports whether a waiter of kind me holds the lock given the
-// entries still ahead of it.
-func Holds(me Kind, ahead []Entry) bool {
-	_, waits := WaitOn(me, ahead)
-	return !waits
-}
-
 // Queue is one waiter's view of the entries ahead of it: the snapshot taken
-// at enqueue, shrunk as the backend sees entries go. It is not safe for
+// at enqueue, shrunk as the store driver sees entries go. It is not safe for
 // concurrent use.
 type Queue struct {
 	me    Entry
+	rule  Rule
 	ahead []Entry
 }
 
 // NewQueue returns me's view of a lock's queue, given every entry the
-// enqueue saw (me included or not).
-func NewQueue(me Entry, all []Entry) *Queue {
-	return &Queue{me: me, ahead: Ahead(me, all)}
+// enqueue saw (me included or not); limit is me's (see Rule).
+func NewQueue(me Entry, limit int, all []Entry) *Queue {
+	return &Queue{me: me, rule: RuleOf(me.Kind, limit), ahead: Ahead(me, all)}
 }
 
 // Me returns the waiter's own entry.
 func (q *Queue) Me() Entry { return q.me }
 
-// Next returns the entry to wait on next; ok is false when q's owner holds
-// the lock.
-func (q *Queue) Next() (Entry, bool) { return WaitOn(q.me.Kind, q.ahead) }
+// Waits returns what q's owner waits for now (see Rule.Waits); nothing
+// when it holds the lock.
+func (q *Queue) Waits() []Entry { return q.rule.Waits(q.ahead) }
 
-// Gone removes the entry with key from the snapshot, after the backend saw
+// Next returns the entry to wait on next when the owner waits for one
+// entry; ok is false when q's owner holds the lock. With a limit above 1
+// use Waits.
+func (q *Queue) Next() (Entry, bool) {
+	w := q.Waits()
+	if len(w) == 0 {
+		return Entry{}, false
+	}
+	return w[0], true
+}
+
+// Gone removes the entry with key from the snapshot, after the driver saw
 // it deleted. Removing an unknown key does nothing.
 func (q *Queue) Gone(key string) {
 	q.ahead = slices.DeleteFunc(q.ahead, func(e Entry) bool { return e.Key == key })
@@ -116,6 +81,19 @@ func (q *Queue) Gone(key string) {
 
 // Ahead returns a copy of the entries still ahead, oldest first.
 func (q *Queue) Ahead() []Entry { return slices.Clone(q.ahead) }
+
+// Older returns, oldest first, the entries still ahead that are older
+// than below and conflict with q's owner: those a read of the store may
+// find gone (see Observed).
+func (q *Queue) Older(below int64) []Entry {
+	var out []Entry
+	for _, a := range q.ahead {
+		if a.Seq < below && Conflicts(q.me.Kind, a.Kind) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
 
 // Observed records what a read of the store showed after the entry with
 // sequence below went: among the entries older than below that conflict
@@ -148,5 +126,9 @@ func (q *Queue) After(e Entry) (Entry, bool) {
 		}
 		return 0
 	})
-	return WaitOn(q.me.Kind, q.ahead[:i])
+	w := q.rule.Waits(q.ahead[:i])
+	if len(w) == 0 {
+		return Entry{}, false
+	}
+	return w[0], true
 }

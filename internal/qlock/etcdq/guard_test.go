@@ -1,10 +1,12 @@
-package etcdlock
+package etcdq
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/internal/qlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"go.uber.org/zap"
@@ -26,14 +28,15 @@ func TestGuardRefusesLatePut(t *testing.T) {
 	t.Cleanup(func() { cli.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := NewSession(ctx, cli)
+	s, err := NewSession(ctx, cli, Config{TTL: 30 * time.Second, Prefix: "/distlock/", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close(ctx)
+	u := s.User()
+	defer u.Close(ctx)
 
-	dir := s.queueDir("late")
-	qkey, qend := conflictRange(dir, 0, false)
+	dir := s.Dir("late")
+	qkey, qend := queueRange(dir, qlock.Exclusive)
 	entry := func(n int) (string, clientv3.Op) {
 		key := dir + exclusiveMark + "late_" + string(rune('a'+n))
 		return key, clientv3.OpPut(key, "", clientv3.WithLease(s.id))

@@ -1,4 +1,4 @@
-package distlock_test
+package qlock_test
 
 import (
 	"fmt"
@@ -7,16 +7,30 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/qlock"
 )
 
 const (
-	X = distlock.Exclusive
-	S = distlock.Shared
+	X = qlock.Exclusive
+	S = qlock.Shared
+	C = qlock.Candidate
+	N = qlock.Counted
 )
 
-func ent(seq int64, k distlock.Kind) distlock.Entry {
-	return distlock.Entry{Key: fmt.Sprintf("k%d", seq), Seq: seq, Kind: k}
+func ent(seq int64, k qlock.Kind) qlock.Entry {
+	return qlock.Entry{Key: fmt.Sprintf("k%d", seq), Seq: seq, Kind: k}
+}
+
+// waitOn is the single entry a waiter with a limit of 1 waits on.
+func waitOn(me qlock.Kind, ahead []qlock.Entry) (qlock.Entry, bool) {
+	w := qlock.RuleOf(me, 1).Waits(ahead)
+	if len(w) == 0 {
+		return qlock.Entry{}, false
+	}
+	if len(w) != 1 {
+		panic("a limit of 1 waits on one entry")
+	}
+	return w[0], true
 }
 
 func TestKind(t *testing.T) {
@@ -24,13 +38,15 @@ func TestKind(t *testing.T) {
 		t.Errorf("Kind strings = %q, %q", X, S)
 	}
 	tests := []struct {
-		me, ahead distlock.Kind
+		me, ahead qlock.Kind
 		want      bool
 	}{
 		{X, X, true}, {X, S, true}, {S, X, true}, {S, S, false},
+		{C, C, true}, {C, X, false}, {C, S, false}, {X, C, false}, {S, C, false},
+		{N, N, true}, {N, X, false}, {X, N, false}, {N, C, false},
 	}
 	for _, tt := range tests {
-		if got := distlock.Conflicts(tt.me, tt.ahead); got != tt.want {
+		if got := qlock.Conflicts(tt.me, tt.ahead); got != tt.want {
 			t.Errorf("Conflicts(%v, %v) = %v, want %v", tt.me, tt.ahead, got, tt.want)
 		}
 	}
@@ -40,22 +56,22 @@ func TestAhead(t *testing.T) {
 	e1, e2, e3, e5, e7 := ent(1, X), ent(2, S), ent(3, S), ent(5, X), ent(7, S)
 	tests := []struct {
 		name string
-		me   distlock.Entry
-		all  []distlock.Entry
-		want []distlock.Entry
+		me   qlock.Entry
+		all  []qlock.Entry
+		want []qlock.Entry
 	}{
-		{"empty", e5, nil, []distlock.Entry{}},
-		{"only me", e5, []distlock.Entry{e5}, []distlock.Entry{}},
-		{"first", e1, []distlock.Entry{e1, e2, e3}, []distlock.Entry{}},
-		{"me included, unsorted", e5, []distlock.Entry{e7, e3, e5, e1, e2}, []distlock.Entry{e1, e2, e3}},
-		{"me not included", e5, []distlock.Entry{e3, e1, e7}, []distlock.Entry{e1, e3}},
-		{"later entries ignored", e2, []distlock.Entry{e7, e5, e3, e1}, []distlock.Entry{e1}},
-		{"last", e7, []distlock.Entry{e5, e3, e2, e1, e7}, []distlock.Entry{e1, e2, e3, e5}},
+		{"empty", e5, nil, []qlock.Entry{}},
+		{"only me", e5, []qlock.Entry{e5}, []qlock.Entry{}},
+		{"first", e1, []qlock.Entry{e1, e2, e3}, []qlock.Entry{}},
+		{"me included, unsorted", e5, []qlock.Entry{e7, e3, e5, e1, e2}, []qlock.Entry{e1, e2, e3}},
+		{"me not included", e5, []qlock.Entry{e3, e1, e7}, []qlock.Entry{e1, e3}},
+		{"later entries ignored", e2, []qlock.Entry{e7, e5, e3, e1}, []qlock.Entry{e1}},
+		{"last", e7, []qlock.Entry{e5, e3, e2, e1, e7}, []qlock.Entry{e1, e2, e3, e5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := slices.Clone(tt.all)
-			got := distlock.Ahead(tt.me, tt.all)
+			got := qlock.Ahead(tt.me, tt.all)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("Ahead(%v, %v) = %v, want %v", tt.me, tt.all, got, tt.want)
 			}
@@ -67,8 +83,8 @@ func TestAhead(t *testing.T) {
 }
 
 func TestWaitOnHolds(t *testing.T) {
-	q := func(kinds ...distlock.Kind) []distlock.Entry {
-		out := make([]distlock.Entry, len(kinds))
+	q := func(kinds ...qlock.Kind) []qlock.Entry {
+		out := make([]qlock.Entry, len(kinds))
 		for i, k := range kinds {
 			out[i] = ent(int64(i+1), k)
 		}
@@ -76,8 +92,8 @@ func TestWaitOnHolds(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		me    distlock.Kind
-		ahead []distlock.Entry
+		me    qlock.Kind
+		ahead []qlock.Entry
 		wait  int64 // Seq of the entry to wait on; 0 = holds
 	}{
 		{"X alone", X, nil, 0},
@@ -97,26 +113,23 @@ func TestWaitOnHolds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, ok := distlock.WaitOn(tt.me, tt.ahead)
+			e, ok := waitOn(tt.me, tt.ahead)
 			if tt.wait == 0 {
 				if ok {
 					t.Errorf("WaitOn = %v, true; want holds", e)
 				}
-				if e != (distlock.Entry{}) {
+				if e != (qlock.Entry{}) {
 					t.Errorf("WaitOn returned non-zero entry %v when holding", e)
 				}
 			} else if !ok || e.Seq != tt.wait {
 				t.Errorf("WaitOn = %v, %v; want entry %d", e, ok, tt.wait)
-			}
-			if got, want := distlock.Holds(tt.me, tt.ahead), tt.wait == 0; got != want {
-				t.Errorf("Holds = %v, want %v", got, want)
 			}
 
 			// A Queue built from the same entries (and me, and someone
 			// behind me) decides the same.
 			me := ent(100, tt.me)
 			all := append(slices.Clone(tt.ahead), ent(200, X), me)
-			qu := distlock.NewQueue(me, all)
+			qu := qlock.NewQueue(me, 1, all)
 			if qu.Me() != me {
 				t.Errorf("Me() = %v, want %v", qu.Me(), me)
 			}
@@ -130,10 +143,10 @@ func TestWaitOnHolds(t *testing.T) {
 
 func TestQueue(t *testing.T) {
 	// Queue: 1X 2S 3S 4X 5S 6S [7S me] 8X
-	all := []distlock.Entry{ent(8, X), ent(1, X), ent(2, S), ent(3, S), ent(4, X), ent(5, S), ent(6, S), ent(7, S)}
+	all := []qlock.Entry{ent(8, X), ent(1, X), ent(2, S), ent(3, S), ent(4, X), ent(5, S), ent(6, S), ent(7, S)}
 	me := ent(7, S)
-	q := distlock.NewQueue(me, all)
-	if got, want := q.Ahead(), []distlock.Entry{ent(1, X), ent(2, S), ent(3, S), ent(4, X), ent(5, S), ent(6, S)}; !slices.Equal(got, want) {
+	q := qlock.NewQueue(me, 1, all)
+	if got, want := q.Ahead(), []qlock.Entry{ent(1, X), ent(2, S), ent(3, S), ent(4, X), ent(5, S), ent(6, S)}; !slices.Equal(got, want) {
 		t.Fatalf("Ahead() = %v, want %v", got, want)
 	}
 
@@ -179,8 +192,8 @@ func TestQueue(t *testing.T) {
 	}
 
 	// An exclusive waiter walks its predecessors one by one.
-	all = []distlock.Entry{ent(1, S), ent(2, S), ent(3, X), ent(4, S), ent(5, X)}
-	q = distlock.NewQueue(ent(5, X), all)
+	all = []qlock.Entry{ent(1, S), ent(2, S), ent(3, X), ent(4, S), ent(5, X)}
+	q = qlock.NewQueue(ent(5, X), 1, all)
 	for _, want := range []int64{4, 3, 2, 1} {
 		e, ok := q.Next()
 		if !ok || e.Seq != want {
@@ -201,13 +214,13 @@ type queueSim struct {
 	t      *testing.T
 	rng    *rand.Rand
 	seq    int64
-	live   []distlock.Entry // store contents, in Seq order
-	queues map[string]*distlock.Queue
+	live   []qlock.Entry // store contents, in Seq order
+	queues map[string]*qlock.Queue
 	log    []string
 	// hist holds the store's contents after every change, and enqAt the
 	// index in hist at which each entry was enqueued: the revisions a read
 	// by that entry's owner may see, stale or not.
-	hist  [][]distlock.Entry
+	hist  [][]qlock.Entry
 	enqAt map[string]int
 }
 
@@ -219,7 +232,7 @@ func (s *queueSim) fail(format string, args ...any) {
 }
 
 func (s *queueSim) isLive(key string) bool {
-	return slices.ContainsFunc(s.live, func(e distlock.Entry) bool { return e.Key == key })
+	return slices.ContainsFunc(s.live, func(e qlock.Entry) bool { return e.Key == key })
 }
 
 func (s *queueSim) enqueue() {
@@ -234,9 +247,9 @@ func (s *queueSim) enqueue() {
 	seen := slices.Clone(s.live)
 	s.rng.Shuffle(len(seen), func(i, j int) { seen[i], seen[j] = seen[j], seen[i] })
 	if s.rng.IntN(2) == 0 { // with or without its own entry
-		seen = slices.DeleteFunc(seen, func(e distlock.Entry) bool { return e == me })
+		seen = slices.DeleteFunc(seen, func(e qlock.Entry) bool { return e == me })
 	}
-	s.queues[me.Key] = distlock.NewQueue(me, seen)
+	s.queues[me.Key] = qlock.NewQueue(me, 1, seen)
 	s.record()
 	if s.enqAt == nil {
 		s.enqAt = map[string]int{}
@@ -288,10 +301,10 @@ func (s *queueSim) observe(key string, below int64) {
 	q := s.queues[key]
 	from := s.enqAt[key]
 	view := s.hist[from+s.rng.IntN(len(s.hist)-from)]
-	var nearest distlock.Entry
+	var nearest qlock.Entry
 	found := false
 	for _, e := range view {
-		if e.Seq < below && distlock.Conflicts(q.Me().Kind, e.Kind) {
+		if e.Seq < below && qlock.Conflicts(q.Me().Kind, e.Kind) {
 			nearest, found = e, true
 		}
 	}
@@ -308,24 +321,24 @@ func (s *queueSim) settle() {
 // model is the rule stated independently of the code under test, on the
 // store's true contents: an exclusive entry waits on its immediate live
 // predecessor, a shared one on the nearest live exclusive entry ahead.
-func (s *queueSim) model(me distlock.Entry) (distlock.Entry, bool) {
+func (s *queueSim) model(me qlock.Entry) (qlock.Entry, bool) {
 	for i := len(s.live) - 1; i >= 0; i-- {
 		e := s.live[i]
 		if e.Seq >= me.Seq {
 			continue
 		}
-		if me.Kind == distlock.Exclusive || e.Kind == distlock.Exclusive {
+		if me.Kind == qlock.Exclusive || e.Kind == qlock.Exclusive {
 			return e, true
 		}
 	}
-	return distlock.Entry{}, false
+	return qlock.Entry{}, false
 }
 
 // check verifies the invariants. settled says every waiter has been told of
 // every deletion of the entry it waits on.
 func (s *queueSim) check(settled bool) {
 	s.t.Helper()
-	var holders []distlock.Entry
+	var holders []qlock.Entry
 	for _, e := range s.live {
 		q := s.queues[e.Key]
 		if q.Me() != e {
@@ -358,7 +371,7 @@ func (s *queueSim) check(settled bool) {
 	// (a) Mutual exclusion: an exclusive holder holds alone.
 	if len(holders) > 1 {
 		for _, h := range holders {
-			if h.Kind == distlock.Exclusive {
+			if h.Kind == qlock.Exclusive {
 				s.fail("exclusive %v holds together with %v", h, holders)
 			}
 		}
@@ -377,10 +390,10 @@ func (s *queueSim) check(settled bool) {
 	// Settled, the holders are exactly the first exclusive entry alone, or
 	// all the readers before the first exclusive one.
 	want := 0
-	if len(s.live) > 0 && s.live[0].Kind == distlock.Exclusive {
+	if len(s.live) > 0 && s.live[0].Kind == qlock.Exclusive {
 		want = 1
 	} else {
-		for want < len(s.live) && s.live[want].Kind == distlock.Shared {
+		for want < len(s.live) && s.live[want].Kind == qlock.Shared {
 			want++
 		}
 	}
@@ -393,7 +406,7 @@ func TestQueueProperties(t *testing.T) {
 	const cases = 5000
 	rng := rand.New(rand.NewPCG(20240601, 7))
 	for c := range cases {
-		s := &queueSim{t: t, rng: rng, queues: map[string]*distlock.Queue{}}
+		s := &queueSim{t: t, rng: rng, queues: map[string]*qlock.Queue{}}
 		// Mode 0: every waiter is told at once (synchronous watches).
 		// Mode 1: notifications are delayed and delivered in random order.
 		async := c%2 == 1
@@ -431,11 +444,11 @@ func TestQueueProperties(t *testing.T) {
 
 func TestQueueAfter(t *testing.T) {
 	// Ahead of a writer at 10: w1 r3 r5 w7 r9.
-	all := []distlock.Entry{ent(1, X), ent(3, S), ent(5, S), ent(7, X), ent(9, S)}
-	w := distlock.NewQueue(ent(10, X), all)
-	r := distlock.NewQueue(ent(10, S), all)
+	all := []qlock.Entry{ent(1, X), ent(3, S), ent(5, S), ent(7, X), ent(9, S)}
+	w := qlock.NewQueue(ent(10, X), 1, all)
+	r := qlock.NewQueue(ent(10, S), 1, all)
 	for _, c := range []struct {
-		q     *distlock.Queue
+		q     *qlock.Queue
 		after int64
 		want  int64 // 0: nothing
 	}{
@@ -450,5 +463,71 @@ func TestQueueAfter(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%v waiter: After(%d) = %d, want %d", c.q.Me().Kind, c.after, got, c.want)
 		}
+	}
+}
+
+// TestCounted checks the counted kind's rule: an entry holds while fewer
+// than its limit of counted entries are ahead of it, and otherwise waits
+// for any of them.
+func TestCounted(t *testing.T) {
+	q := func(kinds ...qlock.Kind) []qlock.Entry {
+		out := make([]qlock.Entry, len(kinds))
+		for i, k := range kinds {
+			out[i] = ent(int64(i+1), k)
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		limit int
+		ahead []qlock.Entry
+		waits int // how many entries it waits on; 0 = holds
+	}{
+		{"alone", 3, nil, 0},
+		{"below the limit", 3, q(N, N), 0},
+		{"at the limit", 3, q(N, N, N), 3},
+		{"past the limit", 2, q(N, N, N), 3},
+		{"lock entries do not count", 2, q(X, S, N, X), 0},
+		{"limit 1 is a mutex among counted", 1, q(N, N), 1},
+		{"limit below 1 is 1", 0, q(N), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := qlock.RuleOf(N, tt.limit).Waits(tt.ahead)
+			if len(w) != tt.waits {
+				t.Fatalf("Waits = %v, want %d entries", w, tt.waits)
+			}
+			for _, e := range w {
+				if e.Kind != N {
+					t.Errorf("waits on %v, which is not counted", e)
+				}
+			}
+			// Any one of them going frees a permit when at the limit.
+			me := ent(100, N)
+			qu := qlock.NewQueue(me, tt.limit, append(slices.Clone(tt.ahead), me))
+			counted := 0
+			for _, e := range tt.ahead {
+				if e.Kind == N {
+					counted++
+				}
+			}
+			if len(w) > 0 && counted == max(tt.limit, 1) {
+				qu.Gone(w[len(w)-1].Key)
+				if got := qu.Waits(); len(got) != 0 {
+					t.Errorf("after %v went, still waits on %v", w[len(w)-1], got)
+				}
+			}
+		})
+	}
+}
+
+func TestHolding(t *testing.T) {
+	got := qlock.Holding([]qlock.Kind{S, S, X, S})
+	if want := []bool{true, true, false, false}; !slices.Equal(got, want) {
+		t.Errorf("Holding(S S X S) = %v, want %v", got, want)
+	}
+	got = qlock.Holding([]qlock.Kind{X, C, C})
+	if want := []bool{true, true, false}; !slices.Equal(got, want) {
+		t.Errorf("Holding(X C C) = %v, want %v", got, want)
 	}
 }

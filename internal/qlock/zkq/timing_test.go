@@ -1,4 +1,4 @@
-package zklock
+package zkq
 
 import (
 	"testing"
@@ -27,7 +27,7 @@ func TestTiming(t *testing.T) {
 	}
 	// ZooKeeper negotiates timeouts from 2 to 20 ticks by default; 300 ms
 	// is the shortest a Session takes.
-	for timeout := minSessionTimeout; timeout <= 60*time.Second; timeout += 50 * time.Millisecond {
+	for timeout := MinTTL; timeout <= 60*time.Second; timeout += 50 * time.Millisecond {
 		for tick := 10 * time.Millisecond; tick <= timeout/2; tick += 10 * time.Millisecond {
 			sync, margin := timing(timeout, tick)
 			if margin < sync+tick/2+timeout/50 {

@@ -1,0 +1,11 @@
+// Package leasehook lets the queue-lock engine (internal/qlock) make held
+// distlock.Lease values without package distlock exporting a constructor
+// that users could misuse: distlock's init stores its unexported
+// constructor here, and the engine, which imports distlock, asserts it to
+// its concrete type. This package imports nothing of distlock's, so that
+// distlock can import it.
+package leasehook
+
+// NewLease is distlock's newLease, of type
+// func(distlock.Token, func(context.Context) error) (*distlock.Lease, func(error)).
+var NewLease any

@@ -1,0 +1,114 @@
+package qlock
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/distlock/distlock"
+)
+
+// Request says what an acquisition adds to a lock's queue.
+type Request struct {
+	// Op names the operation in errors: distlock.OpLock, OpTryLock,
+	// OpCampaign.
+	Op distlock.Op
+	// Kind is the entry's kind, and Limit its permits (Counted only).
+	Kind  Kind
+	Limit int
+	// Try asks for the lock only if it is free now: a waiting entry is
+	// not left in the queue, and the store driver refuses before writing
+	// where its store can compare and create at once.
+	Try bool
+	// Value is the entry's data: the session's holder, or a candidate's
+	// value.
+	Value []byte
+}
+
+// Node is one entry a store driver made for an acquisition, as the engine
+// follows it from enqueue to release.
+type Node struct {
+	// Name is the lock's name.
+	Name string
+	// Entry is the entry's key, queue position and kind.
+	Entry
+	// Token is the fencing sequence number the entry holds with (etcd
+	// create revision, ZooKeeper czxid).
+	Token int64
+	// Waited says the entry had a conflicting entry ahead when it
+	// enqueued: its holding rests on their deletes, not on the enqueue's
+	// own answer.
+	Waited bool
+	// Store is the driver's own state of the entry (a znode version, a
+	// pending watch); the engine does not look at it.
+	Store any
+
+	// alive is cancelled when the entry is deleted by anyone but its
+	// owner, when the session ends, or when the owner releases it; the
+	// cause says which.
+	alive context.Context
+	kill  context.CancelCauseFunc
+}
+
+// Alive returns a context that ends when the entry is deleted by anyone
+// but its owner, when the session ends, or when the owner releases it
+// (cause distlock.ErrReleased).
+func (n *Node) Alive() context.Context { return n.alive }
+
+// Driver is what a store does for the engine: the store mechanics of one
+// session, and nothing of the life cycle (that is the engine's, in
+// lifecycle.go). Every method that blocks returns when its ctx ends.
+type Driver interface {
+	// State is the session's state: its end, deadline and background
+	// work.
+	State() *State
+	// Log is the session's logger.
+	Log() *slog.Logger
+	// Holder is the value of the session's lock entries.
+	Holder() string
+	// Owner is the session's ID in fencing tokens (lease ID, session ID).
+	Owner() uint64
+	// Dir returns where lock name keeps its entries (a key prefix, a
+	// directory znode).
+	Dir(name string) string
+
+	// Enqueue creates r's entry in lock name's queue, and returns it with
+	// the entries of that queue (its own kind's queue: lock entries, or
+	// candidates) that were there when it was created, itself among them
+	// or not. A driver whose store can compare and create at once refuses
+	// a Try request that would wait with an error wrapping
+	// distlock.ErrLocked and writes nothing. On failure nothing is left
+	// behind: the driver removes what it may have written, now or in the
+	// background.
+	Enqueue(ctx context.Context, name string, r Request) (*Node, []Entry, error)
+	// Follow returns when n's entry is deleted by anyone but its owner,
+	// calling gone with the cause, or when n.Alive() ends.
+	Follow(n *Node, gone func(cause error))
+	// WaitGone returns nil once entry p, ahead of n, is gone. When q is not
+	// nil the driver may learn on the way which entries older than p are
+	// gone too, and record it in q (Gone, Observed); q is nil when the
+	// engine waits on several entries at once.
+	WaitGone(ctx context.Context, n *Node, q *Queue, p Entry) error
+	// Survivors refreshes q's entries older than below from the store (see
+	// Queue.Observed), after the entry at below went while older ones were
+	// still in the snapshot. An error leaves q as it was, which only means
+	// more waiting.
+	Survivors(ctx context.Context, n *Node, q *Queue, below int64)
+	// Confirm is the last look before n is reported held: whatever the
+	// store's watches may not have delivered yet.
+	Confirm(ctx context.Context, n *Node) error
+	// Release deletes n's entry if it is still this acquisition's; known
+	// says the loss of the entry was already reported. An entry found gone
+	// that was not known lost is an error wrapping distlock.ErrLost.
+	Release(ctx context.Context, n *Node, known bool) error
+	// Abandon removes n's entry after a failed acquisition, retrying in
+	// the background if the store cannot be reached.
+	Abandon(n *Node)
+	// Proclaim sets a leading candidate's value, only while its entry is
+	// still this acquisition's.
+	Proclaim(ctx context.Context, n *Node, value string) error
+	// Leader reads election name's leader.
+	Leader(ctx context.Context, name string) (distlock.LeaderInfo, error)
+	// Observe sends election name's leader to ch, then every change, until
+	// ctx ends; it closes ch.
+	Observe(ctx context.Context, name string, ch chan<- distlock.LeaderInfo)
+}

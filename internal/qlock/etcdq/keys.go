@@ -1,0 +1,123 @@
+package etcdq
+
+import (
+	"strings"
+
+	"github.com/distlock/distlock/internal/qlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Entry keys. Lock name N under the session's prefix P keeps its queue
+// under P + N + "/@" (no lock-name segment starts with '@', so the entries
+// of lock "a" are never mistaken for those of lock "a/b"). Each entry is
+// one key: a kind marker, the lease ID in hex, "_", and a counter in hex
+// that makes it unique within the lease.
+//
+// Writers and readers live under different markers, so that a TryLock can
+// ask "is there any writer?" with a single prefix compare. An Election's
+// candidates have a marker of their own, sorting before both, so that an
+// Election and a Mutex (or RWMutex) of the same name are separate queues:
+// the lock entries are the key range from the readers' marker to the end
+// of the writers' sub-prefix, which holds no candidate, and the candidates
+// are the "e" sub-prefix, which holds no lock entry.
+const (
+	exclusiveMark = "w"
+	sharedMark    = "r"
+	electionMark  = "e"
+)
+
+// Dir returns the prefix under which lock name keeps its entries.
+func (s *Session) Dir(name string) string { return QueueDir(s.prefix, name) }
+
+// QueueDir returns the prefix under which lock name keeps its entries on
+// key prefix prefix.
+func QueueDir(prefix, name string) string { return prefix + name + "/@" }
+
+func kindMark(k qlock.Kind) string {
+	switch k {
+	case qlock.Shared:
+		return sharedMark
+	case qlock.Candidate:
+		return electionMark
+	}
+	return exclusiveMark
+}
+
+// conflictRange returns the key range [key, end) of the entries a waiter
+// of kind k must wait for: for a lock, every lock entry for an exclusive
+// waiter, writers for a shared one; for an election's candidate, every
+// candidate. Lock entries and candidates never conflict.
+func conflictRange(dir string, k qlock.Kind) (key, end string) {
+	switch k {
+	case qlock.Candidate:
+		key = dir + electionMark
+	case qlock.Shared:
+		key = dir + exclusiveMark
+	default:
+		// Readers and writers: from "r" to the end of "w…"; "e" sorts
+		// before them.
+		return dir + sharedMark, clientv3.GetPrefixRangeEnd(dir + exclusiveMark)
+	}
+	return key, clientv3.GetPrefixRangeEnd(key)
+}
+
+// queueRange returns the key range of the whole queue an entry of kind k
+// joins: lock entries, or candidates.
+func queueRange(dir string, k qlock.Kind) (key, end string) {
+	if k == qlock.Candidate {
+		return conflictRange(dir, k)
+	}
+	return conflictRange(dir, qlock.Exclusive)
+}
+
+// entryKind returns the kind of the entry key in dir; ok is false for a
+// key that is not an entry.
+func entryKind(dir, key string) (k qlock.Kind, ok bool) {
+	rest, found := strings.CutPrefix(key, dir)
+	if !found || rest == "" {
+		return 0, false
+	}
+	switch rest[:1] {
+	case exclusiveMark:
+		k = qlock.Exclusive
+	case sharedMark:
+		k = qlock.Shared
+	case electionMark:
+		k = qlock.Candidate
+	default:
+		return 0, false
+	}
+	lease, n, ok := strings.Cut(rest[1:], "_")
+	if !ok || !isHex(lease) || !isHex(n) {
+		return 0, false
+	}
+	return k, true
+}
+
+func isHex(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// queueKind is entryKind for a key read from a queue's range, which holds
+// only entries unless someone else wrote there: such a key is waited for
+// like an entry of its range, as TryLock's compare counts it too.
+func queueKind(dir, key string) qlock.Kind {
+	if k, ok := entryKind(dir, key); ok {
+		return k
+	}
+	switch {
+	case strings.HasPrefix(key, dir+sharedMark):
+		return qlock.Shared
+	case strings.HasPrefix(key, dir+electionMark):
+		return qlock.Candidate
+	}
+	return qlock.Exclusive
+}

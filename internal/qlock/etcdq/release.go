@@ -1,0 +1,135 @@
+package etcdq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// abandonTimeout bounds the cleanup a failed Lock does before returning;
+// if the delete has not gone through by then, it is retried in the
+// background for as long as the session lives (after that the lease takes
+// the key with it).
+const abandonTimeout = time.Second
+
+// Release deletes n's key with a Txn conditioned on its create revision,
+// so only if it is still this acquisition's (qlock.Driver).
+func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error {
+	// Hedged: the delete is conditioned on the entry's create revision, so
+	// a repeat is harmless, and one attempt must not hang on a frozen
+	// member while the others could answer. An attempt that finds the key
+	// gone while an earlier one is still out cannot tell "deleted by that
+	// attempt" from "deleted by someone else": it waits (a few hedge
+	// delays at most) for the others' answers, so that a slow member's
+	// success is not reported as a lost lock.
+	var (
+		mu                sync.Mutex
+		started, finished int
+		won               *clientv3.TxnResponse
+		changed           = make(chan struct{})
+	)
+	var attempts atomic.Int32
+	resp, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		attempts.Add(1)
+		mu.Lock()
+		started++
+		mu.Unlock()
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(n.Key), "=", n.Seq)).
+			Then(clientv3.OpDelete(n.Key)).
+			Commit()
+		mu.Lock()
+		finished++
+		if err == nil && resp.Succeeded {
+			won = resp
+		}
+		close(changed)
+		changed = make(chan struct{})
+		mu.Unlock()
+		if err != nil || resp.Succeeded {
+			return resp, err
+		}
+		wait := time.NewTimer(3 * s.hedgeDelay())
+		defer wait.Stop()
+		for {
+			mu.Lock()
+			w, all, ch := won, finished == started, changed
+			mu.Unlock()
+			if w != nil {
+				return w, nil
+			}
+			if all {
+				return resp, nil
+			}
+			select {
+			case <-ch:
+			case <-wait.C:
+				return resp, nil
+			case <-ctx.Done():
+				return resp, nil
+			}
+		}
+	})
+	if err != nil {
+		s.removeLater(n.Key)
+		return fmt.Errorf("delete key %s: %w (retrying in the background while the session lives)", n.Key, s.storeErr(err))
+	}
+	if !resp.Succeeded && !known {
+		if tries := attempts.Load(); tries > 1 {
+			// Another attempt may have deleted it and lost its answer.
+			// Reported as a loss all the same: the safe side of the doubt.
+			return qlock.Lost(fmt.Errorf("%w: key %s was gone at unlock (deleted by someone else, or by one of this unlock's %d attempts whose answer did not come)", distlock.ErrEntryGone, n.Key, tries))
+		}
+		return qlock.Lost(fmt.Errorf("%w: key %s was already gone at unlock", distlock.ErrEntryGone, n.Key))
+	}
+	return nil
+}
+
+// Abandon is the failure path of a Lock that had enqueued (qlock.Driver):
+// its put is known to have been applied (and any earlier attempt of it can
+// no longer be, see Enqueue), so a plain delete undoes it for good. A
+// delete that does not go through within abandonTimeout is retried in the
+// background while the session lives.
+func (s *Session) Abandon(n *qlock.Node) {
+	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	defer cancel()
+	if _, err := s.client.Delete(ctx, n.Key); err != nil {
+		s.log.Warn("etcdlock: cleanup failed; retrying in the background", "key", n.Key, "err", err)
+		s.removeLater(n.Key)
+	}
+}
+
+// removeLater deletes key in the background, retrying until it succeeds or
+// the session ends (which takes the key away with the lease).
+func (s *Session) removeLater(key string) {
+	s.goBackground(func(ctx context.Context) {
+		for delay := retryDelay; ; delay = min(2*delay, s.ttl/3) {
+			dctx, cancel := context.WithTimeout(ctx, s.ttl/3)
+			_, err := s.client.Delete(dctx, key)
+			cancel()
+			if err == nil || ctxwait.Sleep(ctx, delay) != nil {
+				return
+			}
+		}
+	})
+}
+
+// storeErr ends the session if err says the lease is gone, and returns err
+// in terms of the distlock sentinels where one fits.
+func (s *Session) storeErr(err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		cause := fmt.Errorf("%w: lease %x not found on the server", distlock.ErrSessionExpired, int64(s.id))
+		s.end(cause)
+		return cause
+	}
+	return err
+}

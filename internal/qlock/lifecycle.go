@@ -1,0 +1,227 @@
+package qlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/leasehook"
+)
+
+// The life cycle of one acquisition, start to end. This file is the one
+// place that says what happens to an entry; the store drivers (etcdq,
+// zkq) only carry out the store's part of each step.
+//
+//  1. acquire checks the session and the context, then the driver's
+//     Enqueue creates the entry and returns the queue it saw: one Txn on
+//     etcd (put guarded by the session's guard key, and a range read);
+//     a sequential create, then a listing and the entry's own Stat on
+//     ZooKeeper.
+//  2. The engine starts following the entry (Follow): if anyone but its
+//     owner deletes it, or the session ends, the acquisition fails while
+//     waiting and is lost while held.
+//  3. The waiter's view of the queue is the snapshot the enqueue took, of
+//     the entries older than its own (Queue). It can only shrink: nothing
+//     ever joins ahead. The waiter waits on one entry at a time, the
+//     nearest one it conflicts with (Rule.Waits); when that one goes, the
+//     driver may already know that nothing older is left (etcd follows
+//     the next older entry too; on ZooKeeper a holder's release marks
+//     itself with a data change), otherwise one read refreshes the view
+//     (Survivors). A handoff is therefore one write (the release) and one
+//     event (the waiter's watch), whatever the queue's length.
+//  4. Confirm is the last look before "acquired".
+//  5. hold turns the entry into a distlock.Lease whose Done closes when the
+//     entry is lost (step 2's signal) or released.
+//  6. release (Lease.Unlock) deletes the entry only if it is still this
+//     acquisition's, and reports a loss that came first.
+//  7. On every failure after step 1, abandon deletes the entry before the
+//     call returns (within a bound; then in the background), so that a
+//     failed Lock never leaves an entry that blocks the queue. Step 1 is
+//     the driver's own: an enqueue whose outcome is unknown is cleaned up
+//     inside Enqueue, by the store's means (etcd: the guard key; ZooKeeper:
+//     the entry's GUID).
+
+// Engine runs acquisitions on one session's driver.
+type Engine struct {
+	d Driver
+}
+
+// New returns the engine of a session's driver.
+func New(d Driver) *Engine { return &Engine{d: d} }
+
+// newLease is distlock's unexported Lease constructor (see leasehook).
+var newLease = leasehook.NewLease.(func(distlock.Token, func(context.Context) error) (*distlock.Lease, func(error)))
+
+// Lost returns an error that matches both distlock.ErrLost and reason with
+// errors.Is, for reporting why a held lock was lost; Lost(nil) is ErrLost
+// itself.
+func Lost(reason error) error {
+	if reason == nil {
+		return distlock.ErrLost
+	}
+	if errors.Is(reason, distlock.ErrLost) {
+		return reason
+	}
+	return fmt.Errorf("%w: %w", distlock.ErrLost, reason)
+}
+
+// acquire enqueues r in lock name's queue and waits until its entry holds
+// (steps 1 to 4). On failure nothing is left behind.
+func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, error) {
+	fail := func(err error) error { return &distlock.LockError{Name: name, Op: r.Op, Err: err} }
+	st := e.d.State()
+	if err := st.Err(); err != nil {
+		return nil, fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fail(context.Cause(ctx))
+	}
+	// Requests stop when the session ends, too.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(st.Context(), func() { cancel(st.Err()) })
+	defer stop()
+
+	n, all, err := e.d.Enqueue(ctx, name, r)
+	if err != nil {
+		return nil, fail(err)
+	}
+	n.Name = name
+	n.alive, n.kill = context.WithCancelCause(st.Context())
+	if st.Err() != nil {
+		n.kill(st.Err())
+	}
+	st.Go(func(context.Context) { e.d.Follow(n, n.kill) })
+
+	q := NewQueue(n.Entry, r.Limit, all)
+	w := q.Waits()
+	n.Waited = len(w) > 0
+	if r.Try && n.Waited {
+		// A store that cannot compare and create at once (ZooKeeper) finds
+		// out only now that an entry made meanwhile is ahead.
+		err := fmt.Errorf("%w (entry %s)", distlock.ErrLocked, w[0].Key)
+		e.abandon(n, err)
+		return nil, fail(err)
+	}
+	if n.Waited {
+		e.d.Log().Debug("enqueued", "lock", name, "key", n.Key, "ahead", len(q.Ahead()))
+		if err := e.wait(ctx, n, q); err != nil {
+			e.abandon(n, err)
+			return nil, fail(err)
+		}
+	}
+	if err := e.d.Confirm(ctx, n); err != nil {
+		e.abandon(n, err)
+		return nil, fail(err)
+	}
+	e.d.Log().Debug("acquired", "lock", name, "key", n.Key, "token", n.Token)
+	return n, nil
+}
+
+// wait blocks until q says its owner holds the lock, waiting on one entry
+// at a time (step 3). When n's entry ends (deleted, session over) the
+// wait fails with that cause, which also wins over "acquired": the watch
+// on n's own entry may run behind the one on the entry it waits for. (A
+// foreign delete of n's entry racing the handoff can therefore still be
+// reported just after Lock returns, through the Lease's Done.)
+func (e *Engine) wait(ctx context.Context, n *Node, q *Queue) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(n.alive, func() { cancel(context.Cause(n.alive)) })
+	defer stop()
+	for {
+		w := q.Waits()
+		if len(w) == 0 {
+			break
+		}
+		var (
+			gone Entry
+			err  error
+		)
+		if len(w) == 1 {
+			gone, err = w[0], e.d.WaitGone(wctx, n, q, w[0])
+		} else {
+			gone, err = e.waitAny(wctx, n, w)
+		}
+		if err != nil {
+			if n.alive.Err() != nil {
+				return context.Cause(n.alive)
+			}
+			return err
+		}
+		q.Gone(gone.Key)
+		if len(q.Waits()) > 0 {
+			// The entry went while older ones were still in the snapshot:
+			// it gave up waiting, or its session ended.
+			e.d.Survivors(wctx, n, q, gone.Seq)
+		}
+	}
+	if n.alive.Err() != nil {
+		return context.Cause(n.alive)
+	}
+	return nil
+}
+
+// waitAny waits until any of w is gone, for an entry that holds once one
+// of several goes (a counted entry).
+func (e *Engine) waitAny(ctx context.Context, n *Node, w []Entry) (Entry, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		p   Entry
+		err error
+	}
+	done := make(chan result, len(w))
+	for _, p := range w {
+		go func() { done <- result{p, e.d.WaitGone(ctx, n, nil, p)} }()
+	}
+	r := <-done
+	return r.p, r.err
+}
+
+// hold turns an acquired entry into a Lease that is lost when the entry is
+// (step 5).
+func (e *Engine) hold(n *Node) *distlock.Lease {
+	t := distlock.Token{Name: n.Name, Seq: n.Token, Owner: e.d.Owner()}
+	return holdWhile(t, n.alive, func(ctx context.Context) error { return e.release(ctx, n) }, func(cause error) {
+		e.d.Log().Info("lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
+	})
+}
+
+// holdWhile returns a held Lease for token t that is lost when alive ends,
+// unless alive ended with distlock.ErrReleased as its cause — what release
+// cancels it with before deleting the entry. lost, if not nil, is told the
+// cause first (for logging).
+func holdWhile(t distlock.Token, alive context.Context, release func(ctx context.Context) error, lost func(cause error)) *distlock.Lease {
+	l, lose := newLease(t, release)
+	context.AfterFunc(alive, func() {
+		cause := context.Cause(alive)
+		if errors.Is(cause, distlock.ErrReleased) {
+			return
+		}
+		if lost != nil {
+			lost(cause)
+		}
+		lose(Lost(cause))
+	})
+	return l
+}
+
+// release is the Lease's release function (step 6).
+func (e *Engine) release(ctx context.Context, n *Node) error {
+	known := n.alive.Err() != nil
+	n.kill(distlock.ErrReleased)
+	if err := e.d.Release(ctx, n, known); err != nil {
+		return err
+	}
+	e.d.Log().Debug("released", "lock", n.Name, "token", n.Token)
+	return nil
+}
+
+// abandon is the failure path of an acquisition whose entry was made
+// (step 7).
+func (e *Engine) abandon(n *Node, cause error) {
+	n.kill(cause)
+	e.d.Abandon(n)
+}

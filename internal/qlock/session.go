@@ -1,0 +1,166 @@
+package qlock
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// State is what every session has, whatever its store: an end with a
+// cause, a client-side deadline before which the store cannot have ended
+// it, and background work that Close waits for. The store drivers keep
+// their sessions on it; users see it through Session.
+type State struct {
+	log *slog.Logger
+	// ctx is cancelled, with the reason as cause, when the session ends.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	deadline time.Time
+}
+
+// NewState returns the state of a session that lives until deadline
+// unless extended.
+func NewState(log *slog.Logger, deadline time.Time) *State {
+	s := &State{log: log, deadline: deadline}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	return s
+}
+
+// Context returns a context that ends, with the reason as its cause, when
+// the session does.
+func (s *State) Context() context.Context { return s.ctx }
+
+// Err returns nil while the session lives, then why it ended.
+func (s *State) Err() error {
+	if s.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(s.ctx)
+}
+
+// Deadline returns the client-side expiry.
+func (s *State) Deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadline
+}
+
+// Extend moves the deadline to d if that is later, and returns the
+// deadline as it was before.
+func (s *State) Extend(d time.Time) (was time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was = s.deadline
+	if d.After(s.deadline) {
+		s.deadline = d
+	}
+	return was
+}
+
+// End ends the session with cause, unless it has ended already; it
+// reports whether this call ended it.
+func (s *State) End(cause error) bool {
+	s.mu.Lock()
+	first := s.ctx.Err() == nil
+	s.cancel(cause)
+	s.mu.Unlock()
+	if first {
+		s.log.Info("session ended", "cause", cause)
+	}
+	return first
+}
+
+// Go runs f in the background until it returns; Close waits for it. f
+// must return once ctx (ended with the session) is done. Once the session
+// has ended, f is not started: what it would follow went with the session.
+func (s *State) Go(f func(ctx context.Context)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f(s.ctx)
+	}()
+}
+
+// Finally runs f in the background even after the session ended (a
+// revoke, a last cleanup); Close waits for it.
+func (s *State) Finally(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// Close ends the session as closed by its owner; the first call also runs
+// release, the store's part (revoke the lease, delete the nodes). Then it
+// waits for the session's background work.
+func (s *State) Close(ctx context.Context, release func(ctx context.Context) error) error {
+	var err error
+	if s.End(distlock.ErrSessionClosed) {
+		err = release(ctx)
+	}
+	s.wg.Wait()
+	return err
+}
+
+// Session is the part of a session that users see the same on every
+// store; etcdlock.Session and zklock.Session embed it.
+type Session struct {
+	st      *State
+	holder  string
+	prefix  string
+	ttl     time.Duration
+	release func(ctx context.Context) error
+}
+
+// NewSession returns the user's view of a session on st: holder and
+// prefix as configured, ttl as granted or negotiated, and release the
+// store's part of Close.
+func NewSession(st *State, holder, prefix string, ttl time.Duration, release func(ctx context.Context) error) Session {
+	return Session{st: st, holder: holder, prefix: prefix, ttl: ttl, release: release}
+}
+
+// Done returns a channel closed when the session ends.
+func (s *Session) Done() <-chan struct{} { return s.st.ctx.Done() }
+
+// Err returns nil while the session lives, then why it ended: an error
+// wrapping distlock.ErrSessionExpired or distlock.ErrSessionClosed (or
+// distlock.ErrHistoryRewound).
+func (s *Session) Err() error { return s.st.Err() }
+
+// Deadline returns the session's client-side expiry: until then the store
+// cannot have ended it (an etcd lease's keepalive, or a ZooKeeper
+// session's last answered request, plus the TTL, less a safety margin).
+// Past it, the session ends as expired.
+func (s *Session) Deadline() time.Time { return s.st.Deadline() }
+
+// Holder returns the value stored in the session's lock entries (see
+// WithHolder).
+func (s *Session) Holder() string { return s.holder }
+
+// Prefix returns the key prefix (etcd) or znode (ZooKeeper) under which the
+// session's locks keep their queues.
+func (s *Session) Prefix() string { return s.prefix }
+
+// TTL returns how long the store keeps the session's entries after the
+// last sign of life: the etcd lease's TTL as granted, the ZooKeeper
+// session timeout as negotiated.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Close ends the session: its held locks report distlock.ErrSessionClosed
+// and its entries are deleted (the etcd lease is revoked; the ZooKeeper
+// nodes are deleted, the ZooKeeper session itself being the connection's).
+// It waits for the session's background work. Calling Close again is a
+// no-op.
+func (s *Session) Close(ctx context.Context) error { return s.st.Close(ctx, s.release) }

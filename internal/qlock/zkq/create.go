@@ -1,0 +1,178 @@
+package zkq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/go-zookeeper/zk"
+)
+
+// create creates an entry node named base plus a sequence number in dir,
+// with data, creating dir as needed (the protected create). A create cut
+// off by a connection loss may have happened: the node is then looked for
+// by its GUID. On failure nothing is left behind (a cleanup runs on in the
+// background if needed).
+func (s *Session) create(ctx context.Context, dir, base, guid string, data []byte) (string, error) {
+	for {
+		ch := make(chan createResult, 1)
+		go func() {
+			p, err := s.conn.Create(dir+"/"+base, data, zk.FlagEphemeral|zk.FlagSequence, s.acl)
+			ch <- createResult{p, err}
+		}()
+		var r createResult
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			s.abandonCreate(ch, dir, guid)
+			return "", context.Cause(ctx)
+		}
+		switch {
+		case r.err == nil:
+			s.remember(r.path)
+			return r.path, nil
+		case errors.Is(r.err, zk.ErrNoNode):
+			if err := s.ensureDir(ctx, dir); err != nil {
+				return "", err
+			}
+		case errors.Is(r.err, zk.ErrConnectionClosed):
+			// Sent, maybe applied: look for it once the client is back.
+			p, err := s.findGUID(ctx, dir, guid)
+			if err != nil {
+				s.abandonGUID(dir, guid)
+				return "", err
+			}
+			if p != "" {
+				s.remember(p)
+				return p, nil
+			}
+			// Not made. Create again only while the connection has this
+			// session: after an expiry the client starts a new session by
+			// itself, and a node created in it would belong to no Session.
+			if !s.ours() {
+				return "", s.expired("expired (a create was cut off by a connection loss)")
+			}
+		case transient(r.err):
+			// Never sent.
+			if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
+				return "", err
+			}
+		default:
+			return "", s.storeErr(r.err)
+		}
+	}
+}
+
+// ensureDir creates dir and its parents as container nodes (persistent
+// nodes where the server has no containers).
+func (s *Session) ensureDir(ctx context.Context, dir string) error {
+	for i := 1; i <= len(dir); i++ {
+		if i < len(dir) && dir[i] != '/' {
+			continue
+		}
+		p := dir[:i]
+		_, err := retry(ctx, func() (string, error) {
+			return s.conn.CreateContainer(p, nil, zk.FlagContainer, s.acl)
+		})
+		if unimplemented(err) {
+			_, err = retry(ctx, func() (string, error) { return s.conn.Create(p, nil, zk.FlagPersistent, s.acl) })
+		}
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", p, s.storeErr(err))
+		}
+	}
+	return nil
+}
+
+// findGUID looks for the entry with guid in dir, after a sync so that the
+// server answering has seen every write the leader committed before.
+func (s *Session) findGUID(ctx context.Context, dir, guid string) (string, error) {
+	if _, err := retry(ctx, func() (string, error) { return s.conn.Sync(dir) }); err != nil {
+		return "", s.storeErr(err)
+	}
+	children, err := retry(ctx, func() ([]string, error) {
+		c, _, err := s.conn.Children(dir)
+		return c, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", s.storeErr(err)
+	}
+	for _, c := range children {
+		if _, g, _, ok := parseAny(c); ok && g == guid {
+			return dir + "/" + c, nil
+		}
+	}
+	return "", nil
+}
+
+// abandonCreate cleans up after a Lock that gave up while its create was in
+// flight: it waits (up to abandonTimeout, then in the background) for the
+// create's result and deletes whatever it made. The result always comes:
+// go-zookeeper answers every request, with ErrConnectionClosed when the
+// connection is lost before the reply, ErrClosing when it is closed.
+func (s *Session) abandonCreate(ch <-chan createResult, dir, guid string) {
+	finish := func(r createResult) {
+		switch {
+		case r.err == nil:
+			s.remember(r.path)
+			s.abandon(r.path)
+		case errors.Is(r.err, zk.ErrConnectionClosed):
+			s.abandonGUID(dir, guid)
+		}
+	}
+	t := time.NewTimer(abandonTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		finish(r)
+	case <-t.C:
+		go func() { finish(<-ch) }()
+	}
+}
+
+// abandonGUID deletes, in the background, the entry with guid in dir if a
+// create cut off by a connection loss made it. The look for it follows a
+// sync on the server the client is now connected to; a create still on its
+// way from the server the connection was lost to is refused once the
+// session has moved (ZooKeeper's session-moved check), so if the look does
+// not find it, it never appears.
+func (s *Session) abandonGUID(dir, guid string) {
+	go func() {
+		for delay := retryDelay; s.ours(); delay = min(2*delay, s.timeout/6) {
+			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+			p, err := s.findGUID(ctx, dir, guid)
+			cancel()
+			if err == nil {
+				if p != "" {
+					s.remember(p)
+					s.abandon(p)
+				}
+				return
+			}
+			if !retryCleanup(err) {
+				s.log.Warn("zklock: cleanup abandoned", "dir", dir, "guid", guid, "err", err)
+				return
+			}
+			time.Sleep(delay)
+		}
+	}()
+}
+
+// createResult is the outcome of a create request.
+type createResult struct {
+	path string
+	err  error
+}
+
+// unimplemented reports whether the server refused a container create
+// because it has no containers (before 3.5.3).
+func unimplemented(err error) bool {
+	// go-zookeeper has no error for code -6 (Unimplemented).
+	return err != nil && (strings.HasSuffix(err.Error(), "unknown error: -6") || strings.Contains(strings.ToLower(err.Error()), "unimplemented"))
+}

@@ -1,0 +1,131 @@
+package zkq
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"math"
+	"strconv"
+
+	"github.com/distlock/distlock/internal/qlock"
+)
+
+// Entry names. A lock named N under the session's prefix P keeps its queue
+// in the directory P + "/" + N; each entry is one ephemeral sequential
+// child "@<kind>-<guid>-<seq>": kind "w" for exclusive entries, "r" for
+// readers, "e" for an Election's candidates. '@' cannot start a lock-name
+// segment, so entries are never mistaken for a sub-lock's directory. The
+// GUID lets a create cut off by a connection loss find its node again.
+const (
+	exclusiveMark = 'w'
+	sharedMark    = 'r'
+	// electionMark marks an Election's entries. parseEntry does not accept
+	// them, so lock queues (Mutex, RWMutex) and elections never see each
+	// other's entries, even in a directory of the same name: an election's
+	// waiters must not take a Proclaim (a data change) for a release, as a
+	// lock's waiters do (see WaitGone).
+	electionMark = 'e'
+	guidLen      = 32
+)
+
+// Dir returns the znode under which lock name keeps its entries.
+func (s *Session) Dir(name string) string { return s.prefix + "/" + name }
+
+func kindMark(k qlock.Kind) byte {
+	switch k {
+	case qlock.Shared:
+		return sharedMark
+	case qlock.Candidate:
+		return electionMark
+	}
+	return exclusiveMark
+}
+
+// entryBase returns the name, without the sequence suffix the server
+// appends, of a new entry: "@w-<guid>-".
+func entryBase(k qlock.Kind, guid string) string {
+	return "@" + string(kindMark(k)) + "-" + guid + "-"
+}
+
+// parseEntry parses a lock entry's child name "@<kind>-<guid>-<seq>"
+// (kind "w" or "r"). ok is false for anything else: foreign znodes in a
+// lock's directory are ignored.
+func parseEntry(child string) (kind qlock.Kind, guid string, seq int64, ok bool) {
+	const head = 3 // "@w-"
+	if len(child) < head+guidLen+2 || child[0] != '@' || child[2] != '-' || child[head+guidLen] != '-' {
+		return 0, "", 0, false
+	}
+	switch child[1] {
+	case exclusiveMark:
+		kind = qlock.Exclusive
+	case sharedMark:
+		kind = qlock.Shared
+	default:
+		return 0, "", 0, false
+	}
+	guid = child[head : head+guidLen]
+	for _, c := range guid {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return 0, "", 0, false
+		}
+	}
+	num := child[head+guidLen+1:]
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return 0, "", 0, false
+		}
+	}
+	seq, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || num == "" {
+		return 0, "", 0, false
+	}
+	return kind, guid, seq, true
+}
+
+// parseElectionEntry parses an Election's child name "@e-<guid>-<seq>",
+// which has the layout of a lock entry's.
+func parseElectionEntry(child string) (guid string, seq int64, ok bool) {
+	if len(child) < 2 || child[0] != '@' || child[1] != electionMark {
+		return "", 0, false
+	}
+	_, guid, seq, ok = parseEntry("@" + string(exclusiveMark) + child[2:])
+	return guid, seq, ok
+}
+
+// parseAny parses a child name of either queue.
+func parseAny(child string) (kind qlock.Kind, guid string, seq int64, ok bool) {
+	if g, sq, ok := parseElectionEntry(child); ok {
+		return qlock.Candidate, g, sq, true
+	}
+	return parseEntry(child)
+}
+
+func newGUID() string {
+	var b [guidLen / 2]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// entries returns the entries of an entry of kind k's queue among dir's
+// children: candidates for a candidate, lock entries (readers and
+// writers) otherwise; anything else there is ignored.
+func entries(dir string, k qlock.Kind, children []string) []qlock.Entry {
+	all := make([]qlock.Entry, 0, len(children))
+	for _, c := range children {
+		kind, _, sq, ok := parseAny(c)
+		if ok && (kind == qlock.Candidate) == (k == qlock.Candidate) {
+			all = append(all, qlock.Entry{Key: dir + "/" + c, Seq: sq, Kind: kind})
+		}
+	}
+	return all
+}
+
+// lowest returns the oldest election entry among dir's children.
+func lowest(dir string, children []string) (string, bool) {
+	best, path := int64(math.MaxInt64), ""
+	for _, c := range children {
+		if _, sq, ok := parseElectionEntry(c); ok && sq < best {
+			best, path = sq, dir+"/"+c
+		}
+	}
+	return path, path != ""
+}

@@ -1,0 +1,106 @@
+package zkq
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/distlock/distlock/internal/qlock"
+	"github.com/go-zookeeper/zk"
+)
+
+// node is the driver's state of one of this session's entry nodes
+// (qlock.Node.Store).
+type node struct {
+	// version is the node's data version: a release or Proclaim writes
+	// only the version it knows. Proclaim, serialized by the engine,
+	// updates it.
+	version int32
+	// own is the node's first data watch, until Follow takes it over.
+	own <-chan zk.Event
+}
+
+func state(n *qlock.Node) *node { return n.Store.(*node) }
+
+// own reads the new node's Stat with a data watch: its czxid is the token,
+// and its ephemeral owner must be this session (the client starts a new
+// session by itself after an expiry, and a create sent then belongs to
+// it). The watch is the one Follow starts from.
+func (s *Session) own(ctx context.Context, path string, seq int64, kind qlock.Kind) (*qlock.Node, error) {
+	w, ok, err := s.getW(ctx, path)
+	if err != nil {
+		s.abandon(path)
+		return nil, err
+	}
+	if !ok {
+		s.forget(path)
+		return nil, s.goneCause(ctx, path)
+	}
+	if w.stat.EphemeralOwner != s.id {
+		s.abandon(path)
+		return nil, s.expired(fmt.Sprintf("expired (node %s belongs to session %#x)", path, w.stat.EphemeralOwner))
+	}
+	return &qlock.Node{
+		Entry: qlock.Entry{Key: path, Seq: seq, Kind: kind},
+		Token: w.stat.Czxid,
+		Store: &node{version: w.stat.Version, own: w.ch},
+	}, nil
+}
+
+// Follow ends when n's node is deleted by anyone but its owner, its watch
+// ends with the session, or n.Alive() ends (qlock.Driver).
+func (s *Session) Follow(n *qlock.Node, gone func(error)) {
+	alive, path, ch := n.Alive(), n.Key, state(n).own
+	for {
+		select {
+		case <-alive.Done():
+			return
+		case ev := <-ch:
+			switch ev.Type {
+			case zk.EventNodeDeleted:
+				gone(s.goneCause(alive, path))
+				return
+			case zk.EventNotWatching:
+				gone(s.watchErr(ev))
+				return
+			}
+			w, ok, err := s.getW(alive, path)
+			switch {
+			case err != nil:
+				gone(err)
+				return
+			case !ok:
+				gone(s.goneCause(alive, path))
+				return
+			}
+			ch = w.ch
+		}
+	}
+}
+
+// Confirm is the last look before "acquired" (qlock.Driver): the node's
+// own watch may have fired without Follow having run yet, and the
+// connection may have moved to another session.
+func (s *Session) Confirm(ctx context.Context, n *qlock.Node) error {
+	alive := n.Alive()
+	if len(state(n).own) > 0 && alive.Err() == nil {
+		// An event is pending on the node's watch: a deletion, or a data
+		// change. Look.
+		ok, err := retry(ctx, func() (bool, error) {
+			ok, _, err := s.conn.Exists(n.Key)
+			return ok, err
+		})
+		if err != nil {
+			return s.storeErr(err)
+		}
+		if !ok {
+			return s.goneCause(ctx, n.Key)
+		}
+	}
+	if alive.Err() != nil {
+		return context.Cause(alive)
+	}
+	if !s.ours() {
+		return s.expired("expired while acquiring")
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package zkq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/zkctx"
+	"github.com/go-zookeeper/zk"
+)
+
+// abandonTimeout bounds the cleanup a failed Lock does before returning;
+// if the delete has not gone through by then, it is retried in the
+// background for as long as the connection keeps the ZooKeeper session
+// (see removeLater).
+const abandonTimeout = time.Second
+
+// Release deletes the node by its exact path and version (qlock.Driver).
+// An exclusive entry (or a candidate) is released with one
+// transaction, set-data then delete (both version-checked): the data
+// change tells the successor's watch that the lock was released by its
+// holder, not given up by a waiter (see WaitGone). One write, like a plain
+// delete; the data written is empty.
+func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error {
+	err := s.handBack(ctx, n)
+	if errors.Is(err, zk.ErrBadVersion) {
+		// Someone set the node's data. The path, with its GUID and
+		// sequence number, is still this acquisition's alone; a plain
+		// delete only makes the successor check for itself.
+		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(n.Key, -1) })
+	}
+	switch {
+	case err == nil:
+		s.forget(n.Key)
+	case errors.Is(err, zk.ErrNoNode):
+		s.forget(n.Key)
+		if !known {
+			return qlock.Lost(fmt.Errorf("%w: node %s was already gone at unlock", distlock.ErrEntryGone, n.Key))
+		}
+	default:
+		s.removeLater(n.Key)
+		return fmt.Errorf("delete %s: %w (retrying in the background while the connection keeps the session)", n.Key, err)
+	}
+	return nil
+}
+
+// handBack deletes the held node, with the set-data that marks a release
+// for an exclusive entry. A request cut off by a connection loss may have
+// been applied: if the retry finds the node gone, that was this release.
+func (s *Session) handBack(ctx context.Context, n *qlock.Node) error {
+	version := state(n).version
+	del := func() error { return s.conn.Delete(n.Key, version) }
+	if (n.Kind == qlock.Exclusive || n.Kind == qlock.Candidate) && n.Waited {
+		del = func() error {
+			rs, err := s.conn.Multi(
+				&zk.SetDataRequest{Path: n.Key, Data: nil, Version: version},
+				&zk.DeleteRequest{Path: n.Key, Version: version + 1})
+			return multiErr(rs, err)
+		}
+	}
+	cut := false
+	for {
+		_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, del() })
+		switch {
+		case errors.Is(err, zk.ErrNoNode) && cut:
+			return nil
+		case err == nil || !transient(err) || ctx.Err() != nil:
+			return err
+		}
+		cut = cut || errors.Is(err, zk.ErrConnectionClosed)
+		if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
+			return err
+		}
+	}
+}
+
+// multiErr returns the error that made a multi fail: the failing
+// operation's own, not the marker the server puts on the others.
+func multiErr(rs []zk.MultiResponse, err error) error {
+	for _, r := range rs {
+		if errors.Is(r.Error, zk.ErrNoNode) || errors.Is(r.Error, zk.ErrBadVersion) || errors.Is(r.Error, zk.ErrNoAuth) {
+			return r.Error
+		}
+	}
+	return err
+}
+
+// Abandon is the failure path of a Lock that had created its node
+// (qlock.Driver).
+func (s *Session) Abandon(n *qlock.Node) { s.abandon(n.Key) }
+
+// abandon deletes a node of this session before a failed Lock returns. A
+// node that cannot be deleted within abandonTimeout is left to a
+// background retry, so that it never blocks the queue for longer than the
+// ZooKeeper session lives.
+func (s *Session) abandon(path string) {
+	if !s.ours() {
+		s.removeStray(path)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	defer cancel()
+	_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
+	if err == nil || errors.Is(err, zk.ErrNoNode) {
+		s.forget(path)
+		return
+	}
+	s.log.Warn("zklock: cleanup failed; retrying in the background", "node", path, "err", err)
+	s.removeLater(path)
+}
+
+// removeStray is abandon once the connection no longer has this session.
+// The node went with the session, unless a create sent for this session
+// was made in the connection's next one (the client starts a new session
+// by itself after an expiry, and sends what was queued in it): such a node
+// belongs to no Session and would stay at the head of the lock's queue
+// for as long as the connection lives, so it is deleted. A node of any
+// other session is left alone.
+func (s *Session) removeStray(path string) {
+	s.forget(path)
+	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	defer cancel()
+	st, err := retry(ctx, func() (*zk.Stat, error) {
+		ok, st, err := s.conn.Exists(path)
+		if err == nil && !ok {
+			return nil, nil
+		}
+		return st, err
+	})
+	if err != nil || st == nil || st.EphemeralOwner == s.id || st.EphemeralOwner != s.conn.SessionID() {
+		return // gone, going with this session, someone else's, or unknown
+	}
+	_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, st.Version) })
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		s.log.Warn("zklock: could not delete a node made in the connection's next session", "node", path, "err", err)
+	}
+}
+
+// Cleanups outlive the Session. A node of this session that a failed Lock
+// leaves behind blocks the lock for as long as the connection keeps the
+// ZooKeeper session, and that can be longer than the Session lives: a
+// Session ends on its conservative client-side deadline when its server
+// stops answering, while the connection, reconnecting to another server
+// within the session timeout, keeps the ZooKeeper session and every node
+// of it. So a cleanup started by a failed Lock (or a release that did not
+// go through) runs until it has succeeded, until the connection no longer
+// has the session (its ephemeral nodes went with it), or until the
+// connection is closed — not until the Session ends; and Close does not
+// wait for it (it may wait for a server to come back).
+
+// removeLater deletes path in the background, retrying until it succeeds,
+// the connection loses the session, or the connection is closed.
+func (s *Session) removeLater(path string) {
+	go func() {
+		for delay := retryDelay; s.ours(); delay = min(2*delay, s.timeout/6) {
+			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+			_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
+			cancel()
+			if err == nil || errors.Is(err, zk.ErrNoNode) {
+				s.forget(path)
+				return
+			}
+			if !retryCleanup(err) {
+				s.log.Warn("zklock: cleanup abandoned", "node", path, "err", err)
+				return
+			}
+			time.Sleep(delay)
+		}
+	}()
+}
+
+// retryCleanup reports whether a cleanup that failed with err may succeed
+// later: the client was between servers, or the request ran out of time;
+// not once the connection is closed or the request is refused.
+func retryCleanup(err error) bool {
+	return transient(err) || errors.Is(err, context.DeadlineExceeded)
+}

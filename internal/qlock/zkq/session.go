@@ -1,0 +1,243 @@
+// Package zkq is the queue-lock engine's store driver for ZooKeeper: a
+// session that follows one ZooKeeper session of a *zk.Conn and confirms it
+// alive by Syncs (monitor.go), and the store's part of every step of an
+// acquisition (see qlock's lifecycle.go): entry names (names.go), the
+// protected sequential create (create.go), the listing and the entry's
+// own Stat with a watch (enqueue.go, own.go), data watches on the entry
+// ahead (wait.go), and the set-data+delete release (release.go).
+package zkq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/zkctx"
+	"github.com/go-zookeeper/zk"
+)
+
+const (
+	// pollInterval is how often a Session reads its connection's state.
+	pollInterval = 50 * time.Millisecond
+
+	// MinTTL is the shortest session timeout a Session accepts.
+	MinTTL = 300 * time.Millisecond
+)
+
+// Session follows one ZooKeeper session of a *zk.Conn the caller owns. Lock
+// nodes are ephemeral nodes of that session, so they vanish when it ends.
+//
+// A Session ends when Close is called (distlock.ErrSessionClosed), when
+// the ZooKeeper session expires (distlock.ErrSessionExpired), or when no
+// request has been answered for the session timeout less a margin (7/8 of
+// it with a short enough tick), counted from its send time (ErrSessionExpired too; see the package documentation). An ended Session stays ended even if the connection
+// recovers the ZooKeeper session; make a new one.
+//
+// A Session is safe for concurrent use. Use one session for many locks.
+type Session struct {
+	conn    *zk.Conn
+	id      int64
+	timeout time.Duration
+	tick    time.Duration // the servers' tickTime, as known
+	sync    time.Duration // between Syncs
+	margin  time.Duration
+	prefix  string
+	holder  string
+	acl     []zk.ACL
+	log     *slog.Logger
+
+	st *qlock.State
+
+	mu    sync.Mutex
+	nodes map[string]struct{} // this session's live lock nodes
+}
+
+// Config is a session's configuration, as the zklock options set it.
+type Config struct {
+	Prefix  string
+	Holder  string
+	Logger  *slog.Logger
+	Timeout time.Duration // 0: read the negotiated one from the connection
+	Tick    time.Duration // the servers' tickTime; 0: ask the server
+	ACL     []zk.ACL
+}
+
+// NewSession waits until conn has a ZooKeeper session and follows it until
+// the session ends. The caller has checked c's prefix and tick.
+func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) {
+	for conn.State() != zk.StateHasSession {
+		if err := ctxwait.Sleep(ctx, 10*time.Millisecond); err != nil {
+			return nil, fmt.Errorf("zklock: new session: waiting for the connection to have a session (state %v): %w", conn.State(), err)
+		}
+	}
+	id := conn.SessionID()
+	if c.Timeout == 0 {
+		d, ok := negotiatedTimeout(conn)
+		if !ok {
+			return nil, fmt.Errorf("zklock: new session: cannot read the connection's session timeout; pass WithSessionTimeout")
+		}
+		c.Timeout = d
+	}
+	tickFrom := "WithTickTime"
+	if c.Tick == 0 {
+		// Ask the server; its answer is authoritative. Most installations
+		// allow only "srvr" among the four-letter words, and then the
+		// default (ZooKeeper's own) has to do.
+		if d, ok := serverTickTime(ctx, conn.Server()); ok {
+			c.Tick, tickFrom = d, "the server (conf)"
+		} else {
+			c.Tick, tickFrom = DefaultTickTime, "default"
+		}
+	}
+	if c.Timeout < MinTTL {
+		return nil, fmt.Errorf("zklock: new session: %w: %v is below the minimum %v", distlock.ErrTTLTooShort, c.Timeout, MinTTL)
+	}
+	syncInterval, margin := timing(c.Timeout, c.Tick)
+	s := &Session{
+		tick:    c.Tick,
+		conn:    conn,
+		id:      id,
+		timeout: c.Timeout,
+		sync:    syncInterval,
+		margin:  margin,
+		prefix:  c.Prefix,
+		holder:  c.Holder,
+		acl:     c.ACL,
+		log:     c.Logger.With("session", fmt.Sprintf("%#x", id)),
+		nodes:   map[string]struct{}{},
+	}
+	sent := time.Now()
+	if _, err := zkctx.Call(ctx, func() (string, error) { return conn.Sync("/") }); err != nil {
+		return nil, fmt.Errorf("zklock: new session: sync: %w", err)
+	}
+	if conn.SessionID() != id {
+		return nil, fmt.Errorf("zklock: new session: %w: the connection changed sessions", distlock.ErrSessionExpired)
+	}
+	s.st = qlock.NewState(s.log, sent.Add(s.timeout-s.margin))
+	s.log.Debug("zklock: session started", "timeout", s.timeout, "tick", s.tick, "tick from", tickFrom, "margin", s.margin)
+	s.st.Finally(s.monitor)
+	return s, nil
+}
+
+// CheckPrefix checks a znode prefix (WithPrefix).
+func CheckPrefix(p string) error {
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
+		return fmt.Errorf("prefix %q: want an absolute znode path without a trailing '/'", p)
+	}
+	return nil
+}
+
+// Conn returns the connection the session follows.
+func (s *Session) Conn() *zk.Conn { return s.conn }
+
+// ID returns the ZooKeeper session ID.
+func (s *Session) ID() int64 { return s.id }
+
+// TickTime returns the servers' tickTime the client-side deadline allows
+// for (see WithTickTime).
+func (s *Session) TickTime() time.Duration { return s.tick }
+
+// User returns the session as users see it, with Close deleting the
+// session's nodes.
+func (s *Session) User() qlock.Session {
+	return qlock.NewSession(s.st, s.holder, s.prefix, s.timeout, s.deleteNodes)
+}
+
+// State, Log, Holder and Owner are the qlock.Driver's view of the session.
+func (s *Session) State() *qlock.State { return s.st }
+func (s *Session) Log() *slog.Logger   { return s.log }
+func (s *Session) Holder() string      { return s.holder }
+func (s *Session) Owner() uint64       { return uint64(s.id) }
+func (s *Session) Err() error          { return s.st.Err() }
+func (s *Session) Deadline() time.Time { return s.st.Deadline() }
+func (s *Session) end(cause error)     { s.st.End(cause) }
+
+// expired ends the session as expired and returns the cause.
+func (s *Session) expired(why string) error {
+	cause := fmt.Errorf("%w: zookeeper session %#x %s", distlock.ErrSessionExpired, s.id, why)
+	s.end(cause)
+	return s.Err()
+}
+
+// ours reports whether the connection still has this session.
+func (s *Session) ours() bool {
+	return s.conn.SessionID() == s.id && s.conn.State() != zk.StateExpired
+}
+
+// deleteNodes deletes the session's remaining lock nodes while the
+// connection still has the session.
+func (s *Session) deleteNodes(ctx context.Context) error {
+	// Bounded even when ctx is not: the caller may have closed the
+	// connection already, and then the session is gone by the time this
+	// gives up.
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	s.mu.Lock()
+	paths := make([]string, 0, len(s.nodes))
+	for p := range s.nodes {
+		paths = append(paths, p)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, p := range paths {
+		for s.ours() {
+			_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(p, -1) })
+			if err == nil || errors.Is(err, zk.ErrNoNode) {
+				s.forget(p)
+				break
+			}
+			if ctx.Err() != nil || !transient(err) {
+				errs = append(errs, fmt.Errorf("zklock: delete %s: %w", p, err))
+				break
+			}
+			if ctxwait.Sleep(ctx, retryDelay) != nil {
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Session) remember(p string) {
+	s.mu.Lock()
+	s.nodes[p] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *Session) forget(p string) {
+	s.mu.Lock()
+	delete(s.nodes, p)
+	s.mu.Unlock()
+}
+
+// goBackground runs f in the background while the session lives (see
+// qlock.State.Go).
+func (s *Session) goBackground(f func(ctx context.Context)) { s.st.Go(f) }
+
+// storeErr ends the session if err says it is gone, and returns err in
+// terms of the distlock sentinels where one fits.
+func (s *Session) storeErr(err error) error {
+	switch {
+	case errors.Is(err, zk.ErrSessionExpired):
+		return s.expired("expired (reported by the server)")
+	case errors.Is(err, zk.ErrClosing):
+		cause := fmt.Errorf("%w: the zookeeper connection was closed", distlock.ErrSessionClosed)
+		s.end(cause)
+		return s.Err()
+	}
+	return err
+}
+
+// transient reports whether a request failed only because the client was
+// between servers: the client retries on its own, so the caller may too.
+func transient(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionMoved)
+}

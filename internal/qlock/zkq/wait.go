@@ -1,0 +1,106 @@
+package zkq
+
+import (
+	"context"
+
+	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/zkctx"
+	"github.com/go-zookeeper/zk"
+)
+
+// WaitGone waits until entry p is gone, with a data watch on p's node
+// (qlock.Driver). An exclusive holder releases with one transaction that sets its
+// node's data and deletes it (see release), so a waiter sees a data change
+// only when its predecessor released the lock it held: nothing older than
+// p is left, and the wake needs no request. A plain deletion (p gave up
+// waiting, its session ended) leaves older entries to check (Survivors).
+func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p qlock.Entry) error {
+	for {
+		pw, ok, err := s.getW(ctx, p.Key)
+		if err != nil || !ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case ev := <-pw.ch:
+			switch ev.Type {
+			case zk.EventNodeDeleted:
+				return nil
+			case zk.EventNodeDataChanged:
+				if q == nil {
+					break // several waited on at once: counted entries, no release mark
+				}
+				switch p.Kind {
+				case qlock.Exclusive:
+					q.Observed(p.Seq, qlock.Entry{}, false)
+					return nil
+				case qlock.Candidate:
+					q.Observed(p.Seq, qlock.Entry{}, false)
+					// Election: p's data changes when it releases AND
+					// when its leader Proclaims (it stays). Either way p
+					// led, so nothing older is left (Observed above); the
+					// loop's next read tells whether p is gone (released)
+					// or still there (keep waiting on it). Mutex waiters
+					// never get here: their path costs no extra request.
+				}
+			case zk.EventNotWatching:
+				return s.watchErr(ev)
+			}
+		}
+	}
+}
+
+// walkLimit is how many gone entries survivors checks one by one before
+// it lists the directory instead.
+const walkLimit = 2
+
+// Survivors runs when an entry went while older ones were still in q's
+// snapshot without having released the lock (it gave up waiting, or its
+// session ended). It checks the nearest older entries one by one, a small
+// request each; past walkLimit gone ones it lists the directory once (one
+// request whose size grows with the queue, but independent of how many
+// entries left since the enqueue). An error leaves q as it was, which only
+// means more watching.
+func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, below int64) {
+	older := q.Older(below)
+	for i := len(older) - 1; i >= 0 && i >= len(older)-walkLimit; i-- {
+		ok, err := zkctx.Call(ctx, func() (bool, error) {
+			ok, _, err := s.conn.Exists(older[i].Key)
+			return ok, err
+		})
+		if err != nil {
+			return
+		}
+		if ok {
+			q.Observed(below, older[i], true)
+			return
+		}
+		q.Gone(older[i].Key)
+	}
+	if len(older) <= walkLimit {
+		return
+	}
+	s.log.Debug("zklock: listing", "node", n.Key, "older", len(older))
+	older = older[:len(older)-walkLimit]
+	dir := s.Dir(n.Name)
+	kids, err := zkctx.Call(ctx, func() ([]string, error) {
+		k, _, err := s.conn.Children(dir)
+		return k, err
+	})
+	if err != nil {
+		return
+	}
+	present := make(map[string]bool, len(kids))
+	for _, k := range kids {
+		present[dir+"/"+k] = true
+	}
+	var nearest qlock.Entry
+	found := false
+	for _, a := range older { // oldest first: the last present one is the nearest
+		if present[a.Key] {
+			nearest, found = a, true
+		}
+	}
+	q.Observed(below, nearest, found)
+}
