@@ -71,15 +71,15 @@ type Op string
 
 // The operations a LockError can name.
 const (
-	OpValidate    Op = "validate"     // checking a lock name (ValidateName)
-	OpLock        Op = "lock"         // Lock, RLock
-	OpTryLock     Op = "trylock"      // TryLock, TryRLock
-	OpUnlock      Op = "unlock"       // Lease.Unlock
-	OpHold        Op = "hold"         // the lock was held, then lost
-	OpCampaign    Op = "campaign"     // Elector.Campaign
-	OpProclaim    Op = "proclaim"     // Leadership.Proclaim
-	OpResign      Op = "resign"       // Leadership.Resign
-	OpLeader      Op = "leader"       // an election's Leader
+	OpValidate Op = "validate" // checking a lock name (ValidateName)
+	OpLock     Op = "lock"     // Lock, RLock
+	OpTryLock  Op = "trylock"  // TryLock, TryRLock
+	OpUnlock   Op = "unlock"   // Lease.Unlock
+	OpHold     Op = "hold"     // the lock was held, then lost
+	OpCampaign Op = "campaign" // Elector.Campaign
+	OpProclaim Op = "proclaim" // Leadership.Proclaim
+	OpResign   Op = "resign"   // Leadership.Resign
+	OpLeader   Op = "leader"   // an election's Leader
 )
 
 // LockError says which lock an error is about and during which operation.
