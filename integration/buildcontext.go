@@ -2,11 +2,8 @@ package integration
 
 import (
 	"archive/tar"
-
 	"context"
 	"crypto/sha256"
-
-	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-
 	"path"
 	"path/filepath"
 	"sort"

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-
 	"strings"
 	"syscall"
 	"testing"

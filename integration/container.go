@@ -16,7 +16,6 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
@@ -36,13 +35,8 @@ import (
 // Pausing signals the container's process (SIGSTOP, SIGCONT); killing it
 // is SIGKILL, then the container is removed.
 //
-// testcontainers' reaper (Ryuk) is an image to pull, and there may be no
-// registry: the harness turns it off (unless the user chose) and cleans up
-// itself. Every container it starts is labelled with the harness process's
-// PID (ContainerLabel) and removed when its server is killed or its
-// cluster closed; containers whose harness process died without that (an
-// interrupted test) are removed by the next harness process that starts a
-// container.
+// testcontainers' reaper, Ryuk, is off; the harness removes its containers
+// itself (docker.go).
 //
 // Which image runs a server follows from serverSpec.argv[0], a path on
 // this machine, whose arguments (argv[1:]) the container's entrypoint gets:

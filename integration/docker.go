@@ -2,16 +2,12 @@ package integration
 
 import (
 	"context"
-
 	"fmt"
-
 	"os"
 	"path/filepath"
-
 	"strconv"
 	"strings"
 	"sync"
-
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -20,6 +16,11 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 )
+
+// The Docker engine as the Containers provider uses it: one client per
+// process, the labels that mark the harness's containers, the removal of
+// containers (the harness's own, and those of harness processes that
+// died), and following a container's output until its process exits.
 
 // ContainerLabel labels every container the harness starts; its value is
 // the PID of the harness process that started it.
@@ -37,11 +38,31 @@ const (
 	labelHost = "distlock.integration.host"
 )
 
-func init() { disableReaper() }
+// testcontainers-go starts its reaper, Ryuk, before a process's first
+// container: a container that removes the process's containers once the
+// process is gone, from the image testcontainers/ryuk, which it pulls from
+// Docker Hub. The harness's engine may reach no registry (which is why the
+// harness builds its own images, images.go), and then that pull would fail
+// every container start. So the harness turns Ryuk off, unless the user
+// configured it, and does its work itself: every container it starts is
+// labelled with the harness process's PID (ContainerLabel) and removed when
+// its server is killed or its cluster closed; containers whose harness
+// process died without that (an interrupted test) are removed by the next
+// harness process that starts a container (removeLeftovers).
+//
+// testcontainers-go has no API to turn Ryuk off: it reads its
+// configuration once per process, from ~/.testcontainers.properties and
+// the environment, into an internal package. So the harness sets
+// TESTCONTAINERS_RYUK_DISABLED, but only when it first needs the engine
+// (dockerClient), never at import: a program that imports the harness and
+// runs no container keeps its environment as it was. (A program that used
+// testcontainers-go itself before has its configuration read, and keeps
+// it.)
+var reaperOnce sync.Once
 
-// disableReaper sets TESTCONTAINERS_RYUK_DISABLED=true, before
-// testcontainers reads its configuration (once, on first use), unless the
-// user set it or ryuk.disabled in ~/.testcontainers.properties.
+// disableReaper sets TESTCONTAINERS_RYUK_DISABLED=true unless the user set
+// it, or ryuk.disabled in ~/.testcontainers.properties. It must run before
+// testcontainers-go reads its configuration.
 func disableReaper() {
 	if _, ok := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); ok {
 		return
@@ -65,7 +86,9 @@ var docker struct {
 
 // dockerClient connects to the Docker engine that testcontainers finds
 // (DOCKER_HOST, its properties, the default socket), once per process.
+// Every use of testcontainers-go in the harness comes after a call to it.
 func dockerClient(ctx context.Context) (*client.Client, error) {
+	reaperOnce.Do(disableReaper)
 	docker.mu.Lock()
 	defer docker.mu.Unlock()
 	if docker.cli != nil {

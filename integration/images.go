@@ -2,21 +2,15 @@ package integration
 
 import (
 	"context"
-
 	"debug/elf"
 	_ "embed"
-
 	"fmt"
-
 	"io/fs"
-
 	"strings"
 	"sync"
-
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-
 	"github.com/moby/moby/client"
 )
 
@@ -46,12 +40,6 @@ const (
 	// labelImage marks the harness's images with their kind.
 	labelImage = "distlock.integration.image"
 
-	// javaHome is the Java runtime that the ZooKeeper image carries, at
-	// the same path as on this machine (Debian's openjdk-17-jre-headless).
-	javaHome = "/usr/lib/jvm/java-17-openjdk-amd64"
-	// zooKeeperJar is Debian's ZooKeeper jar (libzookeeper-java); its
-	// manifest's Class-Path names its dependencies.
-	zooKeeperJar = "/usr/share/java/zookeeper.jar"
 	// etcdEntrypoint is the etcd server's path in the etcd image.
 	etcdEntrypoint = "/usr/local/bin/etcd"
 )

@@ -2,20 +2,14 @@ package integration
 
 import (
 	"archive/zip"
-
 	"errors"
 	"fmt"
 	"io"
-
 	"os"
 	"os/exec"
-
 	"path/filepath"
 	"sort"
-
 	"strings"
-
-	_ "embed"
 )
 
 // Java for ZooKeeper: where java and the ZooKeeper jars are on this
@@ -80,7 +74,7 @@ func zooKeeperClasspath() (string, error) {
 	if !fileExists(main) {
 		return "", fmt.Errorf("integration: ZooKeeper not found: %s is missing; %s", main, install)
 	}
-	deps, err := zkJarClassPath(main)
+	deps, err := jarClassPath(main)
 	if err != nil {
 		return "", fmt.Errorf("integration: read %s: %w", main, err)
 	}
@@ -122,40 +116,6 @@ func hasJar(jars []string, name string) bool {
 	return false
 }
 
-// zkJarClassPath returns the Class-Path entries of a jar's manifest.
-func zkJarClassPath(jar string) ([]string, error) {
-	zr, err := zip.OpenReader(jar)
-	if err != nil {
-		return nil, err
-	}
-	defer zr.Close()
-	f, err := zr.Open("META-INF/MANIFEST.MF")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, err
-	}
-	// Manifest lines are wrapped at 72 bytes; a continuation starts with
-	// a space.
-	text := strings.ReplaceAll(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n ", "")
-	for _, line := range strings.Split(text, "\n") {
-		if v, ok := strings.CutPrefix(line, "Class-Path:"); ok {
-			var out []string
-			for _, p := range strings.Fields(v) {
-				if !filepath.IsAbs(p) {
-					p = filepath.Join(filepath.Dir(jar), p)
-				}
-				out = append(out, p)
-			}
-			return out, nil
-		}
-	}
-	return nil, nil
-}
-
 // jarClosure returns the jars among roots that exist and, transitively,
 // those that their manifests' Class-Path names.
 func jarClosure(roots []string) ([]string, error) {
@@ -173,9 +133,9 @@ func jarClosure(roots []string) ([]string, error) {
 			continue // as the JVM, which skips a missing Class-Path entry
 		}
 		out = append(out, j)
-		cp, err := manifestClassPath(j)
+		cp, err := jarClassPath(j)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("integration: %s: %w", j, err)
 		}
 		queue = append(queue, cp...)
 	}
@@ -183,12 +143,13 @@ func jarClosure(roots []string) ([]string, error) {
 	return out, nil
 }
 
-// manifestClassPath reads the Class-Path of a jar's manifest: paths
-// relative to the jar's directory, or absolute.
-func manifestClassPath(jar string) ([]string, error) {
+// jarClassPath returns the Class-Path of a jar's manifest (none when the
+// jar has no manifest), each entry as an absolute path: entries are URLs,
+// relative to the jar's directory unless absolute.
+func jarClassPath(jar string) ([]string, error) {
 	zr, err := zip.OpenReader(jar)
 	if err != nil {
-		return nil, fmt.Errorf("integration: %s: %w", jar, err)
+		return nil, err
 	}
 	defer zr.Close()
 	var mf []byte
@@ -206,8 +167,8 @@ func manifestClassPath(jar string) ([]string, error) {
 			break
 		}
 	}
-	// Unfold continuation lines (a line that starts with one space goes on
-	// the one before).
+	// Manifest lines are wrapped at 72 bytes: a line that starts with one
+	// space goes on the one before.
 	var lines []string
 	for _, l := range strings.Split(strings.ReplaceAll(string(mf), "\r\n", "\n"), "\n") {
 		if strings.HasPrefix(l, " ") && len(lines) > 0 {
@@ -224,7 +185,7 @@ func manifestClassPath(jar string) ([]string, error) {
 		}
 		for _, e := range strings.Fields(v) {
 			e = strings.TrimPrefix(e, "file:")
-			if !strings.HasPrefix(e, "/") {
+			if !filepath.IsAbs(e) {
 				e = filepath.Join(filepath.Dir(jar), e)
 			}
 			out = append(out, filepath.Clean(e))

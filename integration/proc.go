@@ -6,13 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-
 	"os"
 	"os/exec"
-
 	"sync"
 	"syscall"
-
 	"time"
 )
 

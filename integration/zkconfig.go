@@ -2,17 +2,12 @@ package integration
 
 import (
 	"context"
-
 	"fmt"
-
 	"net"
 	"os"
-
 	"path/filepath"
-
 	"strconv"
 	"strings"
-
 	"time"
 )
 

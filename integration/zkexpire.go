@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-
 	"time"
 
 	"github.com/go-zookeeper/zk"

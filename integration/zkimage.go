@@ -3,20 +3,28 @@ package integration
 import (
 	"bufio"
 	"bytes"
-
-	_ "embed"
-
 	"errors"
 	"fmt"
-
 	"io/fs"
 	"os"
 	"os/exec"
-
 	"path/filepath"
-
 	"strings"
 	"sync"
+)
+
+// The ZooKeeper image (images/zookeeper/Dockerfile) is FROM scratch: the
+// harness puts in this machine's Java and Debian's ZooKeeper jars, at the
+// paths they have here, so that java's arguments, classpath included, mean
+// the same inside a container as outside (container.go).
+
+const (
+	// javaHome is the Java runtime that the ZooKeeper image carries, at
+	// the same path as on this machine (Debian's openjdk-17-jre-headless).
+	javaHome = "/usr/lib/jvm/java-17-openjdk-amd64"
+	// zooKeeperJar is Debian's ZooKeeper jar (libzookeeper-java); its
+	// manifest's Class-Path names its dependencies.
+	zooKeeperJar = "/usr/share/java/zookeeper.jar"
 )
 
 // zooKeeperExtraJars go into the ZooKeeper image beside zookeeper.jar's

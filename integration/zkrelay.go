@@ -3,23 +3,12 @@ package integration
 import (
 	"context"
 	"encoding/binary"
-
 	"fmt"
 	"io"
 	"net"
-
 	"sync"
-
 	"time"
 )
-
-// electionProxyAddr is the address server sid's peers reach its election
-// port at: its election proxy ("" for an unknown sid).
-func (e *ZooKeeperEnsemble) electionProxyAddr(sid int64) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.electionAddrs[sid]
-}
 
 // peerRelay stands between one of a server's peer proxies (quorum or
 // election) and the port the server binds, and does two things a proxy
@@ -209,4 +198,12 @@ func (r *peerRelay) rewriteHeader(in net.Conn) ([]byte, error) {
 	head := append([]byte(nil), b[:16]...)
 	head = binary.BigEndian.AppendUint32(head, uint32(len(addr)))
 	return append(head, addr...), nil
+}
+
+// electionProxyAddr is the address server sid's peers reach its election
+// port at: its election proxy ("" for an unknown sid).
+func (e *ZooKeeperEnsemble) electionProxyAddr(sid int64) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.electionAddrs[sid]
 }

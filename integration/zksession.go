@@ -2,12 +2,9 @@ package integration
 
 import (
 	"context"
-
 	"errors"
 	"fmt"
-
 	"net"
-
 	"sync"
 	"time"
 

@@ -3,13 +3,11 @@ package integration
 import (
 	"bufio"
 	"context"
-
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-
 	"strings"
 	"sync"
 	"testing"
