@@ -1,12 +1,10 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -311,44 +309,6 @@ func (c *cluster) describeLinks() string {
 func (c *cluster) Heal(i int) {
 	c.cfg.logger.Info("integration: heal", "node", c.nodes[i].Name)
 	c.net.Clear(c.nodes[i].Name)
-}
-
-// procState returns the state letter of process pid from /proc/PID/stat
-// (R, S, D, T, t, Z, ...), or 0 when there is no such process.
-func procState(pid int) (byte, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-			return 0, nil
-		}
-		return 0, err
-	}
-	// pid (comm) state ...: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, fmt.Errorf("integration: unexpected /proc/%d/stat: %q", pid, b)
-	}
-	return b[i+2], nil
-}
-
-// waitProcState waits, up to verifyTimeout, until process pid's state
-// satisfies ok (state 0: no such process).
-func waitProcState(pid int, ok func(byte) bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
-	defer cancel()
-	return poll(ctx, 5*time.Millisecond, func(context.Context) error {
-		st, err := procState(pid)
-		if err != nil {
-			return err
-		}
-		if !ok(st) {
-			if st == 0 {
-				return errors.New("no such process")
-			}
-			return fmt.Errorf("state %c", st)
-		}
-		return nil
-	})
 }
 
 // explain adds the servers' recent log output to an error.
