@@ -75,9 +75,6 @@ type Session struct {
 // NewSession grants a lease on client and keeps it alive until Close or the
 // session ends. The client stays the caller's: Close does not close it.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*Session, error) {
-	if client == nil {
-		return nil, fmt.Errorf("etcdlock: new session: %w: *clientv3.Client is nil", distlock.ErrNilClient)
-	}
 	c := etcdq.Config{TTL: DefaultTTL, Prefix: DefaultPrefix}
 	for _, opt := range opts {
 		opt(&c)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/qlock/zkq"
 	"github.com/go-zookeeper/zk"
@@ -68,6 +67,30 @@ func WithTickTime(d time.Duration) Option {
 // zk.WorldACL(zk.PermAll)).
 func WithACL(acl []zk.ACL) Option { return func(o *options) { o.ACL = acl } }
 
+// NewSession waits until conn has a ZooKeeper session and follows it until
+// Close or the session ends. The connection stays the caller's: Close does
+// not close it, and its event channel is left alone.
+func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, error) {
+	o := options{Config: zkq.Config{Prefix: DefaultPrefix, ACL: zk.WorldACL(zk.PermAll)}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := zkq.CheckPrefix(o.Prefix); err != nil {
+		return nil, fmt.Errorf("zklock: new session: %w", err)
+	}
+	if o.Tick < 0 || o.tickSet && o.Tick == 0 {
+		return nil, fmt.Errorf("zklock: new session: tick time %v is not positive", o.Tick)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	d, err := zkq.NewSession(ctx, conn, o.Config)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{Session: d.User(), d: d}, nil
+}
+
 // Session follows one ZooKeeper session of a *zk.Conn the caller owns. Lock
 // nodes are ephemeral nodes of that session, so they vanish when it ends.
 // Its methods Done, Err, Deadline, Holder, Prefix, TTL (the session
@@ -90,33 +113,6 @@ func WithACL(acl []zk.ACL) Option { return func(o *options) { o.ACL = acl } }
 type Session struct {
 	qlock.Session
 	d *zkq.Session
-}
-
-// NewSession waits until conn has a ZooKeeper session and follows it until
-// Close or the session ends. The connection stays the caller's: Close does
-// not close it, and its event channel is left alone.
-func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, error) {
-	if conn == nil {
-		return nil, fmt.Errorf("zklock: new session: %w: *zk.Conn is nil", distlock.ErrNilClient)
-	}
-	o := options{Config: zkq.Config{Prefix: DefaultPrefix, ACL: zk.WorldACL(zk.PermAll)}}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if err := zkq.CheckPrefix(o.Prefix); err != nil {
-		return nil, fmt.Errorf("zklock: new session: %w", err)
-	}
-	if o.Tick < 0 || o.tickSet && o.Tick == 0 {
-		return nil, fmt.Errorf("zklock: new session: tick time %v is not positive", o.Tick)
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	d, err := zkq.NewSession(ctx, conn, o.Config)
-	if err != nil {
-		return nil, err
-	}
-	return &Session{Session: d.User(), d: d}, nil
 }
 
 // Conn returns the connection the session follows.

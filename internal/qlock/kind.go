@@ -29,6 +29,13 @@ func (k Kind) View() distlock.Kind {
 	return distlock.Exclusive
 }
 
+// Mark is the letter that names an entry of kind k in its store (etcd key,
+// znode name): both stores use the same ones, so that a reader of either
+// knows an entry's kind at a glance. Counted entries have one reserved.
+func (k Kind) Mark() byte {
+	return "wrec"[k]
+}
+
 func (k Kind) String() string {
 	switch k {
 	case Shared:

@@ -114,6 +114,34 @@ func (s *State) Close(ctx context.Context, release func(ctx context.Context) err
 	return err
 }
 
+// Base is what every store driver's session has, whatever its store: its
+// state, logger and holder value. Drivers embed it; users never see it.
+type Base struct {
+	st     *State
+	log    *slog.Logger
+	holder string
+}
+
+// NewBase returns the base of a driver's session.
+func NewBase(st *State, log *slog.Logger, holder string) Base {
+	return Base{st: st, log: log, holder: holder}
+}
+
+// State returns the session's state (Driver).
+func (b *Base) State() *State { return b.st }
+
+// Log returns the session's logger (Driver).
+func (b *Base) Log() *slog.Logger { return b.log }
+
+// Holder returns the value of the session's lock entries (Driver).
+func (b *Base) Holder() string { return b.holder }
+
+// Err returns nil while the session lives, then why it ended.
+func (b *Base) Err() error { return b.st.Err() }
+
+// Deadline returns the session's client-side expiry.
+func (b *Base) Deadline() time.Time { return b.st.Deadline() }
+
 // Session is the part of a session that users see the same on every
 // store; etcdlock.Session and zklock.Session embed it.
 type Session struct {

@@ -109,7 +109,7 @@ func (e *observer) observe(ctx context.Context, ch chan<- distlock.LeaderInfo) {
 		}
 		resp, err := cli.Get(ctx, dir, clientv3.WithPrefix())
 		if err != nil {
-			e.s.log.Debug("etcdlock: observe: read failed", "election", e.name, "err", err)
+			e.s.Log().Debug("etcdlock: observe: read failed", "election", e.name, "err", err)
 			if ctxwait.Sleep(ctx, retryDelay) != nil {
 				return
 			}
@@ -140,9 +140,9 @@ func (e *observer) follow(ctx context.Context, dir string, rev int64, cands []ca
 	for resp := range e.s.client.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if err := resp.Err(); err != nil || resp.Canceled {
 			if errors.Is(err, rpctypes.ErrCompacted) {
-				e.s.log.Debug("etcdlock: observe: compacted; reading again", "election", e.name, "rev", rev)
+				e.s.Log().Debug("etcdlock: observe: compacted; reading again", "election", e.name, "rev", rev)
 			} else {
-				e.s.log.Debug("etcdlock: observe: watch ended; reading again", "election", e.name, "err", err)
+				e.s.Log().Debug("etcdlock: observe: watch ended; reading again", "election", e.name, "err", err)
 			}
 			return true
 		}

@@ -23,7 +23,7 @@ func (s *Session) enqueueAttempt() time.Duration { return max(s.ttl/4, 500*time.
 // entry exists, and otherwise reads the oldest one, writing nothing.
 func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*qlock.Node, []qlock.Entry, error) {
 	dir := s.Dir(name)
-	key := dir + kindMark(r.Kind) + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
+	key := dir + string(r.Kind.Mark()) + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
 	put := clientv3.OpPut(key, string(r.Value), clientv3.WithLease(s.id))
 	floor := s.maxRev.Load() // before the put is sent, see checkRev
 
@@ -113,14 +113,14 @@ func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*q
 		}
 		uncertain = true
 		if attemptTimedOut {
-			s.log.Debug("etcdlock: enqueue unanswered; retrying on the next member", "lock", name, "after", s.enqueueAttempt())
+			s.Log().Debug("etcdlock: enqueue unanswered; retrying on the next member", "lock", name, "after", s.enqueueAttempt())
 			continue
 		}
 		if status.Code(err) != codes.Unavailable || ctx.Err() != nil || ctxwait.Sleep(ctx, retryDelay) != nil {
 			s.abandon(key)
 			return nil, nil, ctxErr(err)
 		}
-		s.log.Debug("etcdlock: enqueue failed; retrying", "lock", name, "err", err)
+		s.Log().Debug("etcdlock: enqueue failed; retrying", "lock", name, "err", err)
 	}
 	rev := resp.Header.Revision
 	kvs := resp.Responses[1].GetResponseRange().Kvs

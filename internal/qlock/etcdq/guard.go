@@ -93,7 +93,7 @@ func (s *Session) guardIs(mod int64) clientv3.Cmp {
 
 // guardPut moves the guard on, bound to the session's lease.
 func (s *Session) guardPut() clientv3.Op {
-	return clientv3.OpPut(s.guardKey(), s.holder, clientv3.WithLease(s.id))
+	return clientv3.OpPut(s.guardKey(), s.Holder(), clientv3.WithLease(s.id))
 }
 
 // guardGet reads the guard, in an enqueue Txn's Else branch.
@@ -138,7 +138,7 @@ func (s *Session) abandon(key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
 	defer cancel()
 	if err := s.bury(ctx, key); err != nil {
-		s.log.Warn("etcdlock: cleanup failed; retrying in the background", "key", key, "err", err)
+		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "key", key, "err", err)
 		s.goBackground(func(ctx context.Context) {
 			for delay := retryDelay; ; delay = min(2*delay, s.ttl/3) {
 				bctx, cancel := context.WithTimeout(ctx, s.ttl/3)

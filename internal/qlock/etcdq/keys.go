@@ -20,10 +20,10 @@ import (
 // the lock entries are the key range from the readers' marker to the end
 // of the writers' sub-prefix, which holds no candidate, and the candidates
 // are the "e" sub-prefix, which holds no lock entry.
-const (
-	exclusiveMark = "w"
-	sharedMark    = "r"
-	electionMark  = "e"
+var (
+	exclusiveMark = string(qlock.Exclusive.Mark())
+	sharedMark    = string(qlock.Shared.Mark())
+	electionMark  = string(qlock.Candidate.Mark())
 )
 
 // Dir returns the prefix under which lock name keeps its entries.
@@ -32,16 +32,6 @@ func (s *Session) Dir(name string) string { return QueueDir(s.prefix, name) }
 // QueueDir returns the prefix under which lock name keeps its entries on
 // key prefix prefix.
 func QueueDir(prefix, name string) string { return prefix + name + "/@" }
-
-func kindMark(k qlock.Kind) string {
-	switch k {
-	case qlock.Shared:
-		return sharedMark
-	case qlock.Candidate:
-		return electionMark
-	}
-	return exclusiveMark
-}
 
 // conflictRange returns the key range [key, end) of the entries a waiter
 // of kind k must wait for: for a lock, every lock entry for an exclusive

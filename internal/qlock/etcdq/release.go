@@ -103,7 +103,7 @@ func (s *Session) Abandon(n *qlock.Node) {
 	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
 	defer cancel()
 	if _, err := s.client.Delete(ctx, n.Key); err != nil {
-		s.log.Warn("etcdlock: cleanup failed; retrying in the background", "key", n.Key, "err", err)
+		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "key", n.Key, "err", err)
 		s.removeLater(n.Key)
 	}
 }

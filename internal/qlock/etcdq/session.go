@@ -53,10 +53,8 @@ type Session struct {
 	ttl    time.Duration // as granted by the server
 	margin time.Duration
 	prefix string
-	holder string
-	log    *slog.Logger
 
-	st *qlock.State
+	qlock.Base
 
 	// guard makes a failed Lock's key unable to come back (guard.go).
 	guard guard
@@ -75,8 +73,11 @@ type Session struct {
 }
 
 // NewSession grants a lease on client and keeps it alive until the session
-// ends. The caller has checked c.
+// ends. The caller has checked c's TTL and prefix.
 func NewSession(ctx context.Context, client *clientv3.Client, c Config) (*Session, error) {
+	if client == nil {
+		return nil, fmt.Errorf("etcdlock: new session: %w: *clientv3.Client is nil", distlock.ErrNilClient)
+	}
 	secs := int64((c.TTL + time.Second - 1) / time.Second)
 	sent := time.Now()
 	resp, err := client.Grant(ctx, secs)
@@ -90,12 +91,11 @@ func NewSession(ctx context.Context, client *clientv3.Client, c Config) (*Sessio
 		ttl:    ttl,
 		margin: ttl / 5,
 		prefix: c.Prefix,
-		holder: c.Holder,
-		log:    c.Logger.With("lease", strconv.FormatInt(int64(resp.ID), 16)),
 	}
-	s.st = qlock.NewState(s.log, sent.Add(s.ttl-s.margin))
-	s.log.Debug("etcdlock: session started", "ttl", ttl)
-	s.st.Finally(s.keepalive)
+	log := c.Logger.With("lease", strconv.FormatInt(int64(resp.ID), 16))
+	s.Base = qlock.NewBase(qlock.NewState(log, sent.Add(s.ttl-s.margin)), log, c.Holder)
+	s.Log().Debug("etcdlock: session started", "ttl", ttl)
+	s.State().Finally(s.keepalive)
 	return s, nil
 }
 
@@ -107,18 +107,13 @@ func (s *Session) ID() clientv3.LeaseID { return s.id }
 
 // User returns the session as users see it, with Close revoking the lease.
 func (s *Session) User() qlock.Session {
-	return qlock.NewSession(s.st, s.holder, s.prefix, s.ttl, s.revoke)
+	return qlock.NewSession(s.State(), s.Holder(), s.prefix, s.ttl, s.revoke)
 }
 
-// State, Log, Holder and Owner are the qlock.Driver's view of the session.
-func (s *Session) State() *qlock.State  { return s.st }
-func (s *Session) Log() *slog.Logger    { return s.log }
-func (s *Session) Holder() string       { return s.holder }
-func (s *Session) Owner() uint64        { return uint64(s.id) }
-func (s *Session) Err() error           { return s.st.Err() }
-func (s *Session) Deadline() time.Time  { return s.st.Deadline() }
-func (s *Session) end(cause error)      { s.st.End(cause) }
-func (s *Session) ctx() context.Context { return s.st.Context() }
+// Owner is the session's ID in fencing tokens (qlock.Driver).
+func (s *Session) Owner() uint64 { return uint64(s.id) }
+
+func (s *Session) end(cause error) { s.State().End(cause) }
 
 func (s *Session) revoke(ctx context.Context) error {
 	_, err := s.client.Revoke(ctx, s.id)
@@ -148,7 +143,7 @@ func (s *Session) keepalive() {
 		deadline := s.Deadline()
 		expire := time.NewTimer(time.Until(deadline))
 		select {
-		case <-s.ctx().Done():
+		case <-s.State().Context().Done():
 			expire.Stop()
 			return
 		case <-expire.C:
@@ -166,8 +161,8 @@ func (s *Session) keepalive() {
 		sent, resp, err := s.refresh(deadline)
 		switch {
 		case err == nil:
-			s.st.Extend(sent.Add(time.Duration(resp.TTL)*time.Second - s.margin))
-			s.log.Debug("etcdlock: keepalive", "member", fmt.Sprintf("%x", resp.ResponseHeader.GetMemberId()), "took", time.Since(sent))
+			s.State().Extend(sent.Add(time.Duration(resp.TTL)*time.Second - s.margin))
+			s.Log().Debug("etcdlock: keepalive", "member", fmt.Sprintf("%x", resp.ResponseHeader.GetMemberId()), "took", time.Since(sent))
 			// Counted from the send time, as the deadline is: a slow
 			// answer must not eat into the next refresh's time to reach
 			// a member before the deadline.
@@ -175,10 +170,10 @@ func (s *Session) keepalive() {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(fmt.Errorf("%w: lease %x not found on the server", distlock.ErrSessionExpired, int64(s.id)))
 			return
-		case s.ctx().Err() != nil:
+		case s.State().Context().Err() != nil:
 			return
 		default:
-			s.log.Warn("etcdlock: keepalive failed", "err", err, "deadline", deadline)
+			s.Log().Warn("etcdlock: keepalive failed", "err", err, "deadline", deadline)
 			next.Reset(retry)
 		}
 	}
@@ -208,7 +203,7 @@ type attempt struct {
 // send time of the attempt confirmed, which the server received after that
 // time, whichever member it went through.
 func (s *Session) refresh(deadline time.Time) (time.Time, *clientv3.LeaseKeepAliveResponse, error) {
-	ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(s.ctx()), deadline)
+	ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(s.State().Context()), deadline)
 	defer cancel()
 	var attempts atomic.Int32
 	a, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (attempt, error) {
@@ -218,7 +213,7 @@ func (s *Session) refresh(deadline time.Time) (time.Time, *clientv3.LeaseKeepAli
 		return attempt{sent, resp}, err
 	})
 	if n := attempts.Load(); err == nil && n > 1 {
-		s.log.Info("etcdlock: keepalive answered after hedging", "attempts", n,
+		s.Log().Info("etcdlock: keepalive answered after hedging", "attempts", n,
 			"member", fmt.Sprintf("%x", a.resp.ResponseHeader.GetMemberId()), "after", time.Since(a.sent))
 	}
 	return a.sent, a.resp, err
@@ -236,15 +231,15 @@ func (s *Session) expire(deadline time.Time) {
 // the margin, so that waiters do not wait for the server's expiry; Close
 // waits for it.
 func (s *Session) revokeLater(after string) {
-	s.st.Finally(func() {
+	s.State().Finally(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.margin)
 		defer cancel()
 		if err := s.revoke(ctx); err != nil {
-			s.log.Debug("etcdlock: revoke failed", "after", after, "err", err)
+			s.Log().Debug("etcdlock: revoke failed", "after", after, "err", err)
 		}
 	})
 }
 
 // goBackground runs f in the background while the session lives (see
 // qlock.State.Go).
-func (s *Session) goBackground(f func(ctx context.Context)) { s.st.Go(f) }
+func (s *Session) goBackground(f func(ctx context.Context)) { s.State().Go(f) }

@@ -66,7 +66,7 @@ func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known 
 		}
 		if silent {
 			if s.streamGen.CompareAndSwap(gen, gen+1) {
-				s.log.Info("etcdlock: watch stream silent; moving the session's watches to a new stream", "key", key, "stream", stream)
+				s.Log().Info("etcdlock: watch stream silent; moving the session's watches to a new stream", "key", key, "stream", stream)
 			}
 		}
 		known, fromHistory = seen, false
@@ -100,7 +100,7 @@ func (s *Session) askProgress(wctx context.Context, stream string) {
 	rctx, cancel := context.WithTimeout(wctx, s.watchCheck())
 	defer cancel()
 	if err := s.client.RequestProgress(rctx); err != nil {
-		s.log.Debug("etcdlock: progress request failed", "stream", stream, "err", err)
+		s.Log().Debug("etcdlock: progress request failed", "stream", stream, "err", err)
 	}
 }
 
@@ -132,7 +132,7 @@ func (s *Session) watchOnce(ctx, wctx context.Context, opened <-chan clientv3.Wa
 		case <-check.C:
 			quiet := time.Since(heard)
 			if quiet >= 3*s.watchCheck() {
-				s.log.Debug("etcdlock: watch silent", "key", key, "for", quiet)
+				s.Log().Debug("etcdlock: watch silent", "key", key, "for", quiet)
 				return false, seen, true, nil
 			}
 			if quiet >= s.watchCheck() && wch != nil {
@@ -152,7 +152,7 @@ func (s *Session) watchOnce(ctx, wctx context.Context, opened <-chan clientv3.Wa
 				if ctx.Err() != nil {
 					return false, seen, false, context.Cause(ctx)
 				}
-				s.log.Debug("etcdlock: gap check failed", "key", key, "err", err)
+				s.Log().Debug("etcdlock: gap check failed", "key", key, "err", err)
 				return false, seen, false, nil
 			}
 			if !exists {
@@ -161,7 +161,7 @@ func (s *Session) watchOnce(ctx, wctx context.Context, opened <-chan clientv3.Wa
 			seen = at
 		}
 		if err := resp.Err(); err != nil || resp.Canceled {
-			s.log.Debug("etcdlock: watch ended", "key", key, "err", err)
+			s.Log().Debug("etcdlock: watch ended", "key", key, "err", err)
 			return false, seen, false, nil
 		}
 		for _, ev := range resp.Events {

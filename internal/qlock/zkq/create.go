@@ -156,7 +156,7 @@ func (s *Session) abandonGUID(dir, guid string) {
 				return
 			}
 			if !retryCleanup(err) {
-				s.log.Warn("zklock: cleanup abandoned", "dir", dir, "guid", guid, "err", err)
+				s.Log().Warn("zklock: cleanup abandoned", "dir", dir, "guid", guid, "err", err)
 				return
 			}
 			time.Sleep(delay)

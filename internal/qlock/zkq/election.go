@@ -147,7 +147,7 @@ func (s *Session) Observe(ctx context.Context, name string, out chan<- distlock.
 	// the connection is closed.
 	pause := func(err error) bool {
 		if errors.Is(err, zk.ErrClosing) {
-			s.log.Debug("zklock: observe: connection closed", "election", name)
+			s.Log().Debug("zklock: observe: connection closed", "election", name)
 			return false
 		}
 		return ctxwait.Sleep(ctx, retryDelay) == nil

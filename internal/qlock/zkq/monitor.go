@@ -131,18 +131,18 @@ func (s *Session) monitor() {
 	failed := false // the last Sync failed
 	for {
 		select {
-		case <-s.st.Context().Done():
+		case <-s.State().Context().Done():
 			return
 		case <-tick.C:
 		case r := <-inflight:
 			inflight = nil
 			switch {
 			case r.err == nil && s.ours():
-				was := s.st.Extend(r.sent.Add(s.timeout - s.margin))
+				was := s.State().Extend(r.sent.Add(s.timeout - s.margin))
 				if failed {
 					// How close the session came to its deadline while the
 					// connection moved: the margin that is left.
-					s.log.Info("zklock: session confirmed again", "server", s.conn.Server(), "before the deadline by", time.Until(was))
+					s.Log().Info("zklock: session confirmed again", "server", s.conn.Server(), "before the deadline by", time.Until(was))
 				}
 				failed = false
 				next = time.Now().Add(interval)
@@ -154,7 +154,7 @@ func (s *Session) monitor() {
 				// (go-zookeeper gave up on a silent server): the next one
 				// goes out now, and is sent as soon as the connection to
 				// another server is up.
-				s.log.Debug("zklock: sync failed", "err", r.err)
+				s.Log().Debug("zklock: sync failed", "err", r.err)
 				failed = true
 				next = time.Now()
 			}
@@ -167,11 +167,11 @@ func (s *Session) monitor() {
 		if deadline := s.Deadline(); !now.Before(deadline) {
 			s.expired(fmt.Sprintf("not confirmed alive before the client-side deadline %s (the %v session timeout minus %v after the last answered request was sent)",
 				deadline.Format(time.RFC3339Nano), s.timeout, s.margin))
-			s.st.Finally(func() {
+			s.State().Finally(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), s.margin)
 				defer cancel()
 				if err := s.deleteNodes(ctx); err != nil {
-					s.log.Debug("zklock: cleanup after the deadline failed", "err", err)
+					s.Log().Debug("zklock: cleanup after the deadline failed", "err", err)
 				}
 			})
 			return

@@ -15,35 +15,26 @@ import (
 // readers, "e" for an Election's candidates. '@' cannot start a lock-name
 // segment, so entries are never mistaken for a sub-lock's directory. The
 // GUID lets a create cut off by a connection loss find its node again.
-const (
-	exclusiveMark = 'w'
-	sharedMark    = 'r'
+var (
+	exclusiveMark = qlock.Exclusive.Mark()
+	sharedMark    = qlock.Shared.Mark()
 	// electionMark marks an Election's entries. parseEntry does not accept
 	// them, so lock queues (Mutex, RWMutex) and elections never see each
 	// other's entries, even in a directory of the same name: an election's
 	// waiters must not take a Proclaim (a data change) for a release, as a
 	// lock's waiters do (see WaitGone).
-	electionMark = 'e'
-	guidLen      = 32
+	electionMark = qlock.Candidate.Mark()
 )
+
+const guidLen = 32
 
 // Dir returns the znode under which lock name keeps its entries.
 func (s *Session) Dir(name string) string { return s.prefix + "/" + name }
 
-func kindMark(k qlock.Kind) byte {
-	switch k {
-	case qlock.Shared:
-		return sharedMark
-	case qlock.Candidate:
-		return electionMark
-	}
-	return exclusiveMark
-}
-
 // entryBase returns the name, without the sequence suffix the server
 // appends, of a new entry: "@w-<guid>-".
 func entryBase(k qlock.Kind, guid string) string {
-	return "@" + string(kindMark(k)) + "-" + guid + "-"
+	return "@" + string(k.Mark()) + "-" + guid + "-"
 }
 
 // parseEntry parses a lock entry's child name "@<kind>-<guid>-<seq>"

@@ -109,7 +109,7 @@ func (s *Session) abandon(path string) {
 		s.forget(path)
 		return
 	}
-	s.log.Warn("zklock: cleanup failed; retrying in the background", "node", path, "err", err)
+	s.Log().Warn("zklock: cleanup failed; retrying in the background", "node", path, "err", err)
 	s.removeLater(path)
 }
 
@@ -136,7 +136,7 @@ func (s *Session) removeStray(path string) {
 	}
 	_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, st.Version) })
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		s.log.Warn("zklock: could not delete a node made in the connection's next session", "node", path, "err", err)
+		s.Log().Warn("zklock: could not delete a node made in the connection's next session", "node", path, "err", err)
 	}
 }
 
@@ -165,7 +165,7 @@ func (s *Session) removeLater(path string) {
 				return
 			}
 			if !retryCleanup(err) {
-				s.log.Warn("zklock: cleanup abandoned", "node", path, "err", err)
+				s.Log().Warn("zklock: cleanup abandoned", "node", path, "err", err)
 				return
 			}
 			time.Sleep(delay)

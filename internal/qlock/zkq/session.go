@@ -49,11 +49,9 @@ type Session struct {
 	sync    time.Duration // between Syncs
 	margin  time.Duration
 	prefix  string
-	holder  string
 	acl     []zk.ACL
-	log     *slog.Logger
 
-	st *qlock.State
+	qlock.Base
 
 	mu    sync.Mutex
 	nodes map[string]struct{} // this session's live lock nodes
@@ -72,6 +70,9 @@ type Config struct {
 // NewSession waits until conn has a ZooKeeper session and follows it until
 // the session ends. The caller has checked c's prefix and tick.
 func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) {
+	if conn == nil {
+		return nil, fmt.Errorf("zklock: new session: %w: *zk.Conn is nil", distlock.ErrNilClient)
+	}
 	for conn.State() != zk.StateHasSession {
 		if err := ctxwait.Sleep(ctx, 10*time.Millisecond); err != nil {
 			return nil, fmt.Errorf("zklock: new session: waiting for the connection to have a session (state %v): %w", conn.State(), err)
@@ -108,9 +109,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 		sync:    syncInterval,
 		margin:  margin,
 		prefix:  c.Prefix,
-		holder:  c.Holder,
 		acl:     c.ACL,
-		log:     c.Logger.With("session", fmt.Sprintf("%#x", id)),
 		nodes:   map[string]struct{}{},
 	}
 	sent := time.Now()
@@ -120,9 +119,10 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 	if conn.SessionID() != id {
 		return nil, fmt.Errorf("zklock: new session: %w: the connection changed sessions", distlock.ErrSessionExpired)
 	}
-	s.st = qlock.NewState(s.log, sent.Add(s.timeout-s.margin))
-	s.log.Debug("zklock: session started", "timeout", s.timeout, "tick", s.tick, "tick from", tickFrom, "margin", s.margin)
-	s.st.Finally(s.monitor)
+	log := c.Logger.With("session", fmt.Sprintf("%#x", id))
+	s.Base = qlock.NewBase(qlock.NewState(log, sent.Add(s.timeout-s.margin)), log, c.Holder)
+	s.Log().Debug("zklock: session started", "timeout", s.timeout, "tick", s.tick, "tick from", tickFrom, "margin", s.margin)
+	s.State().Finally(s.monitor)
 	return s, nil
 }
 
@@ -147,17 +147,13 @@ func (s *Session) TickTime() time.Duration { return s.tick }
 // User returns the session as users see it, with Close deleting the
 // session's nodes.
 func (s *Session) User() qlock.Session {
-	return qlock.NewSession(s.st, s.holder, s.prefix, s.timeout, s.deleteNodes)
+	return qlock.NewSession(s.State(), s.Holder(), s.prefix, s.timeout, s.deleteNodes)
 }
 
-// State, Log, Holder and Owner are the qlock.Driver's view of the session.
-func (s *Session) State() *qlock.State { return s.st }
-func (s *Session) Log() *slog.Logger   { return s.log }
-func (s *Session) Holder() string      { return s.holder }
-func (s *Session) Owner() uint64       { return uint64(s.id) }
-func (s *Session) Err() error          { return s.st.Err() }
-func (s *Session) Deadline() time.Time { return s.st.Deadline() }
-func (s *Session) end(cause error)     { s.st.End(cause) }
+// Owner is the session's ID in fencing tokens (qlock.Driver).
+func (s *Session) Owner() uint64 { return uint64(s.id) }
+
+func (s *Session) end(cause error) { s.State().End(cause) }
 
 // expired ends the session as expired and returns the cause.
 func (s *Session) expired(why string) error {
@@ -219,7 +215,7 @@ func (s *Session) forget(p string) {
 
 // goBackground runs f in the background while the session lives (see
 // qlock.State.Go).
-func (s *Session) goBackground(f func(ctx context.Context)) { s.st.Go(f) }
+func (s *Session) goBackground(f func(ctx context.Context)) { s.State().Go(f) }
 
 // storeErr ends the session if err says it is gone, and returns err in
 // terms of the distlock sentinels where one fits.

@@ -81,7 +81,7 @@ func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, 
 	if len(older) <= walkLimit {
 		return
 	}
-	s.log.Debug("zklock: listing", "node", n.Key, "older", len(older))
+	s.Log().Debug("zklock: listing", "node", n.Key, "older", len(older))
 	older = older[:len(older)-walkLimit]
 	dir := s.Dir(n.Name)
 	kids, err := zkctx.Call(ctx, func() ([]string, error) {

@@ -1,0 +1,32 @@
+package etcdlock
+
+import "github.com/distlock/distlock/internal/qlock"
+
+// Election is leader election on etcd, on the same queue mechanism as
+// Mutex: each Campaign puts one key "P" + name + "/@e" + lease + "_" +
+// counter, bound to the session's lease, whose value is the candidate's
+// value, and the oldest candidate leads with its key's create revision as
+// its term's fencing token. Candidates are a queue of their own: an
+// Election and a Mutex of the same name do not wait for each other.
+//
+// Its methods: Campaign (waits until the candidate leads; a candidate
+// that waited confirms its key by one linearizable read before it
+// returns, so there is no phantom leader), Leader (one linearizable read
+// of the oldest candidate), Observe (a stream of leaders that survives
+// compaction, "no leader" included), Name and Dir. The Leadership's
+// Proclaim is a Put guarded by the key's create revision, Resign the
+// guarded delete.
+//
+// Compared with etcd's concurrency.Election: an uncontended Campaign is one
+// write round trip, where etcd's needs two; a waiting candidate watches
+// only its predecessor, from the current revision (no 100 ms catch-up
+// delay at handover); a Campaign that fails or is cancelled deletes its
+// key before returning (or keeps trying in the background while the
+// session lives); Observe reports "no leader" too.
+type Election = qlock.Election
+
+// NewElection returns the election called name (see distlock.ValidateName)
+// on the session's client.
+func NewElection(s *Session, name string) (*Election, error) {
+	return qlock.NewElection("etcdlock", s.driver(), name)
+}
