@@ -86,9 +86,8 @@
 // end of the "@w" sub-prefix (readers and writers), an election's the "@e"
 // sub-prefix, which sorts before it, so an Election and a Mutex or RWMutex
 // of the same name do not interfere — the same behaviour as zklock, where
-// candidates are "@e-…" nodes that lock queues ignore. Inspect lists both (give them different names). Keys written by
-// versions of etcdlock before this split ("@w" candidates) are lock entries
-// to this one: do not mix versions on one election.
+// candidates are "@e-…" nodes that lock queues ignore. Inspect lists both
+// (give them different names).
 //
 // Proclaim is a Put guarded by the key's create revision (the key gone:
 // distlock.ErrNotLeader); it does not hand leadership over, since waiters

@@ -1,7 +1,14 @@
 // Package zklock implements distlock's recipes on ZooKeeper
 // (github.com/go-zookeeper/zk): a Session that follows the state of a
-// *zk.Conn the caller already has, and a fair FIFO queue Mutex whose fencing
-// token is the holder znode's czxid.
+// *zk.Conn the caller already has, a fair FIFO Mutex whose fencing token is
+// the holder znode's czxid, a readers-writer RWMutex on the same queue,
+// leader Election, and Inspect to list a lock's queue without joining it.
+//
+// The recipes are written once, for etcd and ZooKeeper alike, on distlock's
+// queue-lock engine (internal/qlock, whose lifecycle.go tells an
+// acquisition from enqueue to release); this package is their ZooKeeper
+// entry point, and the engine's ZooKeeper driver (internal/qlock/zkq) does
+// the store's part, as described below.
 //
 // # Znodes
 //

@@ -14,6 +14,7 @@ import (
 // it, and background work that Close waits for. The store drivers keep
 // their sessions on it; users see it through Session.
 type State struct {
+	pkg string // the backend's package name, for logs
 	log *slog.Logger
 	// ctx is cancelled, with the reason as cause, when the session ends.
 	ctx    context.Context
@@ -24,10 +25,10 @@ type State struct {
 	deadline time.Time
 }
 
-// NewState returns the state of a session that lives until deadline
-// unless extended.
-func NewState(log *slog.Logger, deadline time.Time) *State {
-	s := &State{log: log, deadline: deadline}
+// NewState returns the state of a session of backend pkg ("etcdlock",
+// "zklock") that lives until deadline unless extended.
+func NewState(pkg string, log *slog.Logger, deadline time.Time) *State {
+	s := &State{pkg: pkg, log: log, deadline: deadline}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	return s
 }
@@ -71,7 +72,7 @@ func (s *State) End(cause error) bool {
 	s.cancel(cause)
 	s.mu.Unlock()
 	if first {
-		s.log.Info("session ended", "cause", cause)
+		s.log.Info(s.pkg+": session ended", "cause", cause)
 	}
 	return first
 }

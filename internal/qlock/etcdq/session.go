@@ -93,7 +93,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, c Config) (*Sessio
 		prefix: c.Prefix,
 	}
 	log := c.Logger.With("lease", strconv.FormatInt(int64(resp.ID), 16))
-	s.Base = qlock.NewBase(qlock.NewState(log, sent.Add(s.ttl-s.margin)), log, c.Holder)
+	s.Base = qlock.NewBase(qlock.NewState("etcdlock", log, sent.Add(s.ttl-s.margin)), log, c.Holder)
 	s.Log().Debug("etcdlock: session started", "ttl", ttl)
 	s.State().Finally(s.keepalive)
 	return s, nil

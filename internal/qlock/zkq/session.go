@@ -120,7 +120,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 		return nil, fmt.Errorf("zklock: new session: %w: the connection changed sessions", distlock.ErrSessionExpired)
 	}
 	log := c.Logger.With("session", fmt.Sprintf("%#x", id))
-	s.Base = qlock.NewBase(qlock.NewState(log, sent.Add(s.timeout-s.margin)), log, c.Holder)
+	s.Base = qlock.NewBase(qlock.NewState("zklock", log, sent.Add(s.timeout-s.margin)), log, c.Holder)
 	s.Log().Debug("zklock: session started", "timeout", s.timeout, "tick", s.tick, "tick from", tickFrom, "margin", s.margin)
 	s.State().Finally(s.monitor)
 	return s, nil
