@@ -110,7 +110,7 @@ func (e *observer) observe(ctx context.Context, ch chan<- distlock.LeaderInfo) {
 		resp, err := cli.Get(ctx, dir, clientv3.WithPrefix())
 		if err != nil {
 			e.s.Log().Debug("etcdlock: observe: read failed", "election", e.name, "err", err)
-			if ctxwait.Sleep(ctx, retryDelay) != nil {
+			if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
 				return
 			}
 			continue
@@ -125,7 +125,7 @@ func (e *observer) observe(ctx context.Context, ch chan<- distlock.LeaderInfo) {
 		if !e.follow(ctx, dir, resp.Header.Revision, cands, emit) {
 			return
 		}
-		if ctxwait.Sleep(ctx, retryDelay) != nil {
+		if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
 			return
 		}
 	}

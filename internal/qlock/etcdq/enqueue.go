@@ -116,7 +116,7 @@ func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*q
 			s.Log().Debug("etcdlock: enqueue unanswered; retrying on the next member", "lock", name, "after", s.enqueueAttempt())
 			continue
 		}
-		if status.Code(err) != codes.Unavailable || ctx.Err() != nil || ctxwait.Sleep(ctx, retryDelay) != nil {
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil || ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
 			s.abandon(key)
 			return nil, nil, ctxErr(err)
 		}

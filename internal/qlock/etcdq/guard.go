@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -130,24 +130,18 @@ func (s *Session) bury(ctx context.Context, key string) error {
 
 // abandon cleans up after an enqueue Txn of unknown outcome (it failed,
 // or its context ended while it was in flight), before the failed Lock
-// returns: bury, within abandonTimeout; if the store cannot be reached by
+// returns: bury, within qlock.AbandonTimeout; if the store cannot be reached by
 // then, the same in the background until it succeeds or the session ends
 // (the lease, expiring on the server at the latest TTL later, then takes
 // the key with it and makes a late put fail).
 func (s *Session) abandon(key string) {
-	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
 	defer cancel()
 	if err := s.bury(ctx, key); err != nil {
 		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "key", key, "err", err)
-		s.goBackground(func(ctx context.Context) {
-			for delay := retryDelay; ; delay = min(2*delay, s.ttl/3) {
-				bctx, cancel := context.WithTimeout(ctx, s.ttl/3)
-				err := s.bury(bctx, key)
-				cancel()
-				if err == nil || ctxwait.Sleep(ctx, delay) != nil {
-					return
-				}
-			}
+		s.State().Go(func(ctx context.Context) {
+			qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool { return s.bury(ctx, key) == nil })
 		})
+
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/distlock/distlock/internal/qlock"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,7 +29,7 @@ const maxAttempts = 16
 // attempt to succeed wins; the others are cancelled when hedged returns.
 //
 // An attempt that fails at once with a retryable error (see retryable) is
-// sent again after retryDelay, or at the next delay if sooner; any other
+// sent again after qlock.RetryDelay, or at the next delay if sooner; any other
 // error ends the call. op gets a context cancelled when hedged returns.
 func hedged[T any](ctx context.Context, delay time.Duration, op func(ctx context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -60,7 +61,7 @@ func hedged[T any](ctx context.Context, delay time.Duration, op func(ctx context
 			}
 			last = r.err
 			if pending == 0 {
-				next.Reset(min(retryDelay, delay))
+				next.Reset(min(qlock.RetryDelay, delay))
 			}
 		case <-next.C:
 			if sent < maxAttempts {

@@ -9,17 +9,10 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/distlock/distlock/internal/qlock"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// abandonTimeout bounds the cleanup a failed Lock does before returning;
-// if the delete has not gone through by then, it is retried in the
-// background for as long as the session lives (after that the lease takes
-// the key with it).
-const abandonTimeout = time.Second
 
 // Release deletes n's key with a Txn conditioned on its create revision,
 // so only if it is still this acquisition's (qlock.Driver).
@@ -97,10 +90,10 @@ func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error 
 // Abandon is the failure path of a Lock that had enqueued (qlock.Driver):
 // its put is known to have been applied (and any earlier attempt of it can
 // no longer be, see Enqueue), so a plain delete undoes it for good. A
-// delete that does not go through within abandonTimeout is retried in the
+// delete that does not go through within qlock.AbandonTimeout is retried in the
 // background while the session lives.
 func (s *Session) Abandon(n *qlock.Node) {
-	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
 	defer cancel()
 	if _, err := s.client.Delete(ctx, n.Key); err != nil {
 		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "key", n.Key, "err", err)
@@ -111,15 +104,11 @@ func (s *Session) Abandon(n *qlock.Node) {
 // removeLater deletes key in the background, retrying until it succeeds or
 // the session ends (which takes the key away with the lease).
 func (s *Session) removeLater(key string) {
-	s.goBackground(func(ctx context.Context) {
-		for delay := retryDelay; ; delay = min(2*delay, s.ttl/3) {
-			dctx, cancel := context.WithTimeout(ctx, s.ttl/3)
-			_, err := s.client.Delete(dctx, key)
-			cancel()
-			if err == nil || ctxwait.Sleep(ctx, delay) != nil {
-				return
-			}
-		}
+	s.State().Go(func(ctx context.Context) {
+		qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool {
+			_, err := s.client.Delete(ctx, key)
+			return err == nil
+		})
 	})
 }
 

@@ -239,7 +239,3 @@ func (s *Session) revokeLater(after string) {
 		}
 	})
 }
-
-// goBackground runs f in the background while the session lives (see
-// qlock.State.Go).
-func (s *Session) goBackground(f func(ctx context.Context)) { s.State().Go(f) }

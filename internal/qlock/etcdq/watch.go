@@ -7,13 +7,10 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 )
-
-// retryDelay spaces out attempts to reopen a watch or repeat a cleanup after
-// an error, so a member that keeps failing is not hammered.
-const retryDelay = 100 * time.Millisecond
 
 // waitDeleted blocks until the key created at createRev no longer exists,
 // and returns nil then; or returns ctx's cause.
@@ -70,7 +67,7 @@ func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known 
 			}
 		}
 		known, fromHistory = seen, false
-		if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
+		if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
 			return err
 		}
 	}

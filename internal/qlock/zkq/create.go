@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -57,7 +58,7 @@ func (s *Session) create(ctx context.Context, dir, base, guid string, data []byt
 			}
 		case transient(r.err):
 			// Never sent.
-			if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
+			if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
 				return "", err
 			}
 		default:
@@ -112,7 +113,7 @@ func (s *Session) findGUID(ctx context.Context, dir, guid string) (string, error
 }
 
 // abandonCreate cleans up after a Lock that gave up while its create was in
-// flight: it waits (up to abandonTimeout, then in the background) for the
+// flight: it waits (up to qlock.AbandonTimeout, then in the background) for the
 // create's result and deletes whatever it made. The result always comes:
 // go-zookeeper answers every request, with ErrConnectionClosed when the
 // connection is lost before the reply, ErrClosing when it is closed.
@@ -126,7 +127,7 @@ func (s *Session) abandonCreate(ch <-chan createResult, dir, guid string) {
 			s.abandonGUID(dir, guid)
 		}
 	}
-	t := time.NewTimer(abandonTimeout)
+	t := time.NewTimer(qlock.AbandonTimeout)
 	defer t.Stop()
 	select {
 	case r := <-ch:
@@ -143,25 +144,19 @@ func (s *Session) abandonCreate(ch <-chan createResult, dir, guid string) {
 // session has moved (ZooKeeper's session-moved check), so if the look does
 // not find it, it never appears.
 func (s *Session) abandonGUID(dir, guid string) {
-	go func() {
-		for delay := retryDelay; s.ours(); delay = min(2*delay, s.timeout/6) {
-			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-			p, err := s.findGUID(ctx, dir, guid)
-			cancel()
-			if err == nil {
-				if p != "" {
-					s.remember(p)
-					s.abandon(p)
-				}
-				return
-			}
-			if !retryCleanup(err) {
-				s.Log().Warn("zklock: cleanup abandoned", "dir", dir, "guid", guid, "err", err)
-				return
-			}
-			time.Sleep(delay)
+	go qlock.Retry(context.Background(), s.timeout, s.timeout/6, s.ours, func(ctx context.Context) bool {
+		p, err := s.findGUID(ctx, dir, guid)
+		switch {
+		case err == nil && p != "":
+			s.remember(p)
+			s.abandon(p)
+		case err != nil && !retryCleanup(err):
+			s.Log().Warn("zklock: cleanup abandoned", "dir", dir, "guid", guid, "err", err)
+		case err != nil:
+			return false
 		}
-	}()
+		return true
+	})
 }
 
 // createResult is the outcome of a create request.

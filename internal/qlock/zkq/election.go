@@ -71,7 +71,7 @@ func (s *Session) Proclaim(ctx context.Context, n *qlock.Node, value string) err
 			}
 			return s.storeErr(err)
 		}
-		if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
+		if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
 			return err
 		}
 	}
@@ -150,7 +150,7 @@ func (s *Session) Observe(ctx context.Context, name string, out chan<- distlock.
 			s.Log().Debug("zklock: observe: connection closed", "election", name)
 			return false
 		}
-		return ctxwait.Sleep(ctx, retryDelay) == nil
+		return ctxwait.Sleep(ctx, qlock.RetryDelay) == nil
 	}
 	for ctx.Err() == nil {
 		if childW == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
@@ -12,12 +11,6 @@ import (
 	"github.com/distlock/distlock/internal/zkctx"
 	"github.com/go-zookeeper/zk"
 )
-
-// abandonTimeout bounds the cleanup a failed Lock does before returning;
-// if the delete has not gone through by then, it is retried in the
-// background for as long as the connection keeps the ZooKeeper session
-// (see removeLater).
-const abandonTimeout = time.Second
 
 // Release deletes the node by its exact path and version (qlock.Driver).
 // An exclusive entry (or a candidate) is released with one
@@ -72,7 +65,7 @@ func (s *Session) handBack(ctx context.Context, n *qlock.Node) error {
 			return err
 		}
 		cut = cut || errors.Is(err, zk.ErrConnectionClosed)
-		if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
+		if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
 			return err
 		}
 	}
@@ -94,7 +87,7 @@ func multiErr(rs []zk.MultiResponse, err error) error {
 func (s *Session) Abandon(n *qlock.Node) { s.abandon(n.Key) }
 
 // abandon deletes a node of this session before a failed Lock returns. A
-// node that cannot be deleted within abandonTimeout is left to a
+// node that cannot be deleted within qlock.AbandonTimeout is left to a
 // background retry, so that it never blocks the queue for longer than the
 // ZooKeeper session lives.
 func (s *Session) abandon(path string) {
@@ -102,7 +95,7 @@ func (s *Session) abandon(path string) {
 		s.removeStray(path)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
 	defer cancel()
 	_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
 	if err == nil || errors.Is(err, zk.ErrNoNode) {
@@ -122,7 +115,7 @@ func (s *Session) abandon(path string) {
 // other session is left alone.
 func (s *Session) removeStray(path string) {
 	s.forget(path)
-	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
 	defer cancel()
 	st, err := retry(ctx, func() (*zk.Stat, error) {
 		ok, st, err := s.conn.Exists(path)
@@ -155,22 +148,18 @@ func (s *Session) removeStray(path string) {
 // removeLater deletes path in the background, retrying until it succeeds,
 // the connection loses the session, or the connection is closed.
 func (s *Session) removeLater(path string) {
-	go func() {
-		for delay := retryDelay; s.ours(); delay = min(2*delay, s.timeout/6) {
-			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-			_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
-			cancel()
-			if err == nil || errors.Is(err, zk.ErrNoNode) {
-				s.forget(path)
-				return
-			}
-			if !retryCleanup(err) {
-				s.Log().Warn("zklock: cleanup abandoned", "node", path, "err", err)
-				return
-			}
-			time.Sleep(delay)
+	go qlock.Retry(context.Background(), s.timeout, s.timeout/6, s.ours, func(ctx context.Context) bool {
+		_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			s.forget(path)
+			return true
 		}
-	}()
+		if !retryCleanup(err) {
+			s.Log().Warn("zklock: cleanup abandoned", "node", path, "err", err)
+			return true
+		}
+		return false
+	})
 }
 
 // retryCleanup reports whether a cleanup that failed with err may succeed

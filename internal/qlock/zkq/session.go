@@ -193,7 +193,7 @@ func (s *Session) deleteNodes(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("zklock: delete %s: %w", p, err))
 				break
 			}
-			if ctxwait.Sleep(ctx, retryDelay) != nil {
+			if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
 				break
 			}
 		}
@@ -212,10 +212,6 @@ func (s *Session) forget(p string) {
 	delete(s.nodes, p)
 	s.mu.Unlock()
 }
-
-// goBackground runs f in the background while the session lives (see
-// qlock.State.Go).
-func (s *Session) goBackground(f func(ctx context.Context)) { s.State().Go(f) }
 
 // storeErr ends the session if err says it is gone, and returns err in
 // terms of the distlock sentinels where one fits.

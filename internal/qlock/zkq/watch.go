@@ -8,13 +8,10 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/zkctx"
 	"github.com/go-zookeeper/zk"
 )
-
-// retryDelay spaces out retries of a request that failed because the client
-// was between servers.
-const retryDelay = 50 * time.Millisecond
 
 // retry runs f until it succeeds or fails other than transiently, or ctx
 // ends.
@@ -24,7 +21,7 @@ func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			return v, err
 		}
-		if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
+		if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
 			return v, err
 		}
 	}
@@ -94,7 +91,7 @@ func (s *Session) goneCause(ctx context.Context, path string) error {
 			}
 			return context.Cause(ctx)
 		}
-		if err := ctxwait.Sleep(ctx, retryDelay); err != nil {
+		if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
 			if serr := s.Err(); serr != nil {
 				return serr
 			}
