@@ -58,9 +58,9 @@ func (n *Node) Alive() context.Context { return n.alive }
 // session, and nothing of the life cycle (that is the engine's, in
 // lifecycle.go). Every method that blocks returns when its ctx ends.
 type Driver interface {
-	// State is the session's state: its end, deadline and background
-	// work.
-	State() *State
+	// Shared is the session's state that every store's session has: its
+	// end, deadline and background work (drivers embed *State).
+	Shared() *State
 	// Log is the session's logger.
 	Log() *slog.Logger
 	// Holder is the value of the session's lock entries.

@@ -70,7 +70,7 @@ func Lost(reason error) error {
 // (steps 1 to 4). On failure nothing is left behind.
 func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, error) {
 	fail := func(err error) error { return &distlock.LockError{Name: name, Op: r.Op, Err: err} }
-	st := e.d.State()
+	st := e.d.Shared()
 	if err := st.Err(); err != nil {
 		return nil, fail(err)
 	}
@@ -105,7 +105,7 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, er
 		return nil, fail(err)
 	}
 	if n.Waited {
-		e.d.Log().Debug(e.d.State().pkg+": enqueued", "lock", name, "key", n.Key, "ahead", len(q.Ahead()))
+		e.d.Log().Debug(e.d.Shared().pkg+": enqueued", "lock", name, "key", n.Key, "ahead", len(q.Ahead()))
 		if err := e.wait(ctx, n, q); err != nil {
 			e.abandon(n, err)
 			return nil, fail(err)
@@ -115,7 +115,7 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, er
 		e.abandon(n, err)
 		return nil, fail(err)
 	}
-	e.d.Log().Debug(e.d.State().pkg+": acquired", "lock", name, "key", n.Key, "token", n.Token)
+	e.d.Log().Debug(e.d.Shared().pkg+": acquired", "lock", name, "key", n.Key, "token", n.Token)
 	return n, nil
 }
 
@@ -185,7 +185,7 @@ func (e *Engine) waitAny(ctx context.Context, n *Node, w []Entry) (Entry, error)
 func (e *Engine) hold(n *Node) *distlock.Lease {
 	t := distlock.Token{Name: n.Name, Seq: n.Token, Owner: e.d.Owner()}
 	return holdWhile(t, n.alive, func(ctx context.Context) error { return e.release(ctx, n) }, func(cause error) {
-		e.d.Log().Info(e.d.State().pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
+		e.d.Log().Info(e.d.Shared().pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
 	})
 }
 
@@ -215,7 +215,7 @@ func (e *Engine) release(ctx context.Context, n *Node) error {
 	if err := e.d.Release(ctx, n, known); err != nil {
 		return err
 	}
-	e.d.Log().Debug(e.d.State().pkg+": released", "lock", n.Name, "token", n.Token)
+	e.d.Log().Debug(e.d.Shared().pkg+": released", "lock", n.Name, "token", n.Token)
 	return nil
 }
 

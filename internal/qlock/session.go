@@ -14,8 +14,9 @@ import (
 // it, and background work that Close waits for. The store drivers keep
 // their sessions on it; users see it through Session.
 type State struct {
-	pkg string // the backend's package name, for logs
-	log *slog.Logger
+	pkg    string // the backend's package name, for logs
+	log    *slog.Logger
+	holder string // the value of the session's lock entries
 	// ctx is cancelled, with the reason as cause, when the session ends.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -26,12 +27,22 @@ type State struct {
 }
 
 // NewState returns the state of a session of backend pkg ("etcdlock",
-// "zklock") that lives until deadline unless extended.
-func NewState(pkg string, log *slog.Logger, deadline time.Time) *State {
-	s := &State{pkg: pkg, log: log, deadline: deadline}
+// "zklock") that lives until deadline unless extended. Drivers embed it.
+func NewState(pkg string, log *slog.Logger, holder string, deadline time.Time) *State {
+	s := &State{pkg: pkg, log: log, holder: holder, deadline: deadline}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	return s
 }
+
+// Shared returns s: a driver's session that embeds it has the Driver's
+// Shared method.
+func (s *State) Shared() *State { return s }
+
+// Log returns the session's logger.
+func (s *State) Log() *slog.Logger { return s.log }
+
+// Holder returns the value of the session's lock entries.
+func (s *State) Holder() string { return s.holder }
 
 // Context returns a context that ends, with the reason as its cause, when
 // the session does.
@@ -115,49 +126,20 @@ func (s *State) Close(ctx context.Context, release func(ctx context.Context) err
 	return err
 }
 
-// Base is what every store driver's session has, whatever its store: its
-// state, logger and holder value. Drivers embed it; users never see it.
-type Base struct {
-	st     *State
-	log    *slog.Logger
-	holder string
-}
-
-// NewBase returns the base of a driver's session.
-func NewBase(st *State, log *slog.Logger, holder string) Base {
-	return Base{st: st, log: log, holder: holder}
-}
-
-// State returns the session's state (Driver).
-func (b *Base) State() *State { return b.st }
-
-// Log returns the session's logger (Driver).
-func (b *Base) Log() *slog.Logger { return b.log }
-
-// Holder returns the value of the session's lock entries (Driver).
-func (b *Base) Holder() string { return b.holder }
-
-// Err returns nil while the session lives, then why it ended.
-func (b *Base) Err() error { return b.st.Err() }
-
-// Deadline returns the session's client-side expiry.
-func (b *Base) Deadline() time.Time { return b.st.Deadline() }
-
 // Session is the part of a session that users see the same on every
 // store; etcdlock.Session and zklock.Session embed it.
 type Session struct {
 	st      *State
-	holder  string
 	prefix  string
 	ttl     time.Duration
 	release func(ctx context.Context) error
 }
 
-// NewSession returns the user's view of a session on st: holder and
-// prefix as configured, ttl as granted or negotiated, and release the
-// store's part of Close.
-func NewSession(st *State, holder, prefix string, ttl time.Duration, release func(ctx context.Context) error) Session {
-	return Session{st: st, holder: holder, prefix: prefix, ttl: ttl, release: release}
+// NewSession returns the user's view of a session on st: prefix as
+// configured, ttl as granted or negotiated, and release the store's part
+// of Close.
+func NewSession(st *State, prefix string, ttl time.Duration, release func(ctx context.Context) error) Session {
+	return Session{st: st, prefix: prefix, ttl: ttl, release: release}
 }
 
 // Done returns a channel closed when the session ends.
@@ -176,7 +158,7 @@ func (s *Session) Deadline() time.Time { return s.st.Deadline() }
 
 // Holder returns the value stored in the session's lock entries (see
 // WithHolder).
-func (s *Session) Holder() string { return s.holder }
+func (s *Session) Holder() string { return s.st.holder }
 
 // Prefix returns the key prefix (etcd) or znode (ZooKeeper) under which the
 // session's locks keep their queues.

@@ -139,7 +139,7 @@ func (s *Session) abandon(key string) {
 	defer cancel()
 	if err := s.bury(ctx, key); err != nil {
 		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "key", key, "err", err)
-		s.State().Go(func(ctx context.Context) {
+		s.Go(func(ctx context.Context) {
 			qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool { return s.bury(ctx, key) == nil })
 		})
 

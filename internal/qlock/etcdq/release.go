@@ -104,7 +104,7 @@ func (s *Session) Abandon(n *qlock.Node) {
 // removeLater deletes key in the background, retrying until it succeeds or
 // the session ends (which takes the key away with the lease).
 func (s *Session) removeLater(key string) {
-	s.State().Go(func(ctx context.Context) {
+	s.Go(func(ctx context.Context) {
 		qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool {
 			_, err := s.client.Delete(ctx, key)
 			return err == nil

@@ -54,7 +54,7 @@ type Session struct {
 	margin time.Duration
 	prefix string
 
-	qlock.Base
+	*qlock.State
 
 	// guard makes a failed Lock's key unable to come back (guard.go).
 	guard guard
@@ -93,9 +93,9 @@ func NewSession(ctx context.Context, client *clientv3.Client, c Config) (*Sessio
 		prefix: c.Prefix,
 	}
 	log := c.Logger.With("lease", strconv.FormatInt(int64(resp.ID), 16))
-	s.Base = qlock.NewBase(qlock.NewState("etcdlock", log, sent.Add(s.ttl-s.margin)), log, c.Holder)
+	s.State = qlock.NewState("etcdlock", log, c.Holder, sent.Add(s.ttl-s.margin))
 	s.Log().Debug("etcdlock: session started", "ttl", ttl)
-	s.State().Finally(s.keepalive)
+	s.Finally(s.keepalive)
 	return s, nil
 }
 
@@ -107,13 +107,13 @@ func (s *Session) ID() clientv3.LeaseID { return s.id }
 
 // User returns the session as users see it, with Close revoking the lease.
 func (s *Session) User() qlock.Session {
-	return qlock.NewSession(s.State(), s.Holder(), s.prefix, s.ttl, s.revoke)
+	return qlock.NewSession(s.State, s.prefix, s.ttl, s.revoke)
 }
 
 // Owner is the session's ID in fencing tokens (qlock.Driver).
 func (s *Session) Owner() uint64 { return uint64(s.id) }
 
-func (s *Session) end(cause error) { s.State().End(cause) }
+func (s *Session) end(cause error) { s.End(cause) }
 
 func (s *Session) revoke(ctx context.Context) error {
 	_, err := s.client.Revoke(ctx, s.id)
@@ -143,7 +143,7 @@ func (s *Session) keepalive() {
 		deadline := s.Deadline()
 		expire := time.NewTimer(time.Until(deadline))
 		select {
-		case <-s.State().Context().Done():
+		case <-s.Context().Done():
 			expire.Stop()
 			return
 		case <-expire.C:
@@ -161,7 +161,7 @@ func (s *Session) keepalive() {
 		sent, resp, err := s.refresh(deadline)
 		switch {
 		case err == nil:
-			s.State().Extend(sent.Add(time.Duration(resp.TTL)*time.Second - s.margin))
+			s.Extend(sent.Add(time.Duration(resp.TTL)*time.Second - s.margin))
 			s.Log().Debug("etcdlock: keepalive", "member", fmt.Sprintf("%x", resp.ResponseHeader.GetMemberId()), "took", time.Since(sent))
 			// Counted from the send time, as the deadline is: a slow
 			// answer must not eat into the next refresh's time to reach
@@ -170,7 +170,7 @@ func (s *Session) keepalive() {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(fmt.Errorf("%w: lease %x not found on the server", distlock.ErrSessionExpired, int64(s.id)))
 			return
-		case s.State().Context().Err() != nil:
+		case s.Context().Err() != nil:
 			return
 		default:
 			s.Log().Warn("etcdlock: keepalive failed", "err", err, "deadline", deadline)
@@ -203,7 +203,7 @@ type attempt struct {
 // send time of the attempt confirmed, which the server received after that
 // time, whichever member it went through.
 func (s *Session) refresh(deadline time.Time) (time.Time, *clientv3.LeaseKeepAliveResponse, error) {
-	ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(s.State().Context()), deadline)
+	ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(s.Context()), deadline)
 	defer cancel()
 	var attempts atomic.Int32
 	a, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (attempt, error) {
@@ -231,7 +231,7 @@ func (s *Session) expire(deadline time.Time) {
 // the margin, so that waiters do not wait for the server's expiry; Close
 // waits for it.
 func (s *Session) revokeLater(after string) {
-	s.State().Finally(func() {
+	s.Finally(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.margin)
 		defer cancel()
 		if err := s.revoke(ctx); err != nil {

@@ -131,14 +131,14 @@ func (s *Session) monitor() {
 	failed := false // the last Sync failed
 	for {
 		select {
-		case <-s.State().Context().Done():
+		case <-s.Context().Done():
 			return
 		case <-tick.C:
 		case r := <-inflight:
 			inflight = nil
 			switch {
 			case r.err == nil && s.ours():
-				was := s.State().Extend(r.sent.Add(s.timeout - s.margin))
+				was := s.Extend(r.sent.Add(s.timeout - s.margin))
 				if failed {
 					// How close the session came to its deadline while the
 					// connection moved: the margin that is left.
@@ -167,7 +167,7 @@ func (s *Session) monitor() {
 		if deadline := s.Deadline(); !now.Before(deadline) {
 			s.expired(fmt.Sprintf("not confirmed alive before the client-side deadline %s (the %v session timeout minus %v after the last answered request was sent)",
 				deadline.Format(time.RFC3339Nano), s.timeout, s.margin))
-			s.State().Finally(func() {
+			s.Finally(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), s.margin)
 				defer cancel()
 				if err := s.deleteNodes(ctx); err != nil {

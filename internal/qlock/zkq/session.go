@@ -51,7 +51,7 @@ type Session struct {
 	prefix  string
 	acl     []zk.ACL
 
-	qlock.Base
+	*qlock.State
 
 	mu    sync.Mutex
 	nodes map[string]struct{} // this session's live lock nodes
@@ -120,9 +120,9 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 		return nil, fmt.Errorf("zklock: new session: %w: the connection changed sessions", distlock.ErrSessionExpired)
 	}
 	log := c.Logger.With("session", fmt.Sprintf("%#x", id))
-	s.Base = qlock.NewBase(qlock.NewState("zklock", log, sent.Add(s.timeout-s.margin)), log, c.Holder)
+	s.State = qlock.NewState("zklock", log, c.Holder, sent.Add(s.timeout-s.margin))
 	s.Log().Debug("zklock: session started", "timeout", s.timeout, "tick", s.tick, "tick from", tickFrom, "margin", s.margin)
-	s.State().Finally(s.monitor)
+	s.Finally(s.monitor)
 	return s, nil
 }
 
@@ -147,13 +147,13 @@ func (s *Session) TickTime() time.Duration { return s.tick }
 // User returns the session as users see it, with Close deleting the
 // session's nodes.
 func (s *Session) User() qlock.Session {
-	return qlock.NewSession(s.State(), s.Holder(), s.prefix, s.timeout, s.deleteNodes)
+	return qlock.NewSession(s.State, s.prefix, s.timeout, s.deleteNodes)
 }
 
 // Owner is the session's ID in fencing tokens (qlock.Driver).
 func (s *Session) Owner() uint64 { return uint64(s.id) }
 
-func (s *Session) end(cause error) { s.State().End(cause) }
+func (s *Session) end(cause error) { s.End(cause) }
 
 // expired ends the session as expired and returns the cause.
 func (s *Session) expired(why string) error {
