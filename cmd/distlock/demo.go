@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +22,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/internal/embedetcd"
+	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/proc"
 )
 
 func init() {
@@ -87,13 +87,13 @@ func demo(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	switch *backendKind {
 	case "etcd":
-		srv, err := embedetcd.Start(ctx)
+		endpoint, stopEtcd, err := startEmbeddedEtcd(ctx)
 		if err != nil {
-			return d.fail(ctx, fmt.Errorf("demo: start embedded etcd: %w", err))
+			return d.fail(ctx, err)
 		}
-		defer srv.Close()
-		cf = connFlags{etcd: srv.Endpoint, ttl: etcdlock.MinTTL, timeout: 5 * time.Second}
-		d.say("distlock demo: a lock is not enough. Embedded etcd at %s (in a temp dir), lease TTL %v.", srv.Endpoint, cf.ttl)
+		defer stopEtcd()
+		cf = connFlags{etcd: endpoint, ttl: etcdlock.MinTTL, timeout: 5 * time.Second}
+		d.say("distlock demo: a lock is not enough. Embedded etcd at %s (in a temp dir), lease TTL %v.", endpoint, cf.ttl)
 	case "zk":
 		if *zkAddr == "" {
 			return usageErr("demo: --backend zk needs --zk host:port (or $DISTLOCK_ZK)")
@@ -111,7 +111,7 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		return d.fail(ctx, err)
 	}
 	defer be.Close()
-	sess, err := be.session(ctx, holderValue("demo worker B"), nil)
+	sess, err := session(ctx, be, holderValue("demo worker B"))
 	if err != nil {
 		return d.fail(ctx, err)
 	}
@@ -120,12 +120,12 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		defer ccancel()
 		sess.Close(cctx)
 	}()
-	if be.kind == "zk" {
-		t := sess.(interface{ Timeout() time.Duration }).Timeout()
+	if be.Kind() == backend.ZooKeeper {
+		t := sess.TTL()
 		d.say("distlock demo: a lock is not enough. ZooKeeper at %s, session timeout %v (asked %v; the server's min/max decide).", cf.zk, t, cf.ttl)
 		cf.ttl = t
 	}
-	muB, err := be.mutex(sess, demoLock)
+	muB, err := mutex(sess, demoLock)
 	if err != nil {
 		return d.fail(ctx, err)
 	}
@@ -251,7 +251,7 @@ func (d *demoRun) round(ctx context.Context, fenced bool) error {
 		return fmt.Errorf("demo: worker A lost the lock before its write: %s", m.args)
 	}
 	d.event(m.at, "A", "checks: the lock is still mine. About to write...")
-	if err := a.pause(); err != nil {
+	if err := a.pause(ctx); err != nil {
 		return err
 	}
 	pausedAt := time.Now()
@@ -505,54 +505,21 @@ func (w *demoWorkerProc) expect(ctx context.Context, verb string, timeout time.D
 func (w *demoWorkerProc) send(line string) { io.WriteString(w.stdin, line+"\n") }
 
 // pause stops every thread of the worker and returns once they are
-// stopped (on Linux, where /proc tells; elsewhere after a short wait).
-func (w *demoWorkerProc) pause() error {
-	if err := syscall.Kill(-w.pid, syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("demo: SIGSTOP worker A: %w", err)
+// stopped.
+func (w *demoWorkerProc) pause(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := proc.Pause(pctx, w.pid); err != nil {
+		return fmt.Errorf("demo: worker A did not stop within 5s of SIGSTOP: %w", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		stopped, known := processStopped(w.pid)
-		if !known {
-			time.Sleep(50 * time.Millisecond)
-			return nil
-		}
-		if stopped {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("demo: worker A did not stop within 5s of SIGSTOP")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// processStopped reads the state of every thread of pid from /proc: known
-// is false where there is no /proc.
-func processStopped(pid int) (stopped, known bool) {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	if err != nil || len(tasks) == 0 {
-		return false, false
-	}
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return false, true
-		}
-		// "pid (comm) S ...": the state follows the last ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
-			return false, true
-		}
-	}
-	return true, true
+	return nil
 }
 
 // resume lets the worker go on with its write, and continues it.
 func (w *demoWorkerProc) resume() error {
 	w.send("go")
-	if err := syscall.Kill(-w.pid, syscall.SIGCONT); err != nil {
-		return fmt.Errorf("demo: SIGCONT worker A: %w", err)
+	if err := proc.Resume(w.pid); err != nil {
+		return fmt.Errorf("demo: worker A: %w", err)
 	}
 	return nil
 }

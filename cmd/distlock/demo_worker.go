@@ -80,12 +80,12 @@ func demoWorker(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer b.Close()
-	sess, err := b.session(ctx, holderValue("demo worker A"), nil)
+	sess, err := session(ctx, b, holderValue("demo worker A"))
 	if err != nil {
 		return err
 	}
 	defer sess.Close(context.Background())
-	mtx, err := b.mutex(sess, lock)
+	mtx, err := mutex(sess, lock)
 	if err != nil {
 		return err
 	}
