@@ -59,12 +59,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/zklock"
-	"github.com/go-zookeeper/zk"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+	"github.com/distlock/distlock/internal/backend"
 )
 
 // event is one line of output. Pointers keep false booleans in pongs while
@@ -118,7 +114,7 @@ func emit(e event) {
 func main() { os.Exit(run()) }
 
 func run() int {
-	backend := flag.String("backend", "etcd", "lock service: etcd or zk")
+	backendFlag := flag.String("backend", "etcd", "lock service: etcd or zk")
 	endpoints := flag.String("endpoints", "", "comma-separated endpoints of the lock service (etcd: client URLs; zk: host:port)")
 	name := flag.String("lock", "", "name of the lock to hold")
 	ttl := flag.Duration("ttl", 0, "session TTL (etcd, default 2s) or session timeout (zk, default 4s)")
@@ -130,9 +126,10 @@ func run() int {
 		emit(event{Event: "error", Error: err.Error()})
 		return 1
 	}
+	kind, err := backend.ParseKind(*backendFlag)
 	switch {
-	case *backend != "etcd" && *backend != "zk":
-		return fail(fmt.Errorf("unknown backend %q (want etcd or zk)", *backend))
+	case err != nil:
+		return fail(err)
 	case *endpoints == "":
 		return fail(errors.New("-endpoints is required"))
 	case *name == "":
@@ -143,16 +140,7 @@ func run() int {
 	defer stop()
 
 	holderID := fmt.Sprintf("lockholder:%d", os.Getpid())
-	var (
-		mu      distlock.Locker
-		cleanup func()
-		err     error
-	)
-	if *backend == "zk" {
-		mu, cleanup, err = zkMutex(ctx, strings.Split(*endpoints, ","), *name, *ttl, *prefix, holderID)
-	} else {
-		mu, cleanup, err = etcdMutex(ctx, strings.Split(*endpoints, ","), *name, *ttl, *prefix, holderID)
-	}
+	mu, cleanup, err := mutex(ctx, kind, strings.Split(*endpoints, ","), *name, *ttl, *prefix, holderID)
 	if err != nil {
 		return fail(err)
 	}
@@ -210,32 +198,28 @@ func run() int {
 	}
 }
 
-// etcdMutex connects to etcd and returns a Mutex on a session of its own;
-// cleanup closes the session and the client.
-func etcdMutex(ctx context.Context, endpoints []string, name string, ttl time.Duration, prefix, holderID string) (distlock.Locker, func(), error) {
-	if ttl == 0 {
-		ttl = etcdlock.MinTTL
-	}
-	tc, err := tlsFromFlags()
+// The TLS flags (etcd only), for clusters the harness
+// started WithTLS: HolderSpec.TLS passes the cluster's files.
+var (
+	cacertFlag = flag.String("cacert", "", "etcd: CA certificate that signed the servers' certificates (PEM)")
+	certFlag   = flag.String("cert", "", "etcd: client certificate (PEM)")
+	keyFlag    = flag.String("key", "", "etcd: client key (PEM)")
+)
+
+// mutex connects and returns the Mutex on a session of its own; cleanup
+// closes the session and the connection.
+func mutex(ctx context.Context, kind backend.Kind, endpoints []string, name string, ttl time.Duration, prefix, holderID string) (distlock.Locker, func(), error) {
+	tc, err := backend.LoadTLS(*cacertFlag, *certFlag, *keyFlag)
 	if err != nil {
 		return nil, nil, fmt.Errorf("TLS: %w", err)
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-		TLS:         tc,
-	})
+	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	cli, err := backend.Dial(sctx, backend.Config{Kind: kind, Endpoints: endpoints, TLS: tc, Prefix: prefix, TTL: ttl, DialTimeout: stepTimeout, Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect: %w", err)
 	}
-	opts := []etcdlock.Option{etcdlock.WithTTL(ttl), etcdlock.WithLogger(log), etcdlock.WithHolder(holderID)}
-	if prefix != "" {
-		opts = append(opts, etcdlock.WithPrefix(prefix))
-	}
-	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
-	sess, err := etcdlock.NewSession(sctx, cli, opts...)
-	cancel()
+	sess, err := cli.NewSession(sctx, holderID)
 	if err != nil {
 		cli.Close()
 		return nil, nil, err
@@ -248,54 +232,7 @@ func etcdMutex(ctx context.Context, endpoints []string, name string, ttl time.Du
 		}
 		cli.Close()
 	}
-	mu, err := etcdlock.NewMutex(sess, name)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	return mu, cleanup, nil
-}
-
-// zkNopLogger silences go-zookeeper.
-type zkNopLogger struct{}
-
-func (zkNopLogger) Printf(string, ...any) {}
-
-// zkMutex connects to ZooKeeper and returns a Mutex on a session of its
-// own; cleanup closes the session and the connection.
-func zkMutex(ctx context.Context, servers []string, name string, timeout time.Duration, prefix, holderID string) (distlock.Locker, func(), error) {
-	if timeout == 0 {
-		timeout = 4 * time.Second
-	}
-	conn, events, err := zk.Connect(servers, timeout, zk.WithLogger(zkNopLogger{}), zk.WithLogInfo(false))
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect: %w", err)
-	}
-	go func() {
-		for ev := range events {
-			log.Debug("lockholder: zookeeper event", "type", ev.Type.String(), "state", ev.State.String())
-		}
-	}()
-	opts := []zklock.Option{zklock.WithLogger(log), zklock.WithHolder(holderID)}
-	if prefix != "" {
-		opts = append(opts, zklock.WithPrefix(prefix))
-	}
-	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
-	sess, err := zklock.NewSession(sctx, conn, opts...)
-	cancel()
-	if err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	cleanup := func() {
-		cctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-		defer cancel()
-		if err := sess.Close(cctx); err != nil {
-			log.Warn("lockholder: close session", "err", err)
-		}
-		conn.Close()
-	}
-	mu, err := zklock.NewMutex(sess, name)
+	mu, err := sess.Mutex(name)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
