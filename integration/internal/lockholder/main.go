@@ -8,8 +8,10 @@
 // With -backend zk, -ttl is the session timeout asked of ZooKeeper (default
 // 4s; the servers may negotiate it into their bounds).
 //
-// It acquires the lock with Mutex.Lock, then speaks a line protocol. On
-// stdout it writes one JSON object per line, one per event:
+// It acquires the lock with Mutex.Lock, then speaks the line protocol of
+// internal/holderproto (which the distlock demo's worker speaks too). On
+// stdout it writes one JSON object per line, one per event, each with the
+// time it was written ("at", Unix nanoseconds, left out below):
 //
 //	{"event":"acquired","token":"reports/daily@42.694d7f0c8a1b2c3d","pid":1234}
 //	{"event":"lost","error":"..."}              the library said the lock is lost
@@ -43,9 +45,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -61,36 +61,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/holderproto"
 )
-
-// event is one line of output. Pointers keep false booleans in pongs while
-// leaving them out of other events.
-type event struct {
-	Event string `json:"event"`
-	Token string `json:"token,omitempty"`
-	PID   int    `json:"pid,omitempty"`
-	Held  *bool  `json:"held,omitempty"`
-	Lost  *bool  `json:"lost,omitempty"`
-	Error string `json:"error,omitempty"`
-	// Cause is, in a pong, why the lease ended (its Err), once it has.
-	Cause string `json:"cause,omitempty"`
-	// Write answers: the write's id, the HTTP status, and for a stale or
-	// forked refusal the token the resource admitted before (newer, or
-	// the other acquisition with the same sequence number).
-	ID     int64  `json:"id,omitempty"`
-	Status int    `json:"status,omitempty"`
-	Stale  bool   `json:"stale,omitempty"`
-	Fork   bool   `json:"fork,omitempty"`
-	Newest string `json:"newest,omitempty"`
-}
-
-// writeCmd is a write command.
-type writeCmd struct {
-	Cmd   string `json:"cmd"`
-	ID    int64  `json:"id"`
-	URL   string `json:"url"`
-	Entry string `json:"entry"`
-}
 
 // writeTimeout bounds one write, including the time a test holds it in
 // flight.
@@ -101,12 +73,15 @@ const writeTimeout = 2 * time.Minute
 const stepTimeout = 10 * time.Second
 
 var (
-	out = json.NewEncoder(os.Stdout) // used by the main goroutine only
+	out = holderproto.NewWriter(os.Stdout)
 	log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 )
 
+// event is one line of output.
+type event = holderproto.Event
+
 func emit(e event) {
-	if err := out.Encode(e); err != nil {
+	if err := out.Emit(e); err != nil {
 		log.Error("lockholder: write event", "event", e.Event, "err", err)
 	}
 }
@@ -150,8 +125,7 @@ func run() int {
 	// holder that never acquires.
 	cmds := make(chan string)
 	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sc := holderproto.NewScanner(os.Stdin)
 		for sc.Scan() {
 			if line := strings.TrimSpace(sc.Text()); line != "" {
 				cmds <- line
@@ -275,16 +249,19 @@ func (h *holder) noteLost(err error) {
 	emit(event{Event: "lost", Error: err.Error()})
 }
 
-func (h *holder) command(cmd string) {
+func (h *holder) command(line string) {
 	h.noteLost(nil) // so that no answer contradicts an unreported loss
-	if strings.HasPrefix(cmd, "{") {
-		h.write(cmd)
+	c, err := holderproto.ParseCommand(line)
+	if err != nil || c.Cmd == "write" && c.ID == 0 {
+		emit(event{Event: "error", Error: fmt.Sprintf("bad command %q (want a write with an id: %v)", line, err)})
 		return
 	}
-	switch cmd {
+	switch c.Cmd {
+	case "write":
+		h.write(c)
 	case "ping":
 		held := h.lease != nil && !h.released && !h.lost
-		e := event{Event: "pong", Held: &held, Lost: &h.lost}
+		e := event{Event: "pong", Held: holderproto.Bool(held), Lost: holderproto.Bool(h.lost)}
 		if h.lease != nil {
 			e.Token = h.lease.Token().String()
 			if err := h.lease.Err(); err != nil {
@@ -305,21 +282,16 @@ func (h *holder) command(cmd string) {
 		e := event{Event: "released"}
 		if err != nil {
 			e.Error = err.Error()
-			e.Lost = &h.lost
+			e.Lost = holderproto.Bool(h.lost)
 		}
 		emit(e)
 	default:
-		emit(event{Event: "error", Error: fmt.Sprintf("unknown command %q (want ping, unlock or exit)", cmd)})
+		emit(event{Event: "error", Error: fmt.Sprintf("unknown command %q (want ping, unlock or exit)", line)})
 	}
 }
 
 // write starts a write command; its answers come back through h.writes.
-func (h *holder) write(line string) {
-	var c writeCmd
-	if err := json.Unmarshal([]byte(line), &c); err != nil || c.Cmd != "write" || c.ID == 0 {
-		emit(event{Event: "error", Error: fmt.Sprintf("bad command %q (want a write with an id: %v)", line, err)})
-		return
-	}
+func (h *holder) write(c holderproto.Command) {
 	if h.lease == nil {
 		emit(event{Event: "written", ID: c.ID, Error: "write: the lock was never acquired"})
 		return
@@ -338,7 +310,7 @@ func (h *holder) write(line string) {
 }
 
 // post sends one write and describes its answer.
-func post(ctx context.Context, c writeCmd, tok distlock.Token) event {
+func post(ctx context.Context, c holderproto.Command, tok distlock.Token) event {
 	e := event{Event: "written", ID: c.ID, Token: tok.String()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, strings.NewReader(c.Entry))
 	if err != nil {
