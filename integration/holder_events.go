@@ -1,12 +1,12 @@
 package integration
 
-// The holder's side of the lock holder's line protocol (see
-// integration/internal/lockholder): its events in, its commands out.
+// The parent's side of the lock holder's line protocol
+// (internal/holderproto; integration/internal/lockholder lists its events
+// and commands): its events in, its commands out.
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,24 +14,11 @@ import (
 	"sync"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/holderproto"
 )
 
 // holderEvent is one line of the lockholder's output.
-type holderEvent struct {
-	Event string `json:"event"`
-	Token string `json:"token"`
-	PID   int    `json:"pid"`
-	Held  bool   `json:"held"`
-	Lost  bool   `json:"lost"`
-	Error string `json:"error"`
-	Cause string `json:"cause"`
-
-	ID     int64  `json:"id"`
-	Status int    `json:"status"`
-	Stale  bool   `json:"stale"`
-	Fork   bool   `json:"fork"`
-	Newest string `json:"newest"`
-}
+type holderEvent = holderproto.Event
 
 // read turns the holder's stdout into events and its stderr into log
 // lines, then reaps the process.
@@ -44,10 +31,10 @@ func (h *Holder) read(stdout, stderr io.Reader) {
 			h.log.Info("integration: lock holder stderr", "line", sc.Text())
 		}
 	})
-	sc := bufio.NewScanner(stdout)
+	sc := holderproto.NewScanner(stdout)
 	for sc.Scan() {
-		var e holderEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Event == "" {
+		e, err := holderproto.ParseEvent(sc.Bytes())
+		if err != nil {
 			h.stderr.add("stdout: " + sc.Text())
 			h.log.Warn("integration: lock holder wrote a line that is not an event", "line", sc.Text())
 			continue
@@ -172,7 +159,7 @@ func (h *Holder) Ping(ctx context.Context) (held, lost bool, err error) {
 	if e.Event != "pong" {
 		return false, false, h.errorf("ping: %s %s", e.Event, e.Error)
 	}
-	return e.Held, e.Lost, nil
+	return e.IsHeld(), e.IsLost(), nil
 }
 
 // Lost returns a channel closed when the holder reports that the lock is
@@ -196,7 +183,7 @@ func (h *Holder) Unlock(ctx context.Context) error {
 		return err
 	case e.Event != "released":
 		return h.errorf("unlock: %s %s", e.Event, e.Error)
-	case e.Lost:
+	case e.IsLost():
 		return h.errorf("unlock: %w: %s", distlock.ErrLost, e.Error)
 	case e.Error != "":
 		return h.errorf("unlock: %s", e.Error)

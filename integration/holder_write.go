@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/internal/holderproto"
 )
 
 // HolderWrite is a write a Holder sends to a fenced HTTP resource.
@@ -79,14 +79,9 @@ func (h *Holder) StartWrite(url, entry string) (*HolderWrite, error) {
 	}
 	h.writes[w.ID] = w
 	h.writeMu.Unlock()
-	line, err := json.Marshal(struct {
-		Cmd   string `json:"cmd"`
-		ID    int64  `json:"id"`
-		URL   string `json:"url"`
-		Entry string `json:"entry"`
-	}{"write", w.ID, url, entry})
+	line, err := holderproto.Command{Cmd: "write", ID: w.ID, URL: url, Entry: entry}.Line()
 	if err == nil {
-		err = h.send(string(line))
+		err = h.send(line)
 	}
 	if err != nil {
 		h.writeMu.Lock()
