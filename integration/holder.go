@@ -1,14 +1,11 @@
 package integration
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,7 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/internal/proc"
 )
 
 // HolderSpec says which lock a Holder takes, and where.
@@ -79,23 +76,6 @@ type Holder struct {
 
 	closeOnce sync.Once
 	closeErr  error
-}
-
-// holderEvent is one line of the lockholder's output.
-type holderEvent struct {
-	Event string `json:"event"`
-	Token string `json:"token"`
-	PID   int    `json:"pid"`
-	Held  bool   `json:"held"`
-	Lost  bool   `json:"lost"`
-	Error string `json:"error"`
-	Cause string `json:"cause"`
-
-	ID     int64  `json:"id"`
-	Status int    `json:"status"`
-	Stale  bool   `json:"stale"`
-	Fork   bool   `json:"fork"`
-	Newest string `json:"newest"`
 }
 
 // holderCloseTimeout is how long Close waits for the holder to exit on its
@@ -212,283 +192,6 @@ func (h *Holder) errorf(format string, args ...any) error {
 	return err
 }
 
-// read turns the holder's stdout into events and its stderr into log
-// lines, then reaps the process.
-func (h *Holder) read(stdout, stderr io.Reader) {
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			h.stderr.add(sc.Text())
-			h.log.Info("integration: lock holder stderr", "line", sc.Text())
-		}
-	})
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		var e holderEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Event == "" {
-			h.stderr.add("stdout: " + sc.Text())
-			h.log.Warn("integration: lock holder wrote a line that is not an event", "line", sc.Text())
-			continue
-		}
-		h.handle(e)
-	}
-	wg.Wait() // both pipes drained: now Wait may close them
-	err := h.cmd.Wait()
-	h.mu.Lock()
-	h.exitErr = err
-	h.mu.Unlock()
-	h.log.Info("integration: lock holder exited", "status", h.cmd.ProcessState.String())
-	close(h.exited)
-	h.writeMu.Lock()
-	for id, w := range h.writes {
-		delete(h.writes, id)
-		w.finish(0, h.errorf("write %d: exited without answering (%v)", id, err))
-	}
-	h.writeMu.Unlock()
-}
-
-func (h *Holder) handle(e holderEvent) {
-	h.log.Info("integration: lock holder event", "event", e.Event, "token", e.Token, "error", e.Error)
-	if e.Event == "sent" || e.Event == "written" {
-		h.handleWrite(e)
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	select {
-	case <-h.acquired:
-	default: // not acquired yet: only "acquired" or a failure can come
-		switch e.Event {
-		case "acquired":
-			h.token, h.badStart = parseToken(e.Token)
-			close(h.acquired)
-		case "error":
-			h.badStart = errors.New(e.Error)
-		}
-		return
-	}
-	switch e.Event {
-	case "lost":
-		if h.lostErr == "" {
-			h.lostErr = e.Error
-			if h.lostErr == "" {
-				h.lostErr = "lost"
-			}
-			close(h.lost)
-		}
-	case "pong", "released", "error":
-		h.queue = append(h.queue, e)
-		select {
-		case h.replies <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func parseToken(s string) (distlock.Token, error) {
-	t, err := distlock.ParseToken(s)
-	if err != nil {
-		return t, fmt.Errorf("acquired with a bad token: %w", err)
-	}
-	return t, nil
-}
-
-// request sends cmd and returns its reply. The lockholder answers every
-// command exactly once and in order, so replies to commands abandoned when
-// their ctx ended are skipped.
-func (h *Holder) request(ctx context.Context, cmd string) (holderEvent, error) {
-	h.cmdMu.Lock()
-	defer h.cmdMu.Unlock()
-	if err := h.send(cmd); err != nil {
-		return holderEvent{}, h.errorf("%s: %w", cmd, err)
-	}
-	for {
-		h.mu.Lock()
-		if len(h.queue) > 0 {
-			e := h.queue[0]
-			h.queue = h.queue[1:]
-			h.mu.Unlock()
-			if h.owed > 0 {
-				h.owed--
-				continue
-			}
-			return e, nil
-		}
-		h.mu.Unlock()
-		select {
-		case <-h.replies:
-		case <-h.exited:
-			h.mu.Lock()
-			n, err := len(h.queue), h.exitErr
-			h.mu.Unlock()
-			if n == 0 {
-				return holderEvent{}, h.errorf("%s: exited without answering (%v)", cmd, err)
-			}
-		case <-ctx.Done():
-			h.owed++
-			return holderEvent{}, h.errorf("%s: no answer: %w", cmd, context.Cause(ctx))
-		}
-	}
-}
-
-// send writes one command line to the holder.
-func (h *Holder) send(line string) error {
-	h.inMu.Lock()
-	defer h.inMu.Unlock()
-	_, err := io.WriteString(h.stdin, line+"\n")
-	return err
-}
-
-// HolderWrite is a write a Holder sends to a fenced HTTP resource.
-type HolderWrite struct {
-	// ID numbers the holder's writes, from 1.
-	ID int64
-
-	sentOnce sync.Once
-	sent     chan struct{}
-	done     chan struct{}
-	status   int
-	err      error
-}
-
-// Sent returns a channel closed once the holder has written the whole
-// request to its connection (it may still be held in flight by a proxy).
-// It stays open if the request never left.
-func (w *HolderWrite) Sent() <-chan struct{} { return w.sent }
-
-// Done returns a channel closed when the write's answer is in (Result).
-func (w *HolderWrite) Done() <-chan struct{} { return w.done }
-
-// Result returns the HTTP status (0 if no response came) and the error:
-// nil for a 2xx answer; for a 409 that refused the holder's token as
-// stale, an error wrapping a *fencing.StaleError, so that
-// errors.Is(err, fencing.ErrStale) holds, and for one that refused it as
-// a fork (another acquisition with its sequence number was admitted), one
-// wrapping a *fencing.ForkError (fencing.ErrFork). Call it after Done is
-// closed.
-func (w *HolderWrite) Result() (status int, err error) {
-	<-w.done
-	return w.status, w.err
-}
-
-// Wait waits for the write's answer and returns Result, or ctx's error
-// if ctx ends first (the write goes on in the holder).
-func (w *HolderWrite) Wait(ctx context.Context) (status int, err error) {
-	select {
-	case <-w.done:
-		return w.status, w.err
-	case <-ctx.Done():
-		return 0, fmt.Errorf("integration: lock holder write %d: no answer: %w", w.ID, context.Cause(ctx))
-	}
-}
-
-func (w *HolderWrite) finish(status int, err error) {
-	w.status, w.err = status, err
-	close(w.done)
-}
-
-// StartWrite makes the holder POST entry to url, with the token of its
-// acquisition (Token) in the Fencing-Token header (fencing.SetToken), and
-// returns at once. The holder sends it whatever it believes about the
-// lock — after a loss, or after Unlock, too: refusing a stale token is the
-// resource's job. Other commands (Ping, Unlock, more writes) go on while
-// the write is in flight. The holder gives up on a write after two
-// minutes.
-func (h *Holder) StartWrite(url, entry string) (*HolderWrite, error) {
-	h.writeMu.Lock()
-	h.writeID++
-	w := &HolderWrite{ID: h.writeID, sent: make(chan struct{}), done: make(chan struct{})}
-	select {
-	case <-h.exited:
-		h.writeMu.Unlock()
-		return nil, h.errorf("write: the process has exited")
-	default:
-	}
-	h.writes[w.ID] = w
-	h.writeMu.Unlock()
-	line, err := json.Marshal(struct {
-		Cmd   string `json:"cmd"`
-		ID    int64  `json:"id"`
-		URL   string `json:"url"`
-		Entry string `json:"entry"`
-	}{"write", w.ID, url, entry})
-	if err == nil {
-		err = h.send(string(line))
-	}
-	if err != nil {
-		h.writeMu.Lock()
-		delete(h.writes, w.ID)
-		h.writeMu.Unlock()
-		return nil, h.errorf("write: %w", err)
-	}
-	return w, nil
-}
-
-// Write makes the holder POST entry to url with its token and waits for
-// the answer: see StartWrite and HolderWrite.Result. A stale refusal is
-// an error wrapping a *fencing.StaleError (errors.Is fencing.ErrStale).
-func (h *Holder) Write(ctx context.Context, url, entry string) (status int, err error) {
-	w, err := h.StartWrite(url, entry)
-	if err != nil {
-		return 0, err
-	}
-	return w.Wait(ctx)
-}
-
-// handleWrite files a write's "sent" or "written" event.
-func (h *Holder) handleWrite(e holderEvent) {
-	h.writeMu.Lock()
-	defer h.writeMu.Unlock()
-	w, ok := h.writes[e.ID]
-	if !ok {
-		h.log.Warn("integration: lock holder answered an unknown write", "id", e.ID)
-		return
-	}
-	if e.Event == "sent" {
-		w.sentOnce.Do(func() { close(w.sent) })
-		return
-	}
-	delete(h.writes, e.ID)
-	var err error
-	switch {
-	case e.Stale:
-		// The same refusal fencing.ResponseError made in the holder.
-		t, err1 := distlock.ParseToken(e.Token)
-		n, err2 := distlock.ParseToken(e.Newest)
-		if err1 != nil || err2 != nil {
-			err = fmt.Errorf("integration: lock holder %d: write %d: bad stale refusal %q: %v", h.pid, e.ID, e.Error, errors.Join(err1, err2))
-			break
-		}
-		err = fmt.Errorf("integration: lock holder %d: write %d: %w", h.pid, e.ID, &fencing.StaleError{Resource: staleResource(e.Error), Token: t, Newest: n})
-	case e.Fork:
-		t, err1 := distlock.ParseToken(e.Token)
-		if err1 != nil {
-			err = fmt.Errorf("integration: lock holder %d: write %d: bad fork refusal %q: %v", h.pid, e.ID, e.Error, err1)
-			break
-		}
-		n, err2 := distlock.ParseToken(e.Newest)
-		if err2 != nil {
-			// A sequence number stored before tokens named their owner.
-			n = distlock.Token{Name: t.Name, Seq: t.Seq}
-		}
-		err = fmt.Errorf("integration: lock holder %d: write %d: %w", h.pid, e.ID, &fencing.ForkError{Resource: staleResource(e.Error), Token: t, Admitted: n})
-	case e.Error != "":
-		err = fmt.Errorf("integration: lock holder %d: write %d (status %d): %s", h.pid, e.ID, e.Status, e.Error)
-	}
-	w.finish(e.Status, err)
-}
-
-// staleResource recovers the Resource of a StaleError from its text
-// ("fencing: <resource>: token ...").
-func staleResource(msg string) string {
-	msg = strings.TrimPrefix(msg, "fencing: ")
-	if i := strings.Index(msg, ": token "); i >= 0 {
-		return msg[:i]
-	}
-	return msg
-}
-
 // Token returns the fencing token of the holder's acquisition.
 func (h *Holder) Token() distlock.Token {
 	h.mu.Lock()
@@ -503,99 +206,37 @@ func (h *Holder) PID() int { return h.pid }
 // connections but runs no code, timers included. Pause returns once every
 // thread of the process is stopped.
 func (h *Holder) Pause() error {
-	if err := h.signal(syscall.SIGSTOP); err != nil {
+	if err := h.running("SIGSTOP"); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// The kernel tells a parent about a stop only through wait, which
-	// exec.Cmd owns: read the threads' states instead.
-	if err := poll(ctx, time.Millisecond, func(context.Context) error { return h.stopped() }); err != nil {
+	if err := proc.Pause(ctx, h.pid); err != nil {
 		return h.errorf("pause: %w", err)
-	}
-	return nil
-}
-
-// stopped returns nil when every thread of the holder is stopped.
-func (h *Holder) stopped() error {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", h.pid))
-	if err != nil || len(tasks) == 0 {
-		return fmt.Errorf("no threads of %d in /proc: %v", h.pid, err)
-	}
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		// "pid (comm) S ...": the state follows the last ')'.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 || i+2 >= len(b) {
-			return fmt.Errorf("%s: cannot parse %q", f, b)
-		}
-		if s := b[i+2]; s != 'T' {
-			return fmt.Errorf("%s: state %c", f, s)
-		}
 	}
 	return nil
 }
 
 // Resume continues a paused holder with SIGCONT. Its timers that expired
 // during the pause fire at once.
-func (h *Holder) Resume() error { return h.signal(syscall.SIGCONT) }
-
-func (h *Holder) signal(sig syscall.Signal) error {
-	select {
-	case <-h.exited:
-		return h.errorf("%v: the process has exited", sig)
-	default:
+func (h *Holder) Resume() error {
+	if err := h.running("SIGCONT"); err != nil {
+		return err
 	}
-	h.log.Info("integration: signal lock holder", "signal", sig.String())
-	if err := syscall.Kill(-h.pid, sig); err != nil {
-		return h.errorf("%v: %w", sig, err)
+	if err := proc.Resume(h.pid); err != nil {
+		return h.errorf("resume: %w", err)
 	}
 	return nil
 }
 
-// Ping asks the holder what it believes: held is true while it has the lock
-// and has neither unlocked nor been told the lock is lost; lost is true
-// once it has been told (and Lost is closed by then).
-func (h *Holder) Ping(ctx context.Context) (held, lost bool, err error) {
-	e, err := h.request(ctx, "ping")
-	if err != nil {
-		return false, false, err
+// running returns an error when the holder has exited, and logs sig.
+func (h *Holder) running(sig string) error {
+	select {
+	case <-h.exited:
+		return h.errorf("%s: the process has exited", sig)
+	default:
 	}
-	if e.Event != "pong" {
-		return false, false, h.errorf("ping: %s %s", e.Event, e.Error)
-	}
-	return e.Held, e.Lost, nil
-}
-
-// Lost returns a channel closed when the holder reports that the lock is
-// lost (see LostError for why).
-func (h *Holder) Lost() <-chan struct{} { return h.lost }
-
-// LostError returns why the holder lost the lock, "" while it has not.
-func (h *Holder) LostError() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lostErr
-}
-
-// Unlock makes the holder unlock. The error wraps distlock.ErrLost when the
-// holder had lost the lock (Unlock then deleted nothing of a successor's:
-// the holder's delete is guarded by its own key's create revision).
-func (h *Holder) Unlock(ctx context.Context) error {
-	e, err := h.request(ctx, "unlock")
-	switch {
-	case err != nil:
-		return err
-	case e.Event != "released":
-		return h.errorf("unlock: %s %s", e.Event, e.Error)
-	case e.Lost:
-		return h.errorf("unlock: %w: %s", distlock.ErrLost, e.Error)
-	case e.Error != "":
-		return h.errorf("unlock: %s", e.Error)
-	}
+	h.log.Info("integration: signal lock holder", "signal", sig)
 	return nil
 }
 
@@ -615,7 +256,7 @@ func (h *Holder) close() error {
 		return nil
 	default:
 	}
-	syscall.Kill(-h.pid, syscall.SIGCONT) // a paused holder could not exit
+	proc.Resume(h.pid) // a paused holder could not exit
 	h.stdin.Close()
 	timer := time.NewTimer(holderCloseTimeout)
 	defer timer.Stop()
@@ -632,27 +273,4 @@ func (h *Holder) close() error {
 	case <-timer.C:
 		return h.errorf("did not exit after SIGKILL")
 	}
-}
-
-// tail keeps the last lines written to it, for error messages.
-type tail struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-const tailLines = 50
-
-func (t *tail) add(line string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.lines = append(t.lines, line)
-	if len(t.lines) > tailLines {
-		t.lines = t.lines[len(t.lines)-tailLines:]
-	}
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.Join(t.lines, "\n")
 }

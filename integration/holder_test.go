@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/internal/proc"
 	"github.com/distlock/distlock/zklock"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -323,13 +323,9 @@ func entryOf(ctx context.Context, t *testing.T, cli *clientv3.Client, tok distlo
 // procState returns the state letter of process pid (T: stopped).
 func procState(t *testing.T, pid int) byte {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := proc.State(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		t.Fatalf("cannot parse /proc/%d/stat: %q", pid, b)
-	}
-	return b[i+2]
+	return st
 }

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,8 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,7 +20,9 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/internal/embedetcd"
+	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/holderproto"
+	"github.com/distlock/distlock/internal/proc"
 )
 
 func init() {
@@ -87,13 +86,13 @@ func demo(args []string, stdout, stderr io.Writer) error {
 	var cf connFlags
 	switch *backendKind {
 	case "etcd":
-		srv, err := embedetcd.Start(ctx)
+		endpoint, stopEtcd, err := startEmbeddedEtcd(ctx)
 		if err != nil {
-			return d.fail(ctx, fmt.Errorf("demo: start embedded etcd: %w", err))
+			return d.fail(ctx, err)
 		}
-		defer srv.Close()
-		cf = connFlags{etcd: srv.Endpoint, ttl: etcdlock.MinTTL, timeout: 5 * time.Second}
-		d.say("distlock demo: a lock is not enough. Embedded etcd at %s (in a temp dir), lease TTL %v.", srv.Endpoint, cf.ttl)
+		defer stopEtcd()
+		cf = connFlags{etcd: endpoint, ttl: etcdlock.MinTTL, timeout: 5 * time.Second}
+		d.say("distlock demo: a lock is not enough. Embedded etcd at %s (in a temp dir), lease TTL %v.", endpoint, cf.ttl)
 	case "zk":
 		if *zkAddr == "" {
 			return usageErr("demo: --backend zk needs --zk host:port (or $DISTLOCK_ZK)")
@@ -111,7 +110,7 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		return d.fail(ctx, err)
 	}
 	defer be.Close()
-	sess, err := be.session(ctx, holderValue("demo worker B"), nil)
+	sess, err := session(ctx, be, holderValue("demo worker B"))
 	if err != nil {
 		return d.fail(ctx, err)
 	}
@@ -120,12 +119,12 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		defer ccancel()
 		sess.Close(cctx)
 	}()
-	if be.kind == "zk" {
-		t := sess.(interface{ TTL() time.Duration }).TTL()
+	if be.Kind() == backend.ZooKeeper {
+		t := sess.TTL()
 		d.say("distlock demo: a lock is not enough. ZooKeeper at %s, session timeout %v (asked %v; the server's min/max decide).", cf.zk, t, cf.ttl)
 		cf.ttl = t
 	}
-	muB, err := be.mutex(sess, demoLock)
+	muB, err := mutex(sess, demoLock)
 	if err != nil {
 		return d.fail(ctx, err)
 	}
@@ -236,22 +235,22 @@ func (d *demoRun) round(ctx context.Context, fenced bool) error {
 	if err != nil {
 		return err
 	}
-	tokA, err := distlock.ParseToken(m.args)
+	tokA, err := distlock.ParseToken(m.Token)
 	if err != nil {
 		return fmt.Errorf("demo: worker A's token: %w", err)
 	}
-	d.event(m.at, "A", "acquires the lock: fencing token %s (pid %d)", tokA, a.pid)
+	d.event(m.Time(), "A", "acquires the lock: fencing token %s (pid %d)", tokA, a.pid)
 
 	// A checks its lock, and is frozen before it writes.
 	m, err = a.expect(ctx, "checked", 10*time.Second)
 	if err != nil {
 		return err
 	}
-	if m.args != "held" {
-		return fmt.Errorf("demo: worker A lost the lock before its write: %s", m.args)
+	if !m.IsHeld() {
+		return fmt.Errorf("demo: worker A lost the lock before its write: %s", m.Error)
 	}
-	d.event(m.at, "A", "checks: the lock is still mine. About to write...")
-	if err := a.pause(); err != nil {
+	d.event(m.Time(), "A", "checks: the lock is still mine. About to write...")
+	if err := a.pause(ctx); err != nil {
 		return err
 	}
 	pausedAt := time.Now()
@@ -326,23 +325,23 @@ func (d *demoRun) round(ctx context.Context, fenced bool) error {
 	if err != nil {
 		return err
 	}
-	tokText, text, _ := strings.Cut(m.args, " ")
-	tokW, err := distlock.ParseToken(tokText)
+	wroteAt := m.Time()
+	tokW, err := distlock.ParseToken(m.Token)
 	if err != nil {
 		return fmt.Errorf("demo: worker A's write: %w", err)
 	}
-	werr := apply(tokW, text)
+	werr := apply(tokW, m.Text)
 	var stale *fencing.StaleError
 	switch {
 	case fenced && errors.As(werr, &stale):
-		d.event(m.at, "A", "writes with %s: REFUSED: %v", tokW, werr)
-		a.send("refused " + oneLine(werr.Error()))
+		d.event(m.Time(), "A", "writes with %s: REFUSED: %v", tokW, werr)
+		a.send("refused")
 	case fenced:
 		return fmt.Errorf("demo: the fence did not refuse A's stale token %s: %v", tokW, werr)
 	case werr != nil:
 		return fmt.Errorf("demo: A's write: %w", werr)
 	default:
-		d.event(m.at, "A", "writes with %s: accepted: resource = %s", tokW, res)
+		d.event(m.Time(), "A", "writes with %s: accepted: resource = %s", tokW, res)
 		a.send("ok")
 	}
 
@@ -351,9 +350,7 @@ func (d *demoRun) round(ctx context.Context, fenced bool) error {
 	if err != nil {
 		return err
 	}
-	atText, reason, _ := strings.Cut(m.args, " ")
-	ns, _ := strconv.ParseInt(atText, 10, 64)
-	lostAt := time.Unix(0, ns)
+	lostAt, reason := m.Time(), m.Error
 	// "distlock: lock "x": hold: lock lost: session expired: lease 1f past
 	// its client-side deadline...": the why, in short.
 	if _, after, ok := strings.Cut(reason, "lock lost: "); ok {
@@ -362,7 +359,7 @@ func (d *demoRun) round(ctx context.Context, fenced bool) error {
 	reason, _, _ = strings.Cut(reason, ":")
 	if fenced {
 		d.event(lostAt, "A", "is told its lock is lost (Done closed; Err: lock lost, %s)", reason)
-	} else if lostAt.After(m.at) {
+	} else if lostAt.After(wroteAt) {
 		d.event(lostAt, "A", "is told its lock is lost (Done closed; Err: lock lost, %s): too late, its write had already gone out", reason)
 	} else {
 		// Woken, A's timers fire at once; but its code is past its check.
@@ -401,19 +398,11 @@ type demoWorkerProc struct {
 	cmd    *exec.Cmd
 	pid    int
 	stdin  io.WriteCloser
-	lines  chan demoMsg
+	lines  chan holderproto.Event
 	stderr bytes.Buffer
 	done   chan error // the process's exit, once
 	exited error
 	waited bool
-}
-
-// demoMsg is one line from the worker: when it wrote it, the verb, the
-// rest.
-type demoMsg struct {
-	at   time.Time
-	verb string
-	args string
 }
 
 func startDemoWorker(cf connFlags) (*demoWorkerProc, error) {
@@ -430,7 +419,7 @@ func startDemoWorker(cf connFlags) (*demoWorkerProc, error) {
 	if cf.prefix != "" {
 		args = append(args, "--prefix", cf.prefix)
 	}
-	w := &demoWorkerProc{lines: make(chan demoMsg, 16), done: make(chan error, 1)}
+	w := &demoWorkerProc{lines: make(chan holderproto.Event, 16), done: make(chan error, 1)}
 	w.cmd = exec.Command(exe, args...)
 	// Its own process group: Ctrl-C in the terminal reaches the demo only,
 	// which then kills the worker; and SIGSTOP goes to the whole group.
@@ -448,12 +437,13 @@ func startDemoWorker(cf connFlags) (*demoWorkerProc, error) {
 	}
 	w.pid = w.cmd.Process.Pid
 	go func() {
-		sc := bufio.NewScanner(out)
+		sc := holderproto.NewScanner(out)
 		for sc.Scan() {
-			ts, rest, _ := strings.Cut(sc.Text(), " ")
-			verb, args, _ := strings.Cut(rest, " ")
-			ns, _ := strconv.ParseInt(ts, 10, 64)
-			w.lines <- demoMsg{at: time.Unix(0, ns), verb: verb, args: args}
+			e, err := holderproto.ParseEvent(sc.Bytes())
+			if err != nil {
+				e = holderproto.Event{Event: "unparsable", Error: sc.Text()}
+			}
+			w.lines <- e
 		}
 		close(w.lines)
 		w.done <- w.cmd.Wait()
@@ -482,77 +472,44 @@ func (w *demoWorkerProc) stderrText() string {
 }
 
 // expect waits for the worker's next line and checks its verb.
-func (w *demoWorkerProc) expect(ctx context.Context, verb string, timeout time.Duration) (demoMsg, error) {
+func (w *demoWorkerProc) expect(ctx context.Context, verb string, timeout time.Duration) (holderproto.Event, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case m, ok := <-w.lines:
 		if !ok {
 			err := w.wait()
-			return demoMsg{}, fmt.Errorf("demo: worker A exited (%v) before %q: %s", err, verb, w.stderrText())
+			return holderproto.Event{}, fmt.Errorf("demo: worker A exited (%v) before %q: %s", err, verb, w.stderrText())
 		}
-		if m.verb != verb {
-			return demoMsg{}, fmt.Errorf("demo: worker A said %q %q, want %q", m.verb, m.args, verb)
+		if m.Event != verb {
+			return holderproto.Event{}, fmt.Errorf("demo: worker A said %q %q, want %q", m.Event, m.Error, verb)
 		}
 		return m, nil
 	case <-t.C:
-		return demoMsg{}, fmt.Errorf("demo: worker A did not say %q within %v", verb, timeout)
+		return holderproto.Event{}, fmt.Errorf("demo: worker A did not say %q within %v", verb, timeout)
 	case <-ctx.Done():
-		return demoMsg{}, context.Cause(ctx)
+		return holderproto.Event{}, context.Cause(ctx)
 	}
 }
 
 func (w *demoWorkerProc) send(line string) { io.WriteString(w.stdin, line+"\n") }
 
 // pause stops every thread of the worker and returns once they are
-// stopped (on Linux, where /proc tells; elsewhere after a short wait).
-func (w *demoWorkerProc) pause() error {
-	if err := syscall.Kill(-w.pid, syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("demo: SIGSTOP worker A: %w", err)
+// stopped.
+func (w *demoWorkerProc) pause(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := proc.Pause(pctx, w.pid); err != nil {
+		return fmt.Errorf("demo: worker A did not stop within 5s of SIGSTOP: %w", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		stopped, known := processStopped(w.pid)
-		if !known {
-			time.Sleep(50 * time.Millisecond)
-			return nil
-		}
-		if stopped {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("demo: worker A did not stop within 5s of SIGSTOP")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// processStopped reads the state of every thread of pid from /proc: known
-// is false where there is no /proc.
-func processStopped(pid int) (stopped, known bool) {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	if err != nil || len(tasks) == 0 {
-		return false, false
-	}
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return false, true
-		}
-		// "pid (comm) S ...": the state follows the last ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
-			return false, true
-		}
-	}
-	return true, true
+	return nil
 }
 
 // resume lets the worker go on with its write, and continues it.
 func (w *demoWorkerProc) resume() error {
 	w.send("go")
-	if err := syscall.Kill(-w.pid, syscall.SIGCONT); err != nil {
-		return fmt.Errorf("demo: SIGCONT worker A: %w", err)
+	if err := proc.Resume(w.pid); err != nil {
+		return fmt.Errorf("demo: worker A: %w", err)
 	}
 	return nil
 }

@@ -3,17 +3,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
+
+	"github.com/distlock/distlock/internal/holderproto"
 )
 
 // demoWorkerName is the hidden subcommand that runs worker A of `distlock
@@ -25,20 +23,21 @@ func init() {
 	register(command{name: demoWorkerName, hidden: true, run: demoWorker})
 }
 
-// The worker talks to the demo over its stdin and stdout, one line per
-// message; each line it writes starts with the time it was written (Unix
-// nanoseconds: parent and child share the machine's clock) and a verb:
+// The worker talks to the demo in the line protocol of
+// internal/holderproto (the integration harness's lock holder speaks it
+// too); each event carries the time it was written, or for "lost" the
+// time the worker was told:
 //
-//	acquired TOKEN         it holds the lock
-//	checked held|lost      its last look at the lock before writing
-//	write TOKEN TEXT       its write, for the demo's resource to apply
-//	lost UNIXNANO REASON   when it was told the lock is lost, and why
-//	bye                    it has released everything and exits
+//	acquired (token, pid)   it holds the lock
+//	checked (held)          its last look at the lock before writing
+//	write (token, text)     its write, for the demo's resource to apply
+//	lost (at, error)        when it was told the lock is lost, and why
+//	bye                     it has released everything and exits
 //
 // The demo answers "go" once it has resumed the worker from its pause (the
 // line only places the pause between the check and the write; the SIGSTOP
-// is what stops the worker's keepalives), and "ok" or "refused REASON" to
-// the write.
+// is what stops the worker's keepalives), and "ok" or "refused" to the
+// write.
 
 // demoWorker is worker A: take the lock, check it, (be paused), write.
 func demoWorker(args []string, stdout, stderr io.Writer) error {
@@ -58,13 +57,9 @@ func demoWorker(args []string, stdout, stderr io.Writer) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	in := bufio.NewScanner(os.Stdin)
-	var mu sync.Mutex
-	send := func(verb string, args ...string) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintln(stdout, strings.Join(append([]string{strconv.FormatInt(time.Now().UnixNano(), 10), verb}, args...), " "))
-	}
+	in := holderproto.NewScanner(os.Stdin)
+	out := holderproto.NewWriter(stdout)
+	send := func(e holderproto.Event) { out.Emit(e) }
 	recv := func() (string, error) {
 		if !in.Scan() {
 			if err := in.Err(); err != nil {
@@ -72,7 +67,8 @@ func demoWorker(args []string, stdout, stderr io.Writer) error {
 			}
 			return "", errors.New("demo-worker: the demo went away")
 		}
-		return in.Text(), nil
+		c, err := holderproto.ParseCommand(in.Text())
+		return c.Cmd, err
 	}
 
 	b, err := cf.open(ctx)
@@ -80,12 +76,12 @@ func demoWorker(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer b.Close()
-	sess, err := b.session(ctx, holderValue("demo worker A"), nil)
+	sess, err := session(ctx, b, holderValue("demo worker A"))
 	if err != nil {
 		return err
 	}
 	defer sess.Close(context.Background())
-	mtx, err := b.mutex(sess, lock)
+	mtx, err := mutex(sess, lock)
 	if err != nil {
 		return err
 	}
@@ -101,15 +97,15 @@ func demoWorker(args []string, stdout, stderr io.Writer) error {
 		lostAt <- time.Now()
 	}()
 	tok := lease.Token().String()
-	send("acquired", tok)
+	send(holderproto.Event{Event: "acquired", Token: tok, PID: os.Getpid()})
 
 	// The honest holder's check: is the lock still mine? It is.
 	select {
 	case <-lease.Done():
-		send("checked", "lost")
+		send(holderproto.Event{Event: "checked", Held: holderproto.Bool(false), Error: oneLine(lease.Err().Error())})
 		return lease.Err()
 	default:
-		send("checked", "held")
+		send(holderproto.Event{Event: "checked", Held: holderproto.Bool(true)})
 	}
 	// ... and here the pause falls: between the check and the write.
 	if line, err := recv(); err != nil {
@@ -117,7 +113,7 @@ func demoWorker(args []string, stdout, stderr io.Writer) error {
 	} else if line != "go" {
 		return fmt.Errorf("demo-worker: want go, got %q", line)
 	}
-	send("write", tok, "report by A")
+	send(holderproto.Event{Event: "write", Token: tok, Text: "report by A"})
 	if _, err := recv(); err != nil {
 		return err
 	}
@@ -126,12 +122,12 @@ func demoWorker(args []string, stdout, stderr io.Writer) error {
 	// during the pause).
 	select {
 	case at := <-lostAt:
-		send("lost", strconv.FormatInt(at.UnixNano(), 10), oneLine(lease.Err().Error()))
+		send(holderproto.Event{Event: "lost", At: at.UnixNano(), Error: oneLine(lease.Err().Error())})
 	case <-time.After(30 * time.Second):
 		return errors.New("demo-worker: not told the lock is lost within 30s of resuming")
 	}
 	lease.Unlock(ctx)
 	sess.Close(ctx)
-	send("bye")
+	send(holderproto.Event{Event: "bye"})
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/zklock"
+	"github.com/distlock/distlock/internal/backend"
 )
 
 // lockCmd is what run and once share: the cluster and lock flags, their
@@ -84,7 +84,7 @@ func (c *lockCmd) check() error {
 // held is a lock taken by acquire.
 type held struct {
 	lease  *distlock.Lease
-	b      *backend
+	b      *backend.Client
 	holder string
 	// sigs are the signals caught since acquire began, for underLock.
 	sigs <-chan os.Signal
@@ -145,7 +145,7 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 		return nil, signalled(err)
 	}
 	cleanup = append(cleanup, b.Close)
-	s, err := b.session(wctx, holder, nil)
+	s, err := session(wctx, b, holder)
 	if err != nil {
 		return nil, signalled(err)
 	}
@@ -154,7 +154,7 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 		defer cancel()
 		_ = s.Close(ctx)
 	})
-	m, err := b.mutex(s, c.name)
+	m, err := mutex(s, c.name)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 	case errors.Is(err, errWaitElapsed) || elapsed:
 		return nil, exit(exitNotAcquired, fmt.Errorf("lock %q not acquired: still held after --wait %v", c.name, c.wait))
 	default:
-		return nil, exit(exitUnreachable, fmt.Errorf("lock %q not acquired: %s%s", c.name, lockCause(err), c.conn.zkAuthHint(err)))
+		return nil, exit(exitUnreachable, fmt.Errorf("lock %q not acquired: %s%s", c.name, lockCause(err), b.AuthHint(err)))
 	}
 	return &held{lease: lease, b: b, holder: holder, sigs: sigs, release: func() {
 		for i := len(cleanup) - 1; i >= 0; i-- {
@@ -210,13 +210,13 @@ func (c *lockCmd) run(h *held, argv, env []string, stdout, stderr io.Writer) err
 
 // zkHolder describes the holder of lock name on ZooKeeper, whose TryLock
 // error names only the holder's node (etcd's has its value already).
-func zkHolder(b *backend, name string, timeout time.Duration) string {
-	if b.kind != "zk" {
+func zkHolder(b *backend.Client, name string, timeout time.Duration) string {
+	if b.Kind() != backend.ZooKeeper {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	q, err := zklock.Inspect(ctx, b.zk, b.prefix, name)
+	q, err := b.Inspect(ctx, name)
 	if err != nil || len(q) == 0 || q[0].Holder == "" {
 		return ""
 	}

@@ -11,6 +11,27 @@
 // Exit codes (see exitCodes): the command's own code when it ran, and
 // distinct codes for a usage error, a cluster that cannot be reached, a
 // lock not acquired, and a lock lost while the command ran.
+//
+// # The embedded etcd server and the build tag noembedetcd
+//
+// `distlock demo` runs on an etcd member embedded in the process, so that
+// the README's first command, `go run ./cmd/distlock demo`, needs no setup
+// on a fresh machine. That server (go.etcd.io/etcd/server/v3 and its
+// dependencies) is about 14 MB of a 35 MB binary that the lock commands
+// never use. A production build leaves it out with
+//
+//	go build -tags noembedetcd ./cmd/distlock
+//
+// (`go list -deps -tags noembedetcd ./cmd/distlock | grep etcd/server` is
+// then empty): demo_etcd.go is the only file that imports the server, and
+// without it `distlock demo` says how to run the demo instead
+// (demo_noetcd.go); `distlock demo --backend zk` still works. The default
+// build keeps the server because a build tag can only be opted into: the
+// alternatives were worse. A separate distlock-demo binary that `distlock
+// demo` runs through `go run` needs the Go toolchain and the module's
+// source at run time, and `go run` turns every exit code into 1 and puts a
+// process between the demo and the Ctrl-C it must honour; an external
+// etcd would no longer be "no setup".
 package main
 
 import (

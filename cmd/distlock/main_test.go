@@ -161,3 +161,21 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Fatalf("unknown command: code %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestNoEmbedEtcd checks that -tags noembedetcd leaves etcd's server out
+// of the binary (see main.go), and that the default build has it, for the
+// demo.
+func TestNoEmbedEtcd(t *testing.T) {
+	for _, c := range []struct {
+		tags string
+		want bool
+	}{{"", true}, {"noembedetcd", false}} {
+		out, err := exec.Command("go", "list", "-deps", "-tags", c.tags, ".").CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps -tags %q: %v\n%s", c.tags, err, out)
+		}
+		if got := strings.Contains(string(out), "go.etcd.io/etcd/server/"); got != c.want {
+			t.Errorf("-tags %q: etcd's server linked: %v, want %v", c.tags, got, c.want)
+		}
+	}
+}

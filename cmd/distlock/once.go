@@ -13,8 +13,8 @@ import (
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/fencing/etcdfence"
 	"github.com/distlock/distlock/fencing/zkfence"
+	"github.com/distlock/distlock/internal/backend"
 	"github.com/distlock/distlock/internal/zkctx"
-	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -136,18 +136,21 @@ type errMarked struct{ m *onceMarker }
 
 func (e *errMarked) Error() string { return "already marked by " + e.m.String() }
 
-// slotStore reads and writes the done-markers of one lock.
+// slotStore reads and writes the done-markers of one lock. The markers
+// are written through the backend's own fence (etcdfence, zkfence) in
+// the backend's own transaction, so this is the one part of the command
+// that has code for each backend.
 type slotStore struct {
-	b      *backend
+	b      *backend.Client
 	name   string
 	base   string // PREFIX@once/NAME (etcd) or PREFIX/@once/NAME (ZooKeeper)
 	marker string // base/@slot/SLOT
 }
 
-func newSlotStore(b *backend, name, slot string) *slotStore {
-	base := b.prefix + "@once/" + name
-	if b.kind != "etcd" {
-		base = b.prefix + "/@once/" + name
+func newSlotStore(b *backend.Client, name, slot string) *slotStore {
+	base := b.Prefix() + "@once/" + name
+	if b.Kind() != backend.Etcd {
+		base = b.Prefix() + "/@once/" + name
 	}
 	return &slotStore{b: b, name: name, base: base, marker: base + "/@slot/" + slot}
 }
@@ -158,8 +161,8 @@ func (s *slotStore) fenceKey() string { return s.base + "/@fence" }
 // every write committed before it (etcd: linearizable; ZooKeeper: after a
 // sync).
 func (s *slotStore) done(ctx context.Context) (*onceMarker, error) {
-	if s.b.kind == "etcd" {
-		resp, err := s.b.etcd.Get(ctx, s.marker)
+	if s.b.Kind() == backend.Etcd {
+		resp, err := s.b.Etcd().Get(ctx, s.marker)
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +171,7 @@ func (s *slotStore) done(ctx context.Context) (*onceMarker, error) {
 		}
 		return parseMarker(resp.Kvs[0].Value), nil
 	}
-	conn := s.b.zk
+	conn := s.b.ZK()
 	if _, err := zkctx.Call(ctx, func() (string, error) { return conn.Sync(s.marker) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return nil, err
 	}
@@ -202,19 +205,19 @@ func (s *slotStore) mark(ctx context.Context, lease *distlock.Lease, m *onceMark
 	if err != nil {
 		return err
 	}
-	if s.b.kind == "etcd" {
+	if s.b.Kind() == backend.Etcd {
 		return s.markEtcd(ctx, tok, value)
 	}
 	return s.markZK(ctx, tok, value)
 }
 
 func (s *slotStore) markEtcd(ctx context.Context, tok distlock.Token, value []byte) error {
-	cli := s.b.etcd
+	cli := s.b.Etcd()
 	f, err := etcdfence.New(cli, s.fenceKey(), s.name)
 	if err != nil {
 		return err
 	}
-	lockKey, err := etcdfence.HolderKey(ctx, cli, s.b.prefix, tok)
+	lockKey, err := etcdfence.HolderKey(ctx, cli, s.b.Prefix(), tok)
 	if errors.Is(err, etcdfence.ErrNotHeld) {
 		return fmt.Errorf("%w: %w", errNotHolder, err)
 	}
@@ -244,13 +247,13 @@ func (s *slotStore) markEtcd(ctx context.Context, tok distlock.Token, value []by
 }
 
 func (s *slotStore) markZK(ctx context.Context, tok distlock.Token, value []byte) error {
-	conn, acl := s.b.zk, s.b.acl
+	conn, acl := s.b.ZK(), s.b.ACL()
 	f, err := zkfence.New(conn, s.fenceKey(), s.name, acl...)
 	if err != nil {
 		return err
 	}
 	// The holder's node: the entry whose czxid is the token.
-	q, err := zklock.Inspect(ctx, conn, s.b.prefix, s.name)
+	q, err := s.b.Inspect(ctx, s.name)
 	if err != nil {
 		return err
 	}
@@ -342,7 +345,7 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 		if lerr := lease.Err(); lerr != nil {
 			return lostErr(name, lerr, false)
 		}
-		return exit(exitUnreachable, fmt.Errorf("once: read the marker of slot %q: %w%s", slot, err, conn.zkAuthHint(err)))
+		return exit(exitUnreachable, fmt.Errorf("once: read the marker of slot %q: %w%s", slot, err, b.AuthHint(err)))
 	}
 	if prev != nil {
 		fmt.Fprintf(stdout, "slot %s already done by %s\n", slot, prev)

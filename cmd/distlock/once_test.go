@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,7 +245,18 @@ func TestOnceHelp(t *testing.T) {
 func TestOnceMarkFenced(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *testBackend) {
 		ctx := testCtx(t)
-		be := &backend{kind: b.name, etcd: b.etcd, zk: b.zk, prefix: b.prefix, acl: zk.WorldACL(zk.PermAll)}
+		// The command's own connection, from the backend's flags.
+		var cf connFlags
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		cf.register(fs)
+		if err := fs.Parse(b.flags); err != nil {
+			t.Fatal(err)
+		}
+		be, err := cf.open(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
 		marker := func(l *distlock.Lease, slot string) error {
 			return newSlotStore(be, l.Token().Name, slot).mark(ctx, l, &onceMarker{Slot: slot, Token: l.Token().String(), Holder: "test", Mode: "at-least-once", Marked: time.Now()})
 		}

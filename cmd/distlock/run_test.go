@@ -27,9 +27,9 @@ func lockName(t *testing.T) string {
 	return fmt.Sprintf("%s-%d-%d", base, os.Getpid(), lockSeq.Add(1))
 }
 
-// proc is a distlock started in the background, its stdout read line by
+// bgProc is a distlock started in the background, its stdout read line by
 // line.
-type proc struct {
+type bgProc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -58,7 +58,7 @@ func (b *lockedBuffer) String() string {
 
 // start starts distlock with args; it is killed at the end of the test if
 // still running.
-func start(ctx context.Context, t *testing.T, args ...string) *proc {
+func start(ctx context.Context, t *testing.T, args ...string) *bgProc {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, binary(t), args...)
 	cmd.WaitDelay = 5 * time.Second
@@ -67,7 +67,7 @@ func start(ctx context.Context, t *testing.T, args ...string) *proc {
 		t.Fatal(err)
 	}
 	pr, pw := io.Pipe()
-	p := &proc{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 100), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &bgProc{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 100), stderr: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = pw, p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start distlock %v: %v", args, err)
@@ -107,7 +107,7 @@ func start(ctx context.Context, t *testing.T, args ...string) *proc {
 }
 
 // waitLine waits for a stdout line equal to want.
-func (p *proc) waitLine(ctx context.Context, want string) {
+func (p *bgProc) waitLine(ctx context.Context, want string) {
 	p.t.Helper()
 	for {
 		select {
@@ -126,7 +126,7 @@ func (p *proc) waitLine(ctx context.Context, want string) {
 }
 
 // wait waits (at most d) for distlock to exit and returns its exit code.
-func (p *proc) wait(d time.Duration) int {
+func (p *bgProc) wait(d time.Duration) int {
 	p.t.Helper()
 	select {
 	case <-p.done:

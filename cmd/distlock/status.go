@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/zklock"
+	"github.com/distlock/distlock/internal/backend"
 )
 
 func init() {
@@ -134,16 +133,11 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	defer b.Close()
 	qctx, qcancel := context.WithTimeout(ctx, conn.timeout)
 	defer qcancel()
-	var q []distlock.QueueEntry
-	if b.kind == "etcd" {
-		q, err = etcdlock.Inspect(qctx, b.etcd, b.prefix, name)
-	} else {
-		q, err = zklock.Inspect(qctx, b.zk, b.prefix, name)
-	}
+	q, err := b.Inspect(qctx, name)
 	if err != nil {
-		return exit(exitUnreachable, fmt.Errorf("status of lock %q: %w%s", name, err, conn.zkAuthHint(err)))
+		return exit(exitUnreachable, fmt.Errorf("status of lock %q: %w%s", name, err, b.AuthHint(err)))
 	}
-	st := newStatus(name, b.kind, q, time.Now())
+	st := newStatus(name, b.Kind(), q, time.Now())
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -179,10 +173,10 @@ type statusEntry struct {
 	ownerKind string // "lease" or "session", for the table
 }
 
-func newStatus(name, kind string, q []distlock.QueueEntry, now time.Time) *lockStatus {
+func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time.Time) *lockStatus {
 	st := &lockStatus{Lock: name, Backend: "etcd", Free: len(q) == 0, Entries: []statusEntry{}}
 	ownerKind := "lease"
-	if kind != "etcd" {
+	if kind != backend.Etcd {
 		st.Backend, ownerKind = "zookeeper", "session"
 	}
 	holding := make([]bool, len(q))

@@ -8,8 +8,10 @@
 // With -backend zk, -ttl is the session timeout asked of ZooKeeper (default
 // 4s; the servers may negotiate it into their bounds).
 //
-// It acquires the lock with Mutex.Lock, then speaks a line protocol. On
-// stdout it writes one JSON object per line, one per event:
+// It acquires the lock with Mutex.Lock, then speaks the line protocol of
+// internal/holderproto (which the distlock demo's worker speaks too). On
+// stdout it writes one JSON object per line, one per event, each with the
+// time it was written ("at", Unix nanoseconds, left out below):
 //
 //	{"event":"acquired","token":"reports/daily@42.694d7f0c8a1b2c3d","pid":1234}
 //	{"event":"lost","error":"..."}              the library said the lock is lost
@@ -43,9 +45,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -59,42 +59,10 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/zklock"
-	"github.com/go-zookeeper/zk"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/holderproto"
 )
-
-// event is one line of output. Pointers keep false booleans in pongs while
-// leaving them out of other events.
-type event struct {
-	Event string `json:"event"`
-	Token string `json:"token,omitempty"`
-	PID   int    `json:"pid,omitempty"`
-	Held  *bool  `json:"held,omitempty"`
-	Lost  *bool  `json:"lost,omitempty"`
-	Error string `json:"error,omitempty"`
-	// Cause is, in a pong, why the lease ended (its Err), once it has.
-	Cause string `json:"cause,omitempty"`
-	// Write answers: the write's id, the HTTP status, and for a stale or
-	// forked refusal the token the resource admitted before (newer, or
-	// the other acquisition with the same sequence number).
-	ID     int64  `json:"id,omitempty"`
-	Status int    `json:"status,omitempty"`
-	Stale  bool   `json:"stale,omitempty"`
-	Fork   bool   `json:"fork,omitempty"`
-	Newest string `json:"newest,omitempty"`
-}
-
-// writeCmd is a write command.
-type writeCmd struct {
-	Cmd   string `json:"cmd"`
-	ID    int64  `json:"id"`
-	URL   string `json:"url"`
-	Entry string `json:"entry"`
-}
 
 // writeTimeout bounds one write, including the time a test holds it in
 // flight.
@@ -105,12 +73,15 @@ const writeTimeout = 2 * time.Minute
 const stepTimeout = 10 * time.Second
 
 var (
-	out = json.NewEncoder(os.Stdout) // used by the main goroutine only
+	out = holderproto.NewWriter(os.Stdout)
 	log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 )
 
+// event is one line of output.
+type event = holderproto.Event
+
 func emit(e event) {
-	if err := out.Encode(e); err != nil {
+	if err := out.Emit(e); err != nil {
 		log.Error("lockholder: write event", "event", e.Event, "err", err)
 	}
 }
@@ -118,7 +89,7 @@ func emit(e event) {
 func main() { os.Exit(run()) }
 
 func run() int {
-	backend := flag.String("backend", "etcd", "lock service: etcd or zk")
+	backendFlag := flag.String("backend", "etcd", "lock service: etcd or zk")
 	endpoints := flag.String("endpoints", "", "comma-separated endpoints of the lock service (etcd: client URLs; zk: host:port)")
 	name := flag.String("lock", "", "name of the lock to hold")
 	ttl := flag.Duration("ttl", 0, "session TTL (etcd, default 2s) or session timeout (zk, default 4s)")
@@ -130,9 +101,10 @@ func run() int {
 		emit(event{Event: "error", Error: err.Error()})
 		return 1
 	}
+	kind, err := backend.ParseKind(*backendFlag)
 	switch {
-	case *backend != "etcd" && *backend != "zk":
-		return fail(fmt.Errorf("unknown backend %q (want etcd or zk)", *backend))
+	case err != nil:
+		return fail(err)
 	case *endpoints == "":
 		return fail(errors.New("-endpoints is required"))
 	case *name == "":
@@ -143,16 +115,7 @@ func run() int {
 	defer stop()
 
 	holderID := fmt.Sprintf("lockholder:%d", os.Getpid())
-	var (
-		mu      distlock.Locker
-		cleanup func()
-		err     error
-	)
-	if *backend == "zk" {
-		mu, cleanup, err = zkMutex(ctx, strings.Split(*endpoints, ","), *name, *ttl, *prefix, holderID)
-	} else {
-		mu, cleanup, err = etcdMutex(ctx, strings.Split(*endpoints, ","), *name, *ttl, *prefix, holderID)
-	}
+	mu, cleanup, err := mutex(ctx, kind, strings.Split(*endpoints, ","), *name, *ttl, *prefix, holderID)
 	if err != nil {
 		return fail(err)
 	}
@@ -162,8 +125,7 @@ func run() int {
 	// holder that never acquires.
 	cmds := make(chan string)
 	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sc := holderproto.NewScanner(os.Stdin)
 		for sc.Scan() {
 			if line := strings.TrimSpace(sc.Text()); line != "" {
 				cmds <- line
@@ -210,32 +172,28 @@ func run() int {
 	}
 }
 
-// etcdMutex connects to etcd and returns a Mutex on a session of its own;
-// cleanup closes the session and the client.
-func etcdMutex(ctx context.Context, endpoints []string, name string, ttl time.Duration, prefix, holderID string) (distlock.Locker, func(), error) {
-	if ttl == 0 {
-		ttl = etcdlock.MinTTL
-	}
-	tc, err := tlsFromFlags()
+// The TLS flags (etcd only), for clusters the harness
+// started WithTLS: HolderSpec.TLS passes the cluster's files.
+var (
+	cacertFlag = flag.String("cacert", "", "etcd: CA certificate that signed the servers' certificates (PEM)")
+	certFlag   = flag.String("cert", "", "etcd: client certificate (PEM)")
+	keyFlag    = flag.String("key", "", "etcd: client key (PEM)")
+)
+
+// mutex connects and returns the Mutex on a session of its own; cleanup
+// closes the session and the connection.
+func mutex(ctx context.Context, kind backend.Kind, endpoints []string, name string, ttl time.Duration, prefix, holderID string) (distlock.Locker, func(), error) {
+	tc, err := backend.LoadTLS(*cacertFlag, *certFlag, *keyFlag)
 	if err != nil {
 		return nil, nil, fmt.Errorf("TLS: %w", err)
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-		TLS:         tc,
-	})
+	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	cli, err := backend.Dial(sctx, backend.Config{Kind: kind, Endpoints: endpoints, TLS: tc, Prefix: prefix, TTL: ttl, DialTimeout: stepTimeout, Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect: %w", err)
 	}
-	opts := []etcdlock.Option{etcdlock.WithTTL(ttl), etcdlock.WithLogger(log), etcdlock.WithHolder(holderID)}
-	if prefix != "" {
-		opts = append(opts, etcdlock.WithPrefix(prefix))
-	}
-	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
-	sess, err := etcdlock.NewSession(sctx, cli, opts...)
-	cancel()
+	sess, err := cli.NewSession(sctx, holderID)
 	if err != nil {
 		cli.Close()
 		return nil, nil, err
@@ -248,54 +206,7 @@ func etcdMutex(ctx context.Context, endpoints []string, name string, ttl time.Du
 		}
 		cli.Close()
 	}
-	mu, err := etcdlock.NewMutex(sess, name)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	return mu, cleanup, nil
-}
-
-// zkNopLogger silences go-zookeeper.
-type zkNopLogger struct{}
-
-func (zkNopLogger) Printf(string, ...any) {}
-
-// zkMutex connects to ZooKeeper and returns a Mutex on a session of its
-// own; cleanup closes the session and the connection.
-func zkMutex(ctx context.Context, servers []string, name string, timeout time.Duration, prefix, holderID string) (distlock.Locker, func(), error) {
-	if timeout == 0 {
-		timeout = 4 * time.Second
-	}
-	conn, events, err := zk.Connect(servers, timeout, zk.WithLogger(zkNopLogger{}), zk.WithLogInfo(false))
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect: %w", err)
-	}
-	go func() {
-		for ev := range events {
-			log.Debug("lockholder: zookeeper event", "type", ev.Type.String(), "state", ev.State.String())
-		}
-	}()
-	opts := []zklock.Option{zklock.WithLogger(log), zklock.WithHolder(holderID)}
-	if prefix != "" {
-		opts = append(opts, zklock.WithPrefix(prefix))
-	}
-	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
-	sess, err := zklock.NewSession(sctx, conn, opts...)
-	cancel()
-	if err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	cleanup := func() {
-		cctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-		defer cancel()
-		if err := sess.Close(cctx); err != nil {
-			log.Warn("lockholder: close session", "err", err)
-		}
-		conn.Close()
-	}
-	mu, err := zklock.NewMutex(sess, name)
+	mu, err := sess.Mutex(name)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -338,16 +249,19 @@ func (h *holder) noteLost(err error) {
 	emit(event{Event: "lost", Error: err.Error()})
 }
 
-func (h *holder) command(cmd string) {
+func (h *holder) command(line string) {
 	h.noteLost(nil) // so that no answer contradicts an unreported loss
-	if strings.HasPrefix(cmd, "{") {
-		h.write(cmd)
+	c, err := holderproto.ParseCommand(line)
+	if err != nil || c.Cmd == "write" && c.ID == 0 {
+		emit(event{Event: "error", Error: fmt.Sprintf("bad command %q (want a write with an id: %v)", line, err)})
 		return
 	}
-	switch cmd {
+	switch c.Cmd {
+	case "write":
+		h.write(c)
 	case "ping":
 		held := h.lease != nil && !h.released && !h.lost
-		e := event{Event: "pong", Held: &held, Lost: &h.lost}
+		e := event{Event: "pong", Held: holderproto.Bool(held), Lost: holderproto.Bool(h.lost)}
 		if h.lease != nil {
 			e.Token = h.lease.Token().String()
 			if err := h.lease.Err(); err != nil {
@@ -368,21 +282,16 @@ func (h *holder) command(cmd string) {
 		e := event{Event: "released"}
 		if err != nil {
 			e.Error = err.Error()
-			e.Lost = &h.lost
+			e.Lost = holderproto.Bool(h.lost)
 		}
 		emit(e)
 	default:
-		emit(event{Event: "error", Error: fmt.Sprintf("unknown command %q (want ping, unlock or exit)", cmd)})
+		emit(event{Event: "error", Error: fmt.Sprintf("unknown command %q (want ping, unlock or exit)", line)})
 	}
 }
 
 // write starts a write command; its answers come back through h.writes.
-func (h *holder) write(line string) {
-	var c writeCmd
-	if err := json.Unmarshal([]byte(line), &c); err != nil || c.Cmd != "write" || c.ID == 0 {
-		emit(event{Event: "error", Error: fmt.Sprintf("bad command %q (want a write with an id: %v)", line, err)})
-		return
-	}
+func (h *holder) write(c holderproto.Command) {
 	if h.lease == nil {
 		emit(event{Event: "written", ID: c.ID, Error: "write: the lock was never acquired"})
 		return
@@ -401,7 +310,7 @@ func (h *holder) write(line string) {
 }
 
 // post sends one write and describes its answer.
-func post(ctx context.Context, c writeCmd, tok distlock.Token) event {
+func post(ctx context.Context, c holderproto.Command, tok distlock.Token) event {
 	e := event{Event: "written", ID: c.ID, Token: tok.String()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, strings.NewReader(c.Entry))
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package backend
 
 import (
 	"context"
@@ -11,30 +11,29 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/connectivity"
 )
 
-// Credentials refused by a server must be a clear error and exit 69 at
-// once, never a wait until --dial-timeout that ends in "context deadline
-// exceeded": the etcd client retries a failed TLS handshake like any
-// connection failure (its requests wait for a ready connection), so the
-// cause never reaches the caller. pingEtcd watches the client's
+// Credentials refused by a server must be a clear error at once, never a
+// wait until --dial-timeout that ends in "context deadline exceeded": the
+// etcd client retries a failed TLS handshake like any connection failure
+// (its requests wait for a ready connection), so the cause never reaches
+// the caller. pingEtcd watches the client's
 // connection; when it fails, a direct handshake with each endpoint finds
 // out whether credentials were refused, and says which and why.
 
-// errCredentials marks a refusal of the client's credentials.
-var errCredentials = errors.New("credentials refused")
+// ErrCredentials marks a refusal of the client's credentials.
+var ErrCredentials = errors.New("credentials refused")
 
 // pingEtcd reads key once through cli (the client dials lazily, so this
 // is where an unreachable cluster or refused credentials show up). It
-// returns early, with an error matching errCredentials, when the
+// returns early, with an error matching ErrCredentials, when the
 // connection failed and every endpoint refused the TLS credentials (or the
 // lack of them); after a failed read, with one when any endpoint did.
-func (c *connFlags) pingEtcd(parent context.Context, cli *clientv3.Client, tc *tls.Config, key string) error {
-	ctx, cancel := context.WithTimeout(parent, c.timeout)
+func (c *Client) pingEtcd(parent context.Context, cli *clientv3.Client, key string) error {
+	ctx, cancel := context.WithTimeout(parent, c.cfg.DialTimeout)
 	defer cancel()
 	got := make(chan error, 1)
 	go func() {
@@ -58,7 +57,7 @@ func (c *connFlags) pingEtcd(parent context.Context, cli *clientv3.Client, tc *t
 	select {
 	case err = <-got:
 	case <-failed:
-		if cerr := c.probeEtcd(parent, tc, true); cerr != nil {
+		if cerr := c.probeEtcd(parent, true); cerr != nil {
 			return cerr
 		}
 		// Not refused everywhere: unreachable for now, which may pass.
@@ -69,21 +68,21 @@ func (c *connFlags) pingEtcd(parent context.Context, cli *clientv3.Client, tc *t
 		// answered, so the connection's credentials were accepted.
 		return err
 	}
-	if cerr := c.probeEtcd(parent, tc, false); cerr != nil {
+	if cerr := c.probeEtcd(parent, false); cerr != nil {
 		return cerr
 	}
 	return err
 }
 
 // probeEtcd connects to every endpoint as the client would and returns an
-// error (matching errCredentials) when each one (all) or any one (!all)
+// error (matching ErrCredentials) when each one (all) or any one (!all)
 // refused the credentials; nil otherwise. It takes at most about
 // min(--dial-timeout, 3s) + 1s, and ends with ctx.
-func (c *connFlags) probeEtcd(ctx context.Context, tc *tls.Config, all bool) error {
-	eps := splitList(c.etcd)
+func (c *Client) probeEtcd(ctx context.Context, all bool) error {
+	eps, tc := c.cfg.Endpoints, c.cfg.TLS
 	errs := make(chan error, len(eps))
 	for _, ep := range eps {
-		go func() { errs <- probeEndpoint(ctx, ep, tc, min(c.timeout, 3*time.Second)) }()
+		go func() { errs <- probeEndpoint(ctx, ep, tc, min(c.cfg.DialTimeout, 3*time.Second)) }()
 	}
 	var refused []error
 	for range eps {
@@ -97,7 +96,7 @@ func (c *connFlags) probeEtcd(ctx context.Context, tc *tls.Config, all bool) err
 	return refused[0] // one line: the first is as good as all
 }
 
-// probeEndpoint returns an error matching errCredentials when ep refused
+// probeEndpoint returns an error matching ErrCredentials when ep refused
 // the credentials of tc (nil: plain connections), or asked for TLS from a
 // plain client; nil otherwise, including when ep could not be reached.
 func probeEndpoint(ctx context.Context, ep string, tc *tls.Config, timeout time.Duration) error {
@@ -202,18 +201,18 @@ func refusedf(ep, format string, args ...any) error {
 	return &credError{fmt.Sprintf("etcd %s refused the credentials: ", ep) + fmt.Sprintf(format, args...)}
 }
 
-// credError is a refusal of credentials, matching errCredentials.
+// credError is a refusal of credentials, matching ErrCredentials.
 type credError struct{ msg string }
 
 func (e *credError) Error() string        { return e.msg }
-func (e *credError) Is(target error) bool { return target == errCredentials }
+func (e *credError) Is(target error) bool { return target == ErrCredentials }
 
 // etcdAuthFailed says in one line that etcd refused the user (or the
 // client certificate's CN, which etcd takes as the user when no password
 // is given) or its permissions; nil for other errors. prefix is where the
 // command reads and writes ("" before it got that far).
-func (c *connFlags) etcdAuthFailed(err error, prefix string) error {
-	user := c.user
+func (c *Client) etcdAuthFailed(err error, prefix string) error {
+	user := c.cfg.User
 	if u, _, ok := strings.Cut(user, ":"); ok {
 		user = u
 	}
@@ -227,25 +226,11 @@ func (c *connFlags) etcdAuthFailed(err error, prefix string) error {
 	}
 	switch {
 	case is(rpctypes.ErrAuthFailed):
-		return &credError{fmt.Sprintf("etcd %s refused the credentials: authentication failed for %s: check --user and --password (%v)", c.etcd, who, err)}
+		return &credError{fmt.Sprintf("etcd %s refused the credentials: authentication failed for %s: check --user and --password (%v)", c.endpoints(), who, err)}
 	case is(rpctypes.ErrPermissionDenied):
-		return &credError{fmt.Sprintf("etcd %s refused the credentials: permission denied to %s: it needs read and write permission on the keys under %q (%v)", c.etcd, who, prefix, err)}
+		return &credError{fmt.Sprintf("etcd %s refused the credentials: permission denied to %s: it needs read and write permission on the keys under %q (%v)", c.endpoints(), who, prefix, err)}
 	case is(rpctypes.ErrUserEmpty), is(rpctypes.ErrInvalidAuthToken), is(rpctypes.ErrAuthOldRevision):
-		return &credError{fmt.Sprintf("etcd %s refused the credentials: authentication is on and %s has none it accepts: give --user and --password, or a client certificate whose CN is a user (%v)", c.etcd, who, err)}
+		return &credError{fmt.Sprintf("etcd %s refused the credentials: authentication is on and %s has none it accepts: give --user and --password, or a client certificate whose CN is a user (%v)", c.endpoints(), who, err)}
 	}
 	return nil
-}
-
-// zkAuthHint explains a ZooKeeper NoAuth (nothing for other errors): the
-// lock's znodes carry an ACL the session's --zk-auth credentials do not
-// match.
-func (c *connFlags) zkAuthHint(err error) string {
-	if !errors.Is(err, zk.ErrNoAuth) {
-		return ""
-	}
-	if c.zkAuth == "" {
-		return "; ZooKeeper refused access: the lock's znodes have an ACL that needs credentials, give them with --zk-auth user:password"
-	}
-	user, _, _ := strings.Cut(c.zkAuth, ":")
-	return fmt.Sprintf("; ZooKeeper refused access: the lock's znodes have an ACL that the --zk-auth credentials of user %q do not match (wrong user or password)", user)
 }

@@ -1,0 +1,78 @@
+package backend
+
+import (
+	"context"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/zklock"
+)
+
+// Session is a lock session of either backend: an etcdlock.Session or a
+// zklock.Session, which share Done, Err, TTL (the etcd lease's TTL, or
+// the ZooKeeper session timeout the servers granted) and Close, and whose
+// recipes are the same types.
+type Session struct {
+	session
+	mutex    func(name string) (*etcdlock.Mutex, error)
+	rwmutex  func(name string) (*etcdlock.RWMutex, error)
+	election func(name string) (*etcdlock.Election, error)
+}
+
+// session is what both backends' sessions have.
+type session interface {
+	Done() <-chan struct{}
+	Err() error
+	TTL() time.Duration
+	Close(ctx context.Context) error
+}
+
+// NewSession starts a lock session whose entries carry holder (what the
+// lock's queue says about who holds or waits).
+func (c *Client) NewSession(ctx context.Context, holder string) (*Session, error) {
+	if c.etcd != nil {
+		s, err := etcdlock.NewSession(ctx, c.etcd, etcdlock.WithTTL(c.cfg.TTL), etcdlock.WithPrefix(c.prefix), etcdlock.WithHolder(holder), etcdlock.WithLogger(c.cfg.Logger))
+		if err != nil {
+			return nil, err
+		}
+		return &Session{session: s,
+			mutex:    func(name string) (*etcdlock.Mutex, error) { return etcdlock.NewMutex(s, name) },
+			rwmutex:  func(name string) (*etcdlock.RWMutex, error) { return etcdlock.NewRWMutex(s, name) },
+			election: func(name string) (*etcdlock.Election, error) { return etcdlock.NewElection(s, name) },
+		}, nil
+	}
+	opts := []zklock.Option{zklock.WithPrefix(c.prefix), zklock.WithHolder(holder), zklock.WithACL(c.acl), zklock.WithLogger(c.cfg.Logger)}
+	if c.cfg.TickTime > 0 {
+		opts = append(opts, zklock.WithTickTime(c.cfg.TickTime))
+	}
+	s, err := zklock.NewSession(ctx, c.zk, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{session: s,
+		mutex:    func(name string) (*zklock.Mutex, error) { return zklock.NewMutex(s, name) },
+		rwmutex:  func(name string) (*zklock.RWMutex, error) { return zklock.NewRWMutex(s, name) },
+		election: func(name string) (*zklock.Election, error) { return zklock.NewElection(s, name) },
+	}, nil
+}
+
+// Mutex returns the exclusive lock called name.
+func (s *Session) Mutex(name string) (distlock.Locker, error) { return s.mutex(name) }
+
+// RWLocker is a readers-writer lock: Lock and TryLock take it exclusively,
+// RLock and TryRLock shared.
+type RWLocker interface {
+	distlock.Locker
+	RLock(ctx context.Context) (*distlock.Lease, error)
+	TryRLock(ctx context.Context) (*distlock.Lease, error)
+	// RLocker returns a Locker whose Lock and TryLock take the lock
+	// shared.
+	RLocker() distlock.Locker
+}
+
+// RWMutex returns the readers-writer lock called name.
+func (s *Session) RWMutex(name string) (RWLocker, error) { return s.rwmutex(name) }
+
+// Election returns the election called name.
+func (s *Session) Election(name string) (distlock.Elector, error) { return s.election(name) }
