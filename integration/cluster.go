@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock/internal/proc"
 )
 
 // cluster is what an EtcdCluster and a ZooKeeperEnsemble share: their
@@ -131,7 +133,7 @@ func (c *cluster) Pause(i int) error {
 	if err := n.srv.signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
-	if err := waitProcState(pid, func(st byte) bool { return st == 'T' || st == 't' }); err != nil {
+	if err := waitProcState(pid, proc.IsStopped); err != nil {
 		return c.fail(fmt.Errorf("integration: pause %s: process %d did not stop: %w", n.Name, pid, err))
 	}
 	return nil
@@ -194,7 +196,7 @@ func (c *cluster) verifyCut(i int) error {
 		if n.srv.pid() != pid {
 			return nil // killed meanwhile: nothing left to verify
 		}
-		if st, _ := procState(pid); st == 'T' || st == 't' {
+		if st, _ := proc.State(pid); proc.IsStopped(st) {
 			saw = "paused"
 			return nil // a paused server notices nothing until resumed
 		}

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/distlock/distlock/internal/proc"
 )
 
 // process is one server process of a cluster: started, killed, paused and
@@ -138,31 +139,13 @@ func poll(ctx context.Context, interval time.Duration, check func(context.Contex
 	}
 }
 
-// procState returns the state letter of process pid from /proc/PID/stat
-// (R, S, D, T, t, Z, ...), or 0 when there is no such process.
-func procState(pid int) (byte, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-			return 0, nil
-		}
-		return 0, err
-	}
-	// pid (comm) state ...: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, fmt.Errorf("integration: unexpected /proc/%d/stat: %q", pid, b)
-	}
-	return b[i+2], nil
-}
-
 // waitProcState waits, up to verifyTimeout, until process pid's state
-// satisfies ok (state 0: no such process).
+// (see proc.State) satisfies ok (state 0: no such process).
 func waitProcState(pid int, ok func(byte) bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
 	defer cancel()
-	return poll(ctx, 5*time.Millisecond, func(context.Context) error {
-		st, err := procState(pid)
+	return proc.WaitState(ctx, pid, 5*time.Millisecond, func(pid int) error {
+		st, err := proc.State(pid)
 		if err != nil {
 			return err
 		}
