@@ -29,24 +29,26 @@ const (
 )
 
 // Option configures a Session.
-type Option func(*etcdq.Config)
+type Option func(*options)
+
+type options struct{ etcdq.Config }
 
 // WithTTL sets the session lease's TTL (default DefaultTTL). It is rounded
 // up to whole seconds; less than MinTTL is an error wrapping
 // distlock.ErrTTLTooShort.
-func WithTTL(d time.Duration) Option { return func(c *etcdq.Config) { c.TTL = d } }
+func WithTTL(d time.Duration) Option { return func(o *options) { o.TTL = d } }
 
 // WithPrefix sets the key prefix under which locks keep their queues
 // (default DefaultPrefix). It should end in "/".
-func WithPrefix(p string) Option { return func(c *etcdq.Config) { c.Prefix = p } }
+func WithPrefix(p string) Option { return func(o *options) { o.Prefix = p } }
 
 // WithLogger makes the session and its locks log what they do; by default
 // they are silent.
-func WithLogger(l *slog.Logger) Option { return func(c *etcdq.Config) { c.Logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.Logger = l } }
 
 // WithHolder sets the value stored in this session's lock entries, so that
 // tools listing a lock's queue can say who waits (e.g. "host:pid").
-func WithHolder(v string) Option { return func(c *etcdq.Config) { c.Holder = v } }
+func WithHolder(v string) Option { return func(o *options) { o.Holder = v } }
 
 // Session is one etcd lease kept alive in the background. Lock entries are
 // bound to it, so they vanish when it ends. Its methods Done, Err,
@@ -75,10 +77,11 @@ type Session struct {
 // NewSession grants a lease on client and keeps it alive until Close or the
 // session ends. The client stays the caller's: Close does not close it.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*Session, error) {
-	c := etcdq.Config{TTL: DefaultTTL, Prefix: DefaultPrefix}
+	o := options{etcdq.Config{TTL: DefaultTTL, Prefix: DefaultPrefix}}
 	for _, opt := range opts {
-		opt(&c)
+		opt(&o)
 	}
+	c := o.Config
 	if c.TTL < MinTTL {
 		return nil, fmt.Errorf("etcdlock: new session: %w: %v is below the minimum %v (the keepalive runs every third of the TTL and needs a safety margin)", distlock.ErrTTLTooShort, c.TTL, MinTTL)
 	}

@@ -117,7 +117,7 @@ func (s *Session) removeLater(key string) {
 func (s *Session) storeErr(err error) error {
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		cause := fmt.Errorf("%w: lease %x not found on the server", distlock.ErrSessionExpired, int64(s.id))
-		s.end(cause)
+		s.End(cause)
 		return cause
 	}
 	return err

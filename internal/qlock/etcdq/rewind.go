@@ -32,7 +32,7 @@ func (s *Session) checkRev(key string, rev, floor int64) error {
 	if rev <= floor {
 		cause := fmt.Errorf("%w: key %s created at revision %d, not after revision %d of an earlier key of lease %x (etcd restored from a snapshot without --bump-revision?)",
 			distlock.ErrHistoryRewound, key, rev, floor, int64(s.id))
-		s.end(cause)
+		s.End(cause)
 		s.abandon(key)
 		s.revokeLater("a rewound history")
 		return cause

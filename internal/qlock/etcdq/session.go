@@ -31,22 +31,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Session is one etcd lease kept alive in the background. Lock entries are
-// bound to it, so they vanish when it ends.
-//
-// A session ends when Close is called, when the server reports the lease
-// gone, or — conservatively — when no keepalive has been confirmed in time:
-// the client-side deadline is the send time of the last acknowledged
-// keepalive plus the TTL the server granted, minus a margin of a fifth of
-// the TTL. The server cannot expire the lease before that send time plus
-// the TTL, since it counts from when it received the keepalive; so a holder
-// cut off from the cluster is told it lost its locks before the server can
-// give them to someone else. (A paused process hears nothing in time: that
-// is what fencing tokens are for.) Once ended, a session stops its
-// keepalives and revokes its lease, best effort, so that waiters behind its
-// entries do not wait for the server to expire it.
-//
-// A Session is safe for concurrent use. Use one session for many locks.
+// Session is one etcd lease kept alive in the background, and the
+// engine's driver on it; etcdlock.Session documents what users see.
 type Session struct {
 	client *clientv3.Client
 	id     clientv3.LeaseID
@@ -113,8 +99,6 @@ func (s *Session) User() qlock.Session {
 // Owner is the session's ID in fencing tokens (qlock.Driver).
 func (s *Session) Owner() uint64 { return uint64(s.id) }
 
-func (s *Session) end(cause error) { s.End(cause) }
-
 func (s *Session) revoke(ctx context.Context) error {
 	_, err := s.client.Revoke(ctx, s.id)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -168,7 +152,7 @@ func (s *Session) keepalive() {
 			// a member before the deadline.
 			next.Reset(max(0, time.Until(sent.Add(interval))))
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			s.end(fmt.Errorf("%w: lease %x not found on the server", distlock.ErrSessionExpired, int64(s.id)))
+			s.End(fmt.Errorf("%w: lease %x not found on the server", distlock.ErrSessionExpired, int64(s.id)))
 			return
 		case s.Context().Err() != nil:
 			return
@@ -222,7 +206,7 @@ func (s *Session) refresh(deadline time.Time) (time.Time, *clientv3.LeaseKeepAli
 // expire ends the session on its client-side deadline and revokes the lease
 // in the background, so that waiters do not wait for the server's expiry.
 func (s *Session) expire(deadline time.Time) {
-	s.end(fmt.Errorf("%w: no keepalive of lease %x confirmed before the client-side deadline %s (TTL %v minus margin %v)",
+	s.End(fmt.Errorf("%w: no keepalive of lease %x confirmed before the client-side deadline %s (TTL %v minus margin %v)",
 		distlock.ErrSessionExpired, int64(s.id), deadline.Format(time.RFC3339Nano), s.ttl, s.margin))
 	s.revokeLater("expiry")
 }

@@ -31,16 +31,8 @@ const (
 	MinTTL = 300 * time.Millisecond
 )
 
-// Session follows one ZooKeeper session of a *zk.Conn the caller owns. Lock
-// nodes are ephemeral nodes of that session, so they vanish when it ends.
-//
-// A Session ends when Close is called (distlock.ErrSessionClosed), when
-// the ZooKeeper session expires (distlock.ErrSessionExpired), or when no
-// request has been answered for the session timeout less a margin (7/8 of
-// it with a short enough tick), counted from its send time (ErrSessionExpired too; see the package documentation). An ended Session stays ended even if the connection
-// recovers the ZooKeeper session; make a new one.
-//
-// A Session is safe for concurrent use. Use one session for many locks.
+// Session follows one ZooKeeper session of a *zk.Conn, and is the
+// engine's driver on it; zklock.Session documents what users see.
 type Session struct {
 	conn    *zk.Conn
 	id      int64
@@ -153,12 +145,10 @@ func (s *Session) User() qlock.Session {
 // Owner is the session's ID in fencing tokens (qlock.Driver).
 func (s *Session) Owner() uint64 { return uint64(s.id) }
 
-func (s *Session) end(cause error) { s.End(cause) }
-
 // expired ends the session as expired and returns the cause.
 func (s *Session) expired(why string) error {
 	cause := fmt.Errorf("%w: zookeeper session %#x %s", distlock.ErrSessionExpired, s.id, why)
-	s.end(cause)
+	s.End(cause)
 	return s.Err()
 }
 
@@ -221,7 +211,7 @@ func (s *Session) storeErr(err error) error {
 		return s.expired("expired (reported by the server)")
 	case errors.Is(err, zk.ErrClosing):
 		cause := fmt.Errorf("%w: the zookeeper connection was closed", distlock.ErrSessionClosed)
-		s.end(cause)
+		s.End(cause)
 		return s.Err()
 	}
 	return err
