@@ -6,10 +6,15 @@ package embedetcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -33,12 +38,22 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := start(ctx, dir)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	// A port found free can be taken by another process before etcd binds
+	// it (test packages run in parallel): then try new ports, in a fresh
+	// data directory, a few times.
+	for attempt := 0; ; attempt++ {
+		sub := filepath.Join(dir, strconv.Itoa(attempt))
+		srv, err := start(ctx, sub)
+		if err == nil {
+			srv.dir = dir
+			return srv, nil
+		}
+		inUse := errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+		if !inUse || attempt == 4 {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 	}
-	return srv, nil
 }
 
 func start(ctx context.Context, dir string) (*Server, error) {
@@ -82,7 +97,7 @@ func start(ctx context.Context, dir string) (*Server, error) {
 }
 
 // freePort asks the kernel for a loopback port that is free now. Another
-// process could take it before etcd binds it; Start then fails cleanly.
+// process could take it before etcd binds it; Start then tries again.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
