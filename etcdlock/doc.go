@@ -99,6 +99,12 @@
 // every change, "no leader" (the zero distlock.LeaderInfo) included, in
 // order.
 //
+// Compared with etcd's concurrency.Election: an uncontended Campaign is one
+// write round trip, where etcd's needs two; a waiting candidate watches
+// only its predecessor, from the current revision (no 100 ms catch-up
+// delay at handover); a Campaign that fails or is cancelled deletes its
+// key before returning; Observe reports "no leader" too.
+//
 // # One member failing
 //
 // A client configured with every member spreads its requests over them

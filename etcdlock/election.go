@@ -17,12 +17,8 @@ import "github.com/distlock/distlock/internal/qlock"
 // Proclaim is a Put guarded by the key's create revision, Resign the
 // guarded delete.
 //
-// Compared with etcd's concurrency.Election: an uncontended Campaign is one
-// write round trip, where etcd's needs two; a waiting candidate watches
-// only its predecessor, from the current revision (no 100 ms catch-up
-// delay at handover); a Campaign that fails or is cancelled deletes its
-// key before returning (or keeps trying in the background while the
-// session lives); Observe reports "no leader" too.
+// The package documentation ("Election") says how it compares with
+// etcd's concurrency.Election.
 type Election = qlock.Election
 
 // NewElection returns the election called name (see distlock.ValidateName)

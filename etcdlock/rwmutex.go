@@ -12,20 +12,8 @@ import "github.com/distlock/distlock/internal/qlock"
 // Its methods: RLock, TryRLock (wins while readers alone hold; loses,
 // writing nothing, while any writer holds or waits), Lock, TryLock (as
 // Mutex's), RLocker (a distlock.Locker of the read side), Name and Dir.
-//
-// # Tokens and fencing
-//
-// Every acquisition's token is its key's create revision. Readers that
-// hold together hold distinct tokens that say nothing about exclusivity
-// among themselves: a reader's token is only ordered against writers'. A
-// writer's token exceeds the token of every reader and writer that
-// acquired before it, so a fence that admits writers' tokens refuses any
-// writer, and any reader, older than the newest writer it admitted.
-// Readers should not pass their own tokens through such a fence to write:
-// a reader's token admitted there would refuse the older readers still
-// holding beside it. A reader that must be fenced compares its token with
-// the newest writer's token the resource recorded, without recording its
-// own.
+// A reader's token is ordered against writers' only: see "Readers and
+// writers" in the package documentation before fencing with it.
 type RWMutex = qlock.RWMutex
 
 // NewRWMutex returns the readers-writer lock called name (see

@@ -10,13 +10,8 @@ import "github.com/distlock/distlock/internal/qlock"
 // costs: the create, then the listing and the read of its own node's Stat,
 // sent together.
 //
-// An election's waiters differ from a Mutex's in one thing: a leader
-// changes its node's data without leaving (Proclaim, a SetData with the
-// version it last wrote), so a waiter that sees its predecessor's data
-// change only learns that the predecessor led (nothing older is left) and
-// reads it again to see whether it is gone. That is why candidates have a
-// marker of their own: lock queues ignore them and elections ignore lock
-// entries, even in a directory of the same name.
+// Waiters take a predecessor's data change for "it led", not for a
+// release (see "Election" in the package documentation).
 //
 // Its methods: Campaign, Leader (the oldest node's data and czxid, read
 // after a Sync), Observe (child and data watches, re-armed after each
