@@ -84,9 +84,8 @@ func (s *Session) Proclaim(ctx context.Context, n *qlock.Node, value string) err
 // election has no candidate.
 func (s *Session) Leader(ctx context.Context, name string) (distlock.LeaderInfo, error) {
 	dir := s.Dir(name)
-	fail := func(err error) error { return err }
 	if _, err := retry(ctx, func() (string, error) { return s.conn.Sync(dir) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return distlock.LeaderInfo{}, fail(err)
+		return distlock.LeaderInfo{}, err
 	}
 	for {
 		children, err := retry(ctx, func() ([]string, error) {
@@ -94,14 +93,14 @@ func (s *Session) Leader(ctx context.Context, name string) (distlock.LeaderInfo,
 			return c, err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
-			return distlock.LeaderInfo{}, fail(distlock.ErrNoLeader)
+			return distlock.LeaderInfo{}, distlock.ErrNoLeader
 		}
 		if err != nil {
-			return distlock.LeaderInfo{}, fail(err)
+			return distlock.LeaderInfo{}, err
 		}
 		p, ok := lowest(dir, children)
 		if !ok {
-			return distlock.LeaderInfo{}, fail(distlock.ErrNoLeader)
+			return distlock.LeaderInfo{}, distlock.ErrNoLeader
 		}
 		type read struct {
 			data []byte
@@ -115,7 +114,7 @@ func (s *Session) Leader(ctx context.Context, name string) (distlock.LeaderInfo,
 			continue // gone since the listing: list again
 		}
 		if err != nil {
-			return distlock.LeaderInfo{}, fail(err)
+			return distlock.LeaderInfo{}, err
 		}
 		return distlock.LeaderInfo{Value: string(r.data), Token: distlock.Token{Name: name, Seq: r.stat.Czxid, Owner: uint64(r.stat.EphemeralOwner)}}, nil
 	}

@@ -1,17 +1,17 @@
 package zkq
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"math"
 	"strconv"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
 )
 
 // Inspect reads the queue of lock name under znode prefix prefix: it
@@ -35,64 +35,50 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 	if err != nil {
 		return nil, fail("list", err)
 	}
-	type node struct {
-		path string
-		kind qlock.Kind
-		seq  int64
-	}
-	var nodes []node
-	for _, c := range children {
-		// An Election's candidates are listed too, as exclusive entries:
-		// the first one leads, Holder is its value.
-		if k, _, seq, ok := parseAny(c); ok {
-			nodes = append(nodes, node{dir + "/" + c, k, seq})
-		}
-	}
-	slices.SortFunc(nodes, func(a, b node) int { return cmp.Compare(a.seq, b.seq) })
-
+	// An Election's candidates are listed too, as exclusive entries: the
+	// first one leads, Holder is its value.
+	nodes := qlock.Ahead(qlock.Entry{Seq: math.MaxInt64}, append(entries(dir, qlock.Exclusive, children), entries(dir, qlock.Candidate, children)...))
 	type read struct {
 		data []byte
 		stat *zk.Stat
-		err  error
 	}
-	reads := make([]chan read, len(nodes))
+	reads := make([]read, len(nodes))
+	var g errgroup.Group
 	for i, n := range nodes {
-		reads[i] = make(chan read, 1)
-		go func() {
+		g.Go(func() error {
 			r, err := retry(ctx, func() (read, error) {
-				data, st, err := conn.Get(n.path)
-				return read{data: data, stat: st}, err
+				data, st, err := conn.Get(n.Key)
+				return read{data, st}, err
 			})
-			r.err = err
-			reads[i] <- r
-		}()
+			if errors.Is(err, zk.ErrNoNode) {
+				return nil // gone since the listing
+			}
+			reads[i] = r
+			if err != nil {
+				return fail("read", fmt.Errorf("%s: %w", n.Key, err))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	out := make([]distlock.QueueEntry, 0, len(nodes))
 	var kinds []qlock.Kind
-	var firstErr error
 	for i, n := range nodes {
-		r := <-reads[i]
-		switch {
-		case errors.Is(r.err, zk.ErrNoNode):
-			continue // gone since the listing
-		case r.err != nil:
-			if firstErr == nil {
-				firstErr = fail("read", fmt.Errorf("%s: %w", n.path, r.err))
-			}
+		r := reads[i]
+		if r.stat == nil {
 			continue
 		}
-		kinds = append(kinds, n.kind)
+		kinds = append(kinds, n.Kind)
 		out = append(out, distlock.QueueEntry{
-			Key:     n.path,
-			Kind:    n.kind.View(),
+			Key:     n.Key,
+			Kind:    n.Kind.View(),
 			Token:   distlock.Token{Name: name, Seq: r.stat.Czxid, Owner: uint64(r.stat.EphemeralOwner)},
 			Owner:   strconv.FormatInt(r.stat.EphemeralOwner, 16),
 			Holder:  string(r.data),
 			Created: time.UnixMilli(r.stat.Ctime),
 		})
-	}
-	if firstErr != nil {
-		return nil, firstErr
 	}
 	for i, h := range qlock.Holding(kinds) {
 		out[i].Holding = h
