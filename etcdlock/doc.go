@@ -27,7 +27,7 @@
 // whose outcome is unknown (a Lock that failed or was cancelled while its
 // Txn was in flight) moves it and deletes the key in one Txn, so the put,
 // should the server apply it late, can never re-create a key after its
-// cleanup (see guard.go for the reasoning). It exists only once such a
+// cleanup (see internal/qlock/etcdq/guard.go for the reasoning). It exists only once such a
 // cleanup has happened, and goes with the lease. It is in no lock's queue:
 // no lock name starts with "@".
 //

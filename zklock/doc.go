@@ -173,8 +173,8 @@
 //     request that was answered"; the remaining eighth covers followers
 //     reporting session activity to the leader only every half tick (so a
 //     follower that fails may never report the last request), and the
-//     clocks' rate difference. (See the comment on timing in session.go
-//     for the reasoning.) With the tick at most an eighth of the timeout
+//     clocks' rate difference. (See the comment on timing in
+//     internal/qlock/zkq/monitor.go for the reasoning.) With the tick at most an eighth of the timeout
 //     it is also late enough for one frozen or cut-off server not to cost the session:
 //     go-zookeeper gives up on a silent server two thirds of the timeout
 //     after it last heard from it and connects to another, and the next
