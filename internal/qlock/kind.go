@@ -88,19 +88,32 @@ func RuleOf(k Kind, limit int) Rule {
 // of N it is every conflicting entry ahead, any of which may free a
 // permit.
 func (r Rule) Waits(ahead []Entry) []Entry {
+	if r.Limit == 1 {
+		if e, ok := r.nearest(ahead); ok {
+			return []Entry{e}
+		}
+		return nil
+	}
 	var c []Entry
 	for i := len(ahead) - 1; i >= 0; i-- {
 		if Conflicts(r.Kind, ahead[i].Kind) {
 			c = append(c, ahead[i])
-			if r.Limit == 1 {
-				return c
-			}
 		}
 	}
 	if len(c) < r.Limit {
 		return nil
 	}
 	return c
+}
+
+// nearest returns the nearest entry ahead that conflicts with r's kind.
+func (r Rule) nearest(ahead []Entry) (Entry, bool) {
+	for i := len(ahead) - 1; i >= 0; i-- {
+		if Conflicts(r.Kind, ahead[i].Kind) {
+			return ahead[i], true
+		}
+	}
+	return Entry{}, false
 }
 
 // Holding reports, for a lock's entries in queue order (oldest first),

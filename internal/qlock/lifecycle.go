@@ -151,7 +151,7 @@ func (e *Engine) wait(ctx context.Context, n *Node, q *Queue) error {
 			return err
 		}
 		q.Gone(gone.Key)
-		if len(q.Waits()) > 0 {
+		if _, more := q.Next(); more {
 			// The entry went while older ones were still in the snapshot:
 			// it gave up waiting, or its session ended.
 			e.d.Survivors(wctx, n, q, gone.Seq)

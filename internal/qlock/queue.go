@@ -66,6 +66,9 @@ func (q *Queue) Waits() []Entry { return q.rule.Waits(q.ahead) }
 // entry; ok is false when q's owner holds the lock. With a limit above 1
 // use Waits.
 func (q *Queue) Next() (Entry, bool) {
+	if q.rule.Limit == 1 {
+		return q.rule.nearest(q.ahead)
+	}
 	w := q.Waits()
 	if len(w) == 0 {
 		return Entry{}, false
@@ -126,9 +129,5 @@ func (q *Queue) After(e Entry) (Entry, bool) {
 		}
 		return 0
 	})
-	w := q.rule.Waits(q.ahead[:i])
-	if len(w) == 0 {
-		return Entry{}, false
-	}
-	return w[0], true
+	return q.rule.nearest(q.ahead[:i])
 }
