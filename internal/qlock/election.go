@@ -23,11 +23,7 @@ var _ distlock.Elector = (*Election)(nil)
 // NewElection returns the election called name on d's session; pkg names
 // the backend in errors.
 func NewElection(pkg string, d Driver, name string) (*Election, error) {
-	l, err := newLock(pkg, "election", d, name)
-	if err != nil {
-		return nil, err
-	}
-	return &Election{l}, nil
+	return newRecipe(pkg, "election", d, name, func(l lock) *Election { return &Election{l} })
 }
 
 // Campaign enqueues a candidate with value as its value and waits until

@@ -21,6 +21,15 @@ func ent(seq int64, k qlock.Kind) qlock.Entry {
 	return qlock.Entry{Key: fmt.Sprintf("k%d", seq), Seq: seq, Kind: k}
 }
 
+// queueOf returns entries of the given kinds at positions 1, 2, ...
+func queueOf(kinds ...qlock.Kind) []qlock.Entry {
+	out := make([]qlock.Entry, len(kinds))
+	for i, k := range kinds {
+		out[i] = ent(int64(i+1), k)
+	}
+	return out
+}
+
 // waitOn is the single entry a waiter with a limit of 1 waits on.
 func waitOn(me qlock.Kind, ahead []qlock.Entry) (qlock.Entry, bool) {
 	w := qlock.RuleOf(me, 1).Waits(ahead)
@@ -83,13 +92,7 @@ func TestAhead(t *testing.T) {
 }
 
 func TestWaitOnHolds(t *testing.T) {
-	q := func(kinds ...qlock.Kind) []qlock.Entry {
-		out := make([]qlock.Entry, len(kinds))
-		for i, k := range kinds {
-			out[i] = ent(int64(i+1), k)
-		}
-		return out
-	}
+	q := queueOf
 	tests := []struct {
 		name  string
 		me    qlock.Kind
@@ -470,13 +473,7 @@ func TestQueueAfter(t *testing.T) {
 // than its limit of counted entries are ahead of it, and otherwise waits
 // for any of them.
 func TestCounted(t *testing.T) {
-	q := func(kinds ...qlock.Kind) []qlock.Entry {
-		out := make([]qlock.Entry, len(kinds))
-		for i, k := range kinds {
-			out[i] = ent(int64(i+1), k)
-		}
-		return out
-	}
+	q := queueOf
 	tests := []struct {
 		name  string
 		limit int

@@ -17,14 +17,17 @@ type lock struct {
 	name string
 }
 
-func newLock(pkg, what string, d Driver, name string) (lock, error) {
+// newRecipe returns the recipe (what: "mutex", "rwmutex", "election")
+// made by wrap around lock name on d's session; pkg names the backend in
+// errors.
+func newRecipe[T any](pkg, what string, d Driver, name string, wrap func(lock) *T) (*T, error) {
 	if d == nil {
-		return lock{}, fmt.Errorf("%s: new %s %q: %w: *Session is nil", pkg, what, name, distlock.ErrNilClient)
+		return nil, fmt.Errorf("%s: new %s %q: %w: *Session is nil", pkg, what, name, distlock.ErrNilClient)
 	}
 	if err := distlock.ValidateName(name); err != nil {
-		return lock{}, err
+		return nil, err
 	}
-	return lock{e: New(d), name: name}, nil
+	return wrap(lock{e: New(d), name: name}), nil
 }
 
 // Name returns the lock's name.
@@ -59,11 +62,7 @@ var _ distlock.Locker = (*Mutex)(nil)
 // NewMutex returns the lock called name on d's session; pkg names the
 // backend in errors.
 func NewMutex(pkg string, d Driver, name string) (*Mutex, error) {
-	l, err := newLock(pkg, "mutex", d, name)
-	if err != nil {
-		return nil, err
-	}
-	return &Mutex{l}, nil
+	return newRecipe(pkg, "mutex", d, name, func(l lock) *Mutex { return &Mutex{l} })
 }
 
 // Lock enqueues and waits until every earlier entry is gone. It fails,
@@ -96,11 +95,7 @@ var (
 // NewRWMutex returns the readers-writer lock called name on d's session;
 // pkg names the backend in errors.
 func NewRWMutex(pkg string, d Driver, name string) (*RWMutex, error) {
-	l, err := newLock(pkg, "rwmutex", d, name)
-	if err != nil {
-		return nil, err
-	}
-	return &RWMutex{l}, nil
+	return newRecipe(pkg, "rwmutex", d, name, func(l lock) *RWMutex { return &RWMutex{l} })
 }
 
 // RLock enqueues a reader and waits until no writer is ahead of it. It
