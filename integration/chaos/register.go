@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -210,11 +209,4 @@ func outcomeOf(err error) Outcome {
 		return Fail
 	}
 	return Info
-}
-
-func describeRegister(r Register) string {
-	if r.Fenced() {
-		return fmt.Sprintf("%s (fenced)", r.Name())
-	}
-	return r.Name() + " (control, unfenced)"
 }
