@@ -160,8 +160,11 @@
 //     distlock.ErrSessionExpired. Watches report the expiry at once too
 //     (zk.EventNotWatching with zk.ErrSessionExpired).
 //   - every half tick (within a twentieth and a sixth of the session
-//     timeout) it sends a Sync, which is answered only after it went
-//     through the leader. The client-side deadline is the send time of the
+//     timeout) it has a Sync sent, which is answered only after it went
+//     through the leader. The Sessions of one connection share these
+//     Syncs (one in flight at a time; an answer confirms them all, since
+//     they rest on the same ZooKeeper session), so a thousand Sessions on
+//     one *zk.Conn cost what one does. The client-side deadline is the send time of the
 //     last answered Sync plus the session timeout less a margin: half a
 //     tick, the Sync interval and a fiftieth of the timeout, at least an
 //     eighth of it (7/8 of the timeout with the tick at most an eighth of

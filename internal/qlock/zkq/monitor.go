@@ -117,47 +117,48 @@ func serverTickTime(ctx context.Context, addr string) (d time.Duration, ok bool)
 	return 0, false
 }
 
-// monitor follows the connection's session and the client-side deadline.
-func (s *Session) monitor() {
+// monitor follows the connection's session and the client-side deadline:
+// it asks the connection's prober for a Sync when its interval has passed
+// since the last answered one (at once after a failure), and moves the
+// deadline on from the send time of every Sync answered while the
+// connection had this session, whichever Session of the connection asked
+// for it (see prober.go). started is the send time of NewSession's Sync.
+func (s *Session) monitor(started time.Time, p *prober, answered <-chan struct{}) {
+	defer p.leave(s)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
-	interval := s.sync
-	next := time.Now().Add(interval)
-	type probe struct {
-		sent time.Time
-		err  error
-	}
-	var inflight chan probe
-	failed := false // the last Sync failed
+	lastOK := started // send time of the last Sync that confirmed the session
+	failed := false   // a Sync failed after lastOK
 	for {
 		select {
 		case <-s.Context().Done():
 			return
 		case <-tick.C:
-		case r := <-inflight:
-			inflight = nil
+		case <-answered:
+		}
+		r := p.state()
+		if r.err != nil && r.errSent.After(started) && r.errID == s.id {
 			switch {
-			case r.err == nil && s.ours():
-				was := s.Extend(r.sent.Add(s.timeout - s.margin))
-				if failed {
-					// How close the session came to its deadline while the
-					// connection moved: the margin that is left.
-					s.Log().Info("zklock: session confirmed again", "server", s.conn.Server(), "before the deadline by", time.Until(was))
-				}
-				failed = false
-				next = time.Now().Add(interval)
 			case errors.Is(r.err, zk.ErrSessionExpired), errors.Is(r.err, zk.ErrClosing):
 				s.storeErr(r.err)
 				return
-			default:
+			case r.errSent.After(lastOK) && !failed:
 				// Most likely the connection was closed under the Sync
 				// (go-zookeeper gave up on a silent server): the next one
 				// goes out now, and is sent as soon as the connection to
 				// another server is up.
 				s.Log().Debug("zklock: sync failed", "err", r.err)
 				failed = true
-				next = time.Now()
 			}
+		}
+		if r.ok.After(lastOK) && r.okID == s.id && s.ours() {
+			was := s.Extend(r.ok.Add(s.timeout - s.margin))
+			if failed {
+				// How close the session came to its deadline while the
+				// connection moved: the margin that is left.
+				s.Log().Info("zklock: session confirmed again", "server", s.conn.Server(), "before the deadline by", time.Until(was))
+			}
+			lastOK, failed = r.ok, r.errSent.After(r.ok)
 		}
 		if !s.ours() {
 			s.expired("expired (the connection reports another session or StateExpired)")
@@ -176,14 +177,8 @@ func (s *Session) monitor() {
 			})
 			return
 		}
-		if inflight == nil && !now.Before(next) {
-			ch := make(chan probe, 1)
-			inflight = ch
-			go func() {
-				sent := time.Now()
-				_, err := s.conn.Sync("/")
-				ch <- probe{sent, err}
-			}()
+		if failed || !now.Before(lastOK.Add(s.sync)) {
+			p.probe()
 		}
 	}
 }

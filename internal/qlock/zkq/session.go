@@ -114,7 +114,8 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 	log := c.Logger.With("session", fmt.Sprintf("%#x", id))
 	s.State = qlock.NewState("zklock", log, c.Holder, sent.Add(s.timeout-s.margin))
 	s.Log().Debug("zklock: session started", "timeout", s.timeout, "tick", s.tick, "tick from", tickFrom, "margin", s.margin)
-	s.Finally(s.monitor)
+	p, answered := join(s)
+	s.Finally(func() { s.monitor(sent, p, answered) })
 	return s, nil
 }
 
