@@ -24,6 +24,10 @@ type Request struct {
 	Value []byte
 }
 
+// Keep is how many of the newest conflicting entries ahead a waiter's view
+// keeps (see Queue): all a driver's enqueue needs to read.
+func (r Request) Keep() int { return max(2, RuleOf(r.Kind, r.Limit).Limit+1) }
+
 // Node is one entry a store driver made for an acquisition, as the engine
 // follows it from enqueue to release.
 type Node struct {
@@ -74,12 +78,13 @@ type Driver interface {
 	// Enqueue creates r's entry in lock name's queue, and returns it with
 	// the entries of that queue (its own kind's queue: lock entries, or
 	// candidates) that were there when it was created, itself among them
-	// or not. A driver whose store can compare and create at once refuses
+	// or not: all of them, or (more set) at least the r.Keep() newest that
+	// conflict with it, older ones being left out. A driver whose store can compare and create at once refuses
 	// a Try request that would wait with an error wrapping
 	// distlock.ErrLocked and writes nothing. On failure nothing is left
 	// behind: the driver removes what it may have written, now or in the
 	// background.
-	Enqueue(ctx context.Context, name string, r Request) (*Node, []Entry, error)
+	Enqueue(ctx context.Context, name string, r Request) (n *Node, ahead []Entry, more bool, err error)
 	// Follow returns when n's entry is deleted by anyone but its owner,
 	// calling gone with the cause, or when n.Alive() ends.
 	Follow(n *Node, gone func(cause error))

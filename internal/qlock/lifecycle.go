@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/distlock/distlock/internal/leasehook"
 )
 
@@ -22,8 +23,10 @@ import (
 //     owner deletes it, or the session ends, the acquisition fails while
 //     waiting and is lost while held.
 //  3. The waiter's view of the queue is the snapshot the enqueue took, of
-//     the entries older than its own (Queue). It can only shrink: nothing
-//     ever joins ahead. The waiter waits on one entry at a time, the
+//     the entries older than its own that it conflicts with, the newest
+//     few only (Queue). It can only shrink: nothing ever joins ahead; when
+//     the few it knows are gone and older ones may be left, one read says
+//     which. The waiter waits on one entry at a time, the
 //     nearest one it conflicts with (Rule.Waits); when that one goes, the
 //     driver may already know that nothing older is left (etcd follows
 //     the next older entry too; on ZooKeeper a holder's release marks
@@ -83,7 +86,7 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, er
 	stop := context.AfterFunc(st.Context(), func() { cancel(st.Err()) })
 	defer stop()
 
-	n, all, err := e.d.Enqueue(ctx, name, r)
+	n, all, more, err := e.d.Enqueue(ctx, name, r)
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -94,7 +97,7 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, er
 	}
 	st.Go(func(context.Context) { e.d.Follow(n, n.kill) })
 
-	q := NewQueue(n.Entry, r.Limit, all)
+	q := NewQueue(n.Entry, r.Limit, all, more)
 	w := q.Waits()
 	n.Waited = len(w) > 0
 	if r.Try && n.Waited {
@@ -131,6 +134,20 @@ func (e *Engine) wait(ctx context.Context, n *Node, q *Queue) error {
 	stop := context.AfterFunc(n.alive, func() { cancel(context.Cause(n.alive)) })
 	defer stop()
 	for {
+		if below, must := q.MustRead(); must {
+			// The known entries are gone and older ones may be left: one
+			// read tells (Queue's bound on what a waiter keeps).
+			e.d.Survivors(wctx, n, q, below)
+			if _, still := q.MustRead(); still {
+				if err := ctxwait.Sleep(wctx, RetryDelay); err != nil {
+					if n.alive.Err() != nil {
+						return context.Cause(n.alive)
+					}
+					return err
+				}
+			}
+			continue
+		}
 		w := q.Waits()
 		if len(w) == 0 {
 			break

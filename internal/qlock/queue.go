@@ -40,26 +40,71 @@ func Ahead(me Entry, all []Entry) []Entry {
 	return out
 }
 
-// Queue is one waiter's view of the entries ahead of it: the snapshot taken
-// at enqueue, shrunk as the store driver sees entries go. It is not safe for
-// concurrent use.
+// Queue is one waiter's view of the entries ahead of it that it conflicts
+// with: the snapshot taken at enqueue, shrunk as the store driver sees
+// entries go. It is not safe for concurrent use.
+//
+// The view is bounded: it keeps only the keep() newest conflicting
+// entries ahead (two for a mutex: the one waited on and the one the
+// driver follows beside it), so that a waiter costs the same memory
+// whether ten or ten thousand entries are ahead of it. Whether older ones
+// exist is then unknown (truncated), and the first time the known ones
+// are all gone without a read having shown that nothing older is left,
+// the waiter reads the store (MustRead, Observed). In a FIFO queue that
+// read is the one a waiter makes anyway when the entry two ahead of it
+// goes, long before its turn.
 type Queue struct {
 	me    Entry
 	rule  Rule
-	ahead []Entry
+	ahead []Entry // known conflicting entries ahead, oldest first
+	// truncated says conflicting entries older than floor may exist that
+	// the view does not know of.
+	truncated bool
+	floor     int64
 }
 
-// NewQueue returns me's view of a lock's queue, given every entry the
-// enqueue saw (me included or not); limit is me's (see Rule).
-func NewQueue(me Entry, limit int, all []Entry) *Queue {
-	return &Queue{me: me, rule: RuleOf(me.Kind, limit), ahead: Ahead(me, all)}
+// keep is how many conflicting entries ahead a view knows at most.
+func (q *Queue) keep() int { return Request{Kind: q.me.Kind, Limit: q.rule.Limit}.Keep() }
+
+// NewQueue returns me's view of a lock's queue, given the entries the
+// enqueue saw (me included or not); limit is me's (see Rule). more says
+// the enqueue read only the newest entries and older ones may exist.
+func NewQueue(me Entry, limit int, all []Entry, more bool) *Queue {
+	q := &Queue{me: me, rule: RuleOf(me.Kind, limit)}
+	for _, e := range Ahead(me, all) {
+		if Conflicts(me.Kind, e.Kind) {
+			q.ahead = append(q.ahead, e)
+		}
+	}
+	q.truncated = more
+	if k := q.keep(); len(q.ahead) > k {
+		q.ahead, q.truncated = slices.Clone(q.ahead[len(q.ahead)-k:]), true
+	}
+	if q.truncated {
+		q.floor = q.me.Seq
+		if len(q.ahead) > 0 {
+			q.floor = q.ahead[0].Seq
+		}
+	}
+	return q
+}
+
+// MustRead reports that the view cannot tell whether its owner holds:
+// too few known conflicting entries are left for its limit while older
+// ones may exist. The waiter must read the store (the driver's
+// Survivors, below the returned position) before it goes on.
+func (q *Queue) MustRead() (below int64, must bool) {
+	if q.truncated && len(q.ahead) < q.rule.Limit {
+		return q.floor, true
+	}
+	return 0, false
 }
 
 // Me returns the waiter's own entry.
 func (q *Queue) Me() Entry { return q.me }
 
 // Waits returns what q's owner waits for now (see Rule.Waits); nothing
-// when it holds the lock.
+// when it holds the lock, or when it must read first (see MustRead).
 func (q *Queue) Waits() []Entry { return q.rule.Waits(q.ahead) }
 
 // Next returns the entry to wait on next when the owner waits for one
@@ -82,7 +127,8 @@ func (q *Queue) Gone(key string) {
 	q.ahead = slices.DeleteFunc(q.ahead, func(e Entry) bool { return e.Key == key })
 }
 
-// Ahead returns a copy of the entries still ahead, oldest first.
+// Ahead returns a copy of the known conflicting entries still ahead,
+// oldest first.
 func (q *Queue) Ahead() []Entry { return slices.Clone(q.ahead) }
 
 // Older returns, oldest first, the entries still ahead that are older
@@ -101,8 +147,9 @@ func (q *Queue) Older(below int64) []Entry {
 // Observed records what a read of the store showed after the entry with
 // sequence below went: among the entries older than below that conflict
 // with q's owner, nearest is the newest still present (or, if found is
-// false, none is). Entries of the snapshot between the two are dropped
-// without being waited on one by one.
+// false, none is). Entries of the view between the two are dropped
+// without being waited on one by one; a nearest the view did not know of
+// (older than what it kept) joins it.
 //
 // The read may be stale (a member lagging behind): an entry it reports
 // present may be gone already, and waiting on it will show that; but one it
@@ -113,6 +160,21 @@ func (q *Queue) Observed(below int64, nearest Entry, found bool) {
 	q.ahead = slices.DeleteFunc(q.ahead, func(e Entry) bool {
 		return e.Seq < below && Conflicts(q.me.Kind, e.Kind) && (!found || e.Seq > nearest.Seq)
 	})
+	if !q.truncated || below < q.floor {
+		return // the unknown entries are older than what the read covered
+	}
+	switch {
+	case !found:
+		q.truncated = false
+	case nearest.Seq < q.floor && Conflicts(q.me.Kind, nearest.Kind):
+		// One of the entries the view left out: know it, and everything
+		// between it and the floor is gone.
+		q.ahead = slices.Insert(q.ahead, 0, nearest)
+		q.floor = nearest.Seq
+	case nearest.Seq >= q.floor:
+		// Still one the view knows: nothing between the floor and it has
+		// been shown absent, so the older unknowns stay unknown.
+	}
 }
 
 // After returns the entry q's owner will wait on once e is gone, if nothing

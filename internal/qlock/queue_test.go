@@ -132,7 +132,7 @@ func TestWaitOnHolds(t *testing.T) {
 			// behind me) decides the same.
 			me := ent(100, tt.me)
 			all := append(slices.Clone(tt.ahead), ent(200, X), me)
-			qu := qlock.NewQueue(me, 1, all)
+			qu := qlock.NewQueue(me, 1, all, false)
 			if qu.Me() != me {
 				t.Errorf("Me() = %v, want %v", qu.Me(), me)
 			}
@@ -148,8 +148,9 @@ func TestQueue(t *testing.T) {
 	// Queue: 1X 2S 3S 4X 5S 6S [7S me] 8X
 	all := []qlock.Entry{ent(8, X), ent(1, X), ent(2, S), ent(3, S), ent(4, X), ent(5, S), ent(6, S), ent(7, S)}
 	me := ent(7, S)
-	q := qlock.NewQueue(me, 1, all)
-	if got, want := q.Ahead(), []qlock.Entry{ent(1, X), ent(2, S), ent(3, S), ent(4, X), ent(5, S), ent(6, S)}; !slices.Equal(got, want) {
+	q := qlock.NewQueue(me, 1, all, false)
+	// A reader's view knows the writers ahead of it only.
+	if got, want := q.Ahead(), []qlock.Entry{ent(1, X), ent(4, X)}; !slices.Equal(got, want) {
 		t.Fatalf("Ahead() = %v, want %v", got, want)
 	}
 
@@ -158,7 +159,7 @@ func TestQueue(t *testing.T) {
 	cp[0] = ent(99, S)
 	cp = cp[:0]
 	_ = cp
-	if got := q.Ahead(); len(got) != 6 || got[0] != ent(1, X) {
+	if got := q.Ahead(); len(got) != 2 || got[0] != ent(1, X) {
 		t.Fatalf("modifying Ahead()'s result changed the queue: %v", got)
 	}
 
@@ -194,18 +195,81 @@ func TestQueue(t *testing.T) {
 		t.Errorf("Ahead() at end = %v, want empty", got)
 	}
 
-	// An exclusive waiter walks its predecessors one by one.
+	// An exclusive waiter walks its predecessors one by one; it keeps the
+	// two nearest, and must read before it can go past them.
 	all = []qlock.Entry{ent(1, S), ent(2, S), ent(3, X), ent(4, S), ent(5, X)}
-	q = qlock.NewQueue(ent(5, X), 1, all)
-	for _, want := range []int64{4, 3, 2, 1} {
+	q = qlock.NewQueue(ent(5, X), 1, all, false)
+	for _, want := range []int64{4, 3} {
 		e, ok := q.Next()
 		if !ok || e.Seq != want {
 			t.Fatalf("exclusive Next = %v, %v, want %d", e, ok, want)
 		}
 		q.Gone(e.Key)
 	}
+	below, must := q.MustRead()
+	if !must || below != 3 {
+		t.Fatalf("MustRead = %d, %v; want a read below 3", below, must)
+	}
+	q.Observed(below, ent(2, S), true) // the nearest older: one the view left out
+	if e, ok := q.Next(); !ok || e.Seq != 2 {
+		t.Fatalf("Next after the read = %v, %v; want 2", e, ok)
+	}
+	q.Gone("k2")
+	if below, must = q.MustRead(); !must || below != 2 {
+		t.Fatalf("MustRead = %d, %v; want a read below 2", below, must)
+	}
+	q.Observed(below, qlock.Entry{}, false) // 1 is gone too
+	if _, must := q.MustRead(); must {
+		t.Fatal("MustRead after a read that found nothing older")
+	}
 	if e, ok := q.Next(); ok {
 		t.Fatalf("exclusive Next at end = %v, want holds", e)
+	}
+}
+
+// TestQueueBounded checks that a view keeps a bounded number of entries
+// whatever the queue's length, and what a partial enqueue read (more) and
+// a read that covers or does not cover the unknown entries do to it.
+func TestQueueBounded(t *testing.T) {
+	var all []qlock.Entry
+	for i := int64(1); i <= 10000; i++ {
+		all = append(all, ent(i, X))
+	}
+	q := qlock.NewQueue(ent(10001, X), 1, all, false)
+	if got := q.Ahead(); len(got) != 2 || got[0].Seq != 9999 || got[1].Seq != 10000 {
+		t.Fatalf("Ahead() = %v, want the two nearest", got)
+	}
+	// A read below something newer than the unknown entries that finds
+	// one of the known ones present leaves them unknown.
+	q.Observed(10001, ent(10000, X), true)
+	if got := q.Ahead(); len(got) != 2 {
+		t.Fatalf("Ahead() after a read that found the nearest = %v", got)
+	}
+	// A partial read (the enqueue saw the newest only, and more).
+	p := qlock.NewQueue(ent(50, X), 1, []qlock.Entry{ent(49, X), ent(50, X), ent(48, X)}, true)
+	if _, must := p.MustRead(); must {
+		t.Fatal("MustRead with known entries left")
+	}
+	p.Gone("k49")
+	p.Gone("k48")
+	if below, must := p.MustRead(); !must || below != 48 {
+		t.Fatalf("MustRead = %d, %v; want below 48", below, must)
+	}
+	// A read below an older position than the unknown entries' bound
+	// tells nothing about them.
+	p.Observed(10, qlock.Entry{}, false)
+	if _, must := p.MustRead(); !must {
+		t.Fatal("a read below 10 cleared what is unknown below 48")
+	}
+	p.Observed(48, qlock.Entry{}, false)
+	if _, ok := p.Next(); ok {
+		t.Fatal("still waits after a read found nothing older")
+	}
+	// Not truncated: a full, short snapshot needs no read.
+	f := qlock.NewQueue(ent(5, X), 1, []qlock.Entry{ent(4, X)}, false)
+	f.Gone("k4")
+	if _, must := f.MustRead(); must {
+		t.Fatal("MustRead on a full snapshot")
 	}
 }
 
@@ -252,7 +316,23 @@ func (s *queueSim) enqueue() {
 	if s.rng.IntN(2) == 0 { // with or without its own entry
 		seen = slices.DeleteFunc(seen, func(e qlock.Entry) bool { return e == me })
 	}
-	s.queues[me.Key] = qlock.NewQueue(me, 1, seen)
+	more := false
+	if s.rng.IntN(2) == 0 {
+		// A partial read, as etcd's enqueue makes: the newest conflicting
+		// entries only, and whether there are more.
+		var c []qlock.Entry
+		for _, e := range s.live {
+			if e.Seq < me.Seq && qlock.Conflicts(me.Kind, e.Kind) {
+				c = append(c, e)
+			}
+		}
+		keep := qlock.Request{Kind: me.Kind, Limit: 1}.Keep()
+		if len(c) > keep {
+			c, more = c[len(c)-keep:], true
+		}
+		seen = append(c, me)
+	}
+	s.queues[me.Key] = qlock.NewQueue(me, 1, seen, more)
 	s.record()
 	if s.enqAt == nil {
 		s.enqAt = map[string]int{}
@@ -276,7 +356,10 @@ func (s *queueSim) remove() {
 func (s *queueSim) pending() []string {
 	var out []string
 	for _, e := range s.live {
-		if n, ok := s.queues[e.Key].Next(); ok && !s.isLive(n.Key) {
+		q := s.queues[e.Key]
+		if _, must := q.MustRead(); must {
+			out = append(out, e.Key)
+		} else if n, ok := q.Next(); ok && !s.isLive(n.Key) {
 			out = append(out, e.Key)
 		}
 	}
@@ -286,6 +369,10 @@ func (s *queueSim) pending() []string {
 // notify tells waiter key that the entry it waits on was deleted.
 func (s *queueSim) notify(key string) {
 	q := s.queues[key]
+	if below, must := q.MustRead(); must {
+		s.observe(key, below)
+		return
+	}
 	n, ok := q.Next()
 	if !ok || s.isLive(n.Key) {
 		s.fail("notify %s: its Next %v, %v was not deleted", key, n, ok)
@@ -355,6 +442,11 @@ func (s *queueSim) check(settled bool) {
 		}
 		snapNext, snapWaits := q.Next()
 		trueNext, trueWaits := s.model(e)
+		if _, must := q.MustRead(); must {
+			// Neither holding nor waiting on a known entry: it reads
+			// first (settle delivers the read).
+			continue
+		}
 		if !snapWaits {
 			holders = append(holders, e)
 			// Holding on the snapshot alone is always sound.
@@ -448,14 +540,14 @@ func TestQueueProperties(t *testing.T) {
 func TestQueueAfter(t *testing.T) {
 	// Ahead of a writer at 10: w1 r3 r5 w7 r9.
 	all := []qlock.Entry{ent(1, X), ent(3, S), ent(5, S), ent(7, X), ent(9, S)}
-	w := qlock.NewQueue(ent(10, X), 1, all)
-	r := qlock.NewQueue(ent(10, S), 1, all)
+	w := qlock.NewQueue(ent(10, X), 1, all, false)
+	r := qlock.NewQueue(ent(10, S), 1, all, false)
 	for _, c := range []struct {
 		q     *qlock.Queue
 		after int64
 		want  int64 // 0: nothing
 	}{
-		{w, 9, 7}, {w, 7, 5}, {w, 3, 1}, {w, 1, 0},
+		{w, 9, 7}, {w, 7, 0}, // the writer's view keeps 7 and 9 only
 		{r, 7, 1}, {r, 5, 1}, {r, 1, 0},
 	} {
 		e, ok := c.q.After(ent(c.after, X))
@@ -501,7 +593,7 @@ func TestCounted(t *testing.T) {
 			}
 			// Any one of them going frees a permit when at the limit.
 			me := ent(100, N)
-			qu := qlock.NewQueue(me, tt.limit, append(slices.Clone(tt.ahead), me))
+			qu := qlock.NewQueue(me, tt.limit, append(slices.Clone(tt.ahead), me), false)
 			counted := 0
 			for _, e := range tt.ahead {
 				if e.Kind == N {

@@ -21,7 +21,7 @@ func (s *Session) enqueueAttempt() time.Duration { return max(s.ttl/4, 500*time.
 // Enqueue puts r's entry and reads its queue in one Txn (qlock.Driver).
 // A Try request is one Txn that puts the entry only if no conflicting
 // entry exists, and otherwise reads the oldest one, writing nothing.
-func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*qlock.Node, []qlock.Entry, error) {
+func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*qlock.Node, []qlock.Entry, bool, error) {
 	dir := s.Dir(name)
 	key := dir + string(r.Kind.Mark()) + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
 	put := clientv3.OpPut(key, string(r.Value), clientv3.WithLease(s.id))
@@ -57,20 +57,20 @@ func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*q
 				// The put may or may not have been applied, or be still
 				// on its way.
 				s.abandon(key)
-				return nil, nil, ctxErr(err)
+				return nil, nil, false, ctxErr(err)
 			}
 			if !resp.Succeeded {
 				if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
-					return nil, nil, heldBy(resp)
+					return nil, nil, false, heldBy(resp)
 				}
 				// Free, but the guard moved: go again.
 				s.sawGuardIn(resp.Responses[1].GetResponseRange(), resp.Header.Revision)
 				continue
 			}
 			if err := s.checkRev(key, resp.Header.Revision, floor); err != nil {
-				return nil, nil, err
+				return nil, nil, false, err
 			}
-			return node(resp.Header.Revision), nil, nil
+			return node(resp.Header.Revision), nil, false, nil
 		}
 	}
 
@@ -82,7 +82,23 @@ func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*q
 	// been released: so every attempt after one with an unknown outcome
 	// moves the guard too, in its own Txn, which makes the earlier ones
 	// fail their compare whenever they arrive.
-	qkey, qend := queueRange(dir, r.Kind)
+	//
+	// The Txn reads, at the revision of its own put, the newest entries
+	// that conflict with this one (r.Keep() of them, and this one itself
+	// where it is in the range): a waiter needs no more (see qlock.Queue),
+	// so an enqueue costs the same whether ten or ten thousand entries
+	// are queued. And it reads this entry's own key, whose create revision
+	// is the first put's if a retry repeated it.
+	ckey, cend := conflictRange(dir, r.Kind)
+	limit := int64(r.Keep())
+	if r.Kind != qlock.Shared {
+		limit++ // the newest in the range is this entry
+	}
+	reads := []clientv3.Op{
+		clientv3.OpGet(ckey, clientv3.WithRange(cend), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(limit)),
+		clientv3.OpGet(key, clientv3.WithKeysOnly()),
+	}
 	var (
 		resp      *clientv3.TxnResponse
 		uncertain bool
@@ -96,7 +112,7 @@ func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*q
 		// one moves the guard); it costs a guard move when a healthy
 		// cluster was only slow.
 		actx, acancel := context.WithTimeout(ctx, s.enqueueAttempt())
-		resp, err = s.enqueueTxn(actx, put, qkey, qend, uncertain).Commit()
+		resp, err = s.enqueueTxn(actx, put, reads, uncertain).Commit()
 		attemptTimedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
 		acancel()
 		if err == nil {
@@ -118,38 +134,37 @@ func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*q
 		}
 		if status.Code(err) != codes.Unavailable || ctx.Err() != nil || ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
 			s.abandon(key)
-			return nil, nil, ctxErr(err)
+			return nil, nil, false, ctxErr(err)
 		}
 		s.Log().Debug("etcdlock: enqueue failed; retrying", "lock", name, "err", err)
 	}
 	rev := resp.Header.Revision
-	kvs := resp.Responses[1].GetResponseRange().Kvs
-	all := make([]qlock.Entry, 0, len(kvs))
-	for _, kv := range kvs {
+	if own := resp.Responses[2].GetResponseRange().Kvs; len(own) > 0 {
+		rev = own[0].CreateRevision
+	}
+	rr := resp.Responses[1].GetResponseRange()
+	all := make([]qlock.Entry, 0, len(rr.Kvs))
+	for _, kv := range rr.Kvs {
 		k := string(kv.Key)
-		if k == key {
-			rev = kv.CreateRevision // the first put's, if a retry repeated it
-		}
 		all = append(all, qlock.Entry{Key: k, Seq: kv.CreateRevision, Kind: queueKind(dir, k)})
 	}
 	if err := s.checkRev(key, rev, floor); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return node(rev), all, nil
+	return node(rev), all, rr.More, nil
 }
 
 // enqueueTxn returns the enqueue Txn, not yet committed: if the session's
-// guard is as last seen, put (the entry) and read the queue [qkey, qend)
-// (Responses[1]), and with uncertain move the guard too; otherwise read
-// the guard (Responses[0]).
-func (s *Session) enqueueTxn(ctx context.Context, put clientv3.Op, qkey, qend string, uncertain bool) clientv3.Txn {
-	ops := []clientv3.Op{put, clientv3.OpGet(qkey, clientv3.WithRange(qend), clientv3.WithKeysOnly())}
+// guard is as last seen, put (the entry) and make the reads (Responses[1:]),
+// and with uncertain move the guard too; otherwise read the guard
+// (Responses[0]).
+func (s *Session) enqueueTxn(ctx context.Context, put clientv3.Op, reads []clientv3.Op, uncertain bool) clientv3.Txn {
+	ops := append([]clientv3.Op{put}, reads...)
 	if uncertain {
 		ops = append(ops, s.guardPut())
 	}
 	return s.client.Txn(ctx).If(s.guardIs(s.guardRev())).Then(ops...).Else(s.guardGet())
 }
-
 // heldBy describes the holder a losing TryLock saw.
 func heldBy(resp *clientv3.TxnResponse) error {
 	kvs := resp.Responses[0].GetResponseRange().Kvs

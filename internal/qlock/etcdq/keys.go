@@ -51,15 +51,6 @@ func conflictRange(dir string, k qlock.Kind) (key, end string) {
 	return key, clientv3.GetPrefixRangeEnd(key)
 }
 
-// queueRange returns the key range of the whole queue an entry of kind k
-// joins: lock entries, or candidates.
-func queueRange(dir string, k qlock.Kind) (key, end string) {
-	if k == qlock.Candidate {
-		return conflictRange(dir, k)
-	}
-	return conflictRange(dir, qlock.Exclusive)
-}
-
 // entryKind returns the kind of the entry key in dir; ok is false for a
 // key that is not an entry.
 func entryKind(dir, key string) (k qlock.Kind, ok bool) {

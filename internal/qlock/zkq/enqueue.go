@@ -16,9 +16,9 @@ import (
 // Try request first syncs and lists the directory and loses at once,
 // writing nothing, when an entry is there; the engine deletes the node if
 // an entry created in between turns out to be ahead.
-func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*qlock.Node, []qlock.Entry, error) {
+func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*qlock.Node, []qlock.Entry, bool, error) {
 	if !s.ours() {
-		return nil, nil, s.expired("expired (the connection reports another session)")
+		return nil, nil, false, s.expired("expired (the connection reports another session)")
 	}
 	dir := s.Dir(name)
 	if r.Try {
@@ -27,18 +27,18 @@ func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*q
 		// look as fresh as etcd's: a release that completed before
 		// TryLock was called is seen, even by a lagging follower.
 		if _, err := retry(ctx, func() (string, error) { return s.conn.Sync("/") }); err != nil {
-			return nil, nil, s.storeErr(err)
+			return nil, nil, false, s.storeErr(err)
 		}
 		if p, found, err := s.first(ctx, dir, r.Kind); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		} else if found {
-			return nil, nil, fmt.Errorf("%w (entry %s)", distlock.ErrLocked, p)
+			return nil, nil, false, fmt.Errorf("%w (entry %s)", distlock.ErrLocked, p)
 		}
 	}
 	guid := newGUID()
 	path, err := s.create(ctx, dir, entryBase(r.Kind, guid), guid, r.Value)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	_, _, seq, _ := parseAny(path[len(dir)+1:])
 	// The listing and the read of my node's Stat (with the watch that
@@ -58,14 +58,14 @@ func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*q
 	}()
 	n, err := s.own(ctx, path, seq, r.Kind)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	l := <-lch
 	if l.err != nil {
 		s.abandon(path)
-		return nil, nil, s.storeErr(l.err)
+		return nil, nil, false, s.storeErr(l.err)
 	}
-	return n, entries(dir, r.Kind, l.children), nil
+	return n, entries(dir, r.Kind, l.children), false, nil
 }
 
 // first returns the oldest entry in dir that an entry of kind would wait
@@ -81,7 +81,7 @@ func (s *Session) first(ctx context.Context, dir string, kind qlock.Kind) (strin
 	if err != nil {
 		return "", false, s.storeErr(err)
 	}
-	q := qlock.NewQueue(qlock.Entry{Seq: math.MaxInt64, Kind: kind}, 1, entries(dir, kind, children))
+	q := qlock.NewQueue(qlock.Entry{Seq: math.MaxInt64, Kind: kind}, 1, entries(dir, kind, children), false)
 	if p, ok := q.Next(); ok {
 		return p.Key, true, nil
 	}

@@ -57,10 +57,11 @@ const walkLimit = 2
 
 // Survivors runs when an entry went while older ones were still in q's
 // snapshot without having released the lock (it gave up waiting, or its
-// session ended). It checks the nearest older entries one by one, a small
-// request each; past walkLimit gone ones it lists the directory once (one
-// request whose size grows with the queue, but independent of how many
-// entries left since the enqueue). An error leaves q as it was, which only
+// session ended), or may be (q left them out). It checks the nearest
+// known older entries one by one, a small request each; past walkLimit
+// gone ones, or when q left older entries out, it lists the directory
+// once (one request whose size grows with the queue, but independent of
+// how many entries left since the enqueue). An error leaves q as it was, which only
 // means more watching.
 func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, below int64) {
 	older := q.Older(below)
@@ -78,11 +79,12 @@ func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, 
 		}
 		q.Gone(older[i].Key)
 	}
-	if len(older) <= walkLimit {
+	if _, must := q.MustRead(); len(older) <= walkLimit && !must {
 		return
 	}
+	// More gone ones than walkLimit, or the view left older entries out:
+	// one listing tells what is left below.
 	s.Log().Debug("zklock: listing", "node", n.Key, "older", len(older))
-	older = older[:len(older)-walkLimit]
 	dir := s.Dir(n.Name)
 	kids, err := zkctx.Call(ctx, func() ([]string, error) {
 		k, _, err := s.conn.Children(dir)
@@ -91,15 +93,11 @@ func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, 
 	if err != nil {
 		return
 	}
-	present := make(map[string]bool, len(kids))
-	for _, k := range kids {
-		present[dir+"/"+k] = true
-	}
 	var nearest qlock.Entry
 	found := false
-	for _, a := range older { // oldest first: the last present one is the nearest
-		if present[a.Key] {
-			nearest, found = a, true
+	for _, e := range entries(dir, q.Me().Kind, kids) {
+		if e.Seq < below && qlock.Conflicts(q.Me().Kind, e.Kind) && (!found || e.Seq > nearest.Seq) {
+			nearest, found = e, true
 		}
 	}
 	q.Observed(below, nearest, found)
