@@ -95,7 +95,9 @@ func BenchmarkFootprint(b *testing.B) {
 	}
 }
 
-type closer interface{ Close(ctx context.Context) error }
+type closer interface {
+	Close(ctx context.Context) error
+}
 
 // usage returns the process's goroutines and live heap bytes.
 func usage() (int, uint64) {

@@ -165,6 +165,7 @@ func (s *Session) enqueueTxn(ctx context.Context, put clientv3.Op, reads []clien
 	}
 	return s.client.Txn(ctx).If(s.guardIs(s.guardRev())).Then(ops...).Else(s.guardGet())
 }
+
 // heldBy describes the holder a losing TryLock saw.
 func heldBy(resp *clientv3.TxnResponse) error {
 	kvs := resp.Responses[0].GetResponseRange().Kvs
