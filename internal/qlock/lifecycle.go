@@ -99,11 +99,19 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, er
 
 	q := NewQueue(n.Entry, r.Limit, all, more)
 	w := q.Waits()
-	n.Waited = len(w) > 0
+	// A view that must read first waits too: a partial read (one that an
+	// enqueue retry made, with entries newer than this one among the
+	// newest) may know nothing ahead of this entry although older ones
+	// exist.
+	_, must := q.MustRead()
+	n.Waited = len(w) > 0 || must
 	if r.Try && n.Waited {
 		// A store that cannot compare and create at once (ZooKeeper) finds
 		// out only now that an entry made meanwhile is ahead.
-		err := fmt.Errorf("%w (entry %s)", distlock.ErrLocked, w[0].Key)
+		err := fmt.Errorf("%w (entries ahead)", distlock.ErrLocked)
+		if len(w) > 0 {
+			err = fmt.Errorf("%w (entry %s)", distlock.ErrLocked, w[0].Key)
+		}
 		e.abandon(n, err)
 		return nil, fail(err)
 	}
