@@ -33,7 +33,11 @@
 //
 // # Handoff
 //
-// Enqueue is one Txn that puts the key and reads the queue. The waiter then
+// Enqueue is one Txn that puts the key and reads the two newest entries it
+// conflicts with (sorted by create revision, limited): an enqueue reads
+// and a waiter keeps the same few keys whether ten or ten thousand are
+// queued, and when those two are gone while older ones may be left, one
+// read says whether any is. The waiter then
 // watches only the nearest conflicting entry ahead of it, and when that one
 // goes, moves on in the snapshot it already has: entries only leave the
 // part of the queue ahead of it, never join it. While older entries may
