@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/version"
-	"go.etcd.io/etcd/client/pkg/v3/verify"
-	"go.etcd.io/etcd/tests/v3/framework/integration"
 )
 
 var etcdVersion = "v" + version.Version
@@ -20,7 +18,8 @@ var etcdVersion = "v" + version.Version
 // minutes, so the testing package never asks for a second run, and one run
 // already holds thousands of samples. Use -benchtime 1x.
 func BenchmarkCompare(b *testing.B) {
-	// BeforeTest changes into a temporary directory: resolve $BENCH_OUT first.
+	// An absolute path, so that the file lands where the caller meant
+	// whatever directory the test binary runs in.
 	out := os.Getenv("BENCH_OUT")
 	if out != "" {
 		abs, err := filepath.Abs(out)
@@ -29,18 +28,7 @@ func BenchmarkCompare(b *testing.B) {
 		}
 		out = abs
 	}
-	// The framework's leak check counts the benchmark runner's own goroutine
-	// as leaked and skips; strayGoroutines checks the libraries instead.
-	integration.BeforeTest(b, integration.WithoutGoLeakDetection())
-	// BeforeTest also sets ETCD_VERIFY=all, which makes every member, after
-	// every apply, walk and diff whole bolt buckets (the lease bucket
-	// among them: one entry per session) and take stack traces on backend
-	// locks. That is a test-suite safety net, not etcd: it inflates every
-	// latency and makes them grow with the number of sessions.
-	verifying := os.Getenv("BENCH_ETCD_VERIFY") != ""
-	if !verifying {
-		b.Cleanup(verify.DisableVerifications())
-	}
+	verifying := etcdVerify(b)
 	began := time.Now()
 	e := newEnv(b)
 	r := &report{started: began, leader: e.leader, verifying: verifying,

@@ -13,12 +13,16 @@ import (
 
 // Bounds: every loop stops at its count or its time, whichever comes first,
 // so that the whole run stays within a few minutes on two cores.
+// BENCH_QUICK shortens some (see quick).
+var (
+	uncontendedIters = pick(300, 100)
+	contendedWindow  = pick(5*time.Second, 2*time.Second)
+)
+
 const (
-	uncontendedIters  = 300
 	uncontendedWarmup = 20
 	uncontendedBudget = 40 * time.Second
 
-	contendedWindow = 5 * time.Second
 	contendedMaxAcq = 50000
 
 	queuedHandoffs     = 50 // K: handoffs measured per queue depth
@@ -51,7 +55,7 @@ type uncontendedResult struct {
 // on the same member (a follower, where most clients of a cluster sit).
 func (e *env) runUncontended() [2]*uncontendedResult {
 	const c = "uncontended"
-	member := (e.leader + 1) % len(e.clus.Members)
+	member := (e.leader + 1) % e.members()
 	var (
 		res      [2]*uncontendedResult
 		hs       [2]handle

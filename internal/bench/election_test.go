@@ -3,20 +3,17 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock/etcdlock"
-	"go.etcd.io/etcd/client/pkg/v3/verify"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"go.etcd.io/etcd/tests/v3/framework/integration"
 )
 
 // failoverRounds is how many failovers each election is timed over.
-const failoverRounds = 20
+var failoverRounds = pick(20, 6)
 
 // BenchmarkElectionFailover times leader failover — the leader's session
 // revoked → the waiting candidate's Campaign returns — for etcdlock.Election
@@ -35,10 +32,7 @@ const failoverRounds = 20
 // uncontended Campaign: its latency and the requests it waited on, counted
 // on its client.
 func BenchmarkElectionFailover(b *testing.B) {
-	integration.BeforeTest(b, integration.WithoutGoLeakDetection())
-	if os.Getenv("BENCH_ETCD_VERIFY") == "" {
-		b.Cleanup(verify.DisableVerifications()) // see BenchmarkCompare
-	}
+	etcdVerify(b)
 	e := newEnv(b)
 	var clis [2]*clientv3.Client
 	counter := newRPCCounter() // the first candidate's, for its uncontended Campaign
@@ -96,7 +90,7 @@ func BenchmarkElectionFailover(b *testing.B) {
 	fo, ft := summarize(firsts[ours]), summarize(firsts[theirs])
 	fmt.Fprintf(&t, "| uncontended Campaign p50 | %s | %s | %s |\n", ms(fo.p50), ms(ft.p50), ratio(float64(fo.p50), float64(ft.p50)))
 	per := func(c reqCount) string {
-		return fmt.Sprintf("%.1f writes + %.1f reads", float64(c.writes)/failoverRounds, float64(c.reads)/failoverRounds)
+		return fmt.Sprintf("%.1f writes + %.1f reads", float64(c.writes)/float64(failoverRounds), float64(c.reads)/float64(failoverRounds))
 	}
 	fmt.Fprintf(&t, "| uncontended Campaign, blocking requests | %s | %s | |\n", per(firstReqs[ours]), per(firstReqs[theirs]))
 	// b.Log keeps only the first lines of a benchmark's log: the table goes

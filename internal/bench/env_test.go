@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/integration"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"go.uber.org/zap"
 )
 
-// quietTB drops the cluster's own logging. Benchmarks always print what
-// they log, and the members log at info level for the whole run, which
-// would bury the table. Set BENCH_ETCD_LOG=1 to see it.
+// quietTB drops the harness's own logging. Benchmarks always print what
+// they log, which would bury the table among the cluster's progress
+// lines. Set BENCH_ETCD_LOG=1 to see it.
 type quietTB struct{ testing.TB }
 
 func (q quietTB) Logf(format string, args ...any) {
@@ -30,19 +30,25 @@ func (q quietTB) Log(args ...any) {
 }
 
 // env is the cluster shared by every run, and an uncounted client to look
-// at it from the outside.
+// at it from the outside. The cluster is the harness's: 3 etcd member
+// processes, each reached through the harness's loopback proxy, as a
+// service's clients reach a real cluster over TCP.
 type env struct {
 	tb       testing.TB
-	clus     *integration.Cluster
+	clus     *integration.EtcdCluster
 	leader   int
 	observer *clientv3.Client
 }
 
 func newEnv(tb testing.TB) *env {
-	q := quietTB{tb}
-	clus := integration.NewCluster(q, &integration.ClusterConfig{Size: 3})
-	tb.Cleanup(func() { clus.Terminate(q) })
-	e := &env{tb: tb, clus: clus, leader: clus.WaitLeader(q)}
+	clus := integration.NewEtcd(quietTB{tb}, integration.WithSize(3))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader, err := clus.Leader(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e := &env{tb: tb, clus: clus, leader: leader}
 	obs, err := e.client(e.leader, nil)
 	if err != nil {
 		tb.Fatal(err)
@@ -52,13 +58,25 @@ func newEnv(tb testing.TB) *env {
 	return e
 }
 
-// term returns the highest raft term any member is in. It grows with every
-// election, and an election stalls writes and cancels watches that require
-// a leader: a case during which it moved is not comparable to the others.
+// members is the cluster's size.
+func (e *env) members() int { return len(e.clus.Members) }
+
+// term returns the highest raft term any member reports. It grows with
+// every election, and an election stalls writes and cancels watches that
+// require a leader: a case during which it moved is not comparable to the
+// others. The harness asks each member directly (not through its proxy);
+// a member that does not answer is skipped, since the others still see
+// any election that needs a quorum.
 func (e *env) term() uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	var t uint64
-	for _, m := range e.clus.Members {
-		t = max(t, m.Server.Term())
+	for i := range e.clus.Members {
+		st, err := e.clus.Status(ctx, i)
+		if err != nil {
+			continue
+		}
+		t = max(t, st.RaftTerm)
 	}
 	return t
 }
@@ -74,7 +92,7 @@ func (e *env) progress(format string, args ...any) {
 // or follower) is chosen by the caller, the same way for both contenders.
 func (e *env) client(member int, c *rpcCounter) (*clientv3.Client, error) {
 	cfg := clientv3.Config{
-		Endpoints:   []string{e.clus.Members[member%len(e.clus.Members)].GRPCURL},
+		Endpoints:   []string{e.clus.Members[member%e.members()].ClientURL()},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	}

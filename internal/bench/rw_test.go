@@ -14,10 +14,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
-	zkint "github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/zklock"
-	"go.etcd.io/etcd/client/pkg/v3/verify"
-	"go.etcd.io/etcd/tests/v3/framework/integration"
 )
 
 // rwContenders and rwWriteShare are BenchmarkRW's workload: this many
@@ -34,7 +32,7 @@ func rwPerContender() int {
 	if n, err := strconv.Atoi(os.Getenv("BENCH_RW_N")); err == nil && n > 0 {
 		return n
 	}
-	return 150
+	return pick(150, 50)
 }
 
 // rwLocker is one contender's pair of acquire functions; for the
@@ -132,8 +130,7 @@ func runRW(backend, lock string, ls []rwLocker, per int) (rwResult, error) {
 // reports acquisitions per second and the RWMutex/Mutex ratio per
 // backend. Set BENCH_RW_SKIP_ZK=1 to run etcd only.
 func BenchmarkRW(b *testing.B) {
-	integration.BeforeTest(b, integration.WithoutGoLeakDetection())
-	b.Cleanup(verify.DisableVerifications())
+	etcdVerify(b)
 	per := rwPerContender()
 	var results []rwResult
 	run := func(backend string, open func(lock string) []rwLocker) {
@@ -251,7 +248,7 @@ func etcdRWEnv(b *testing.B) *env {
 // on a connection (and ZooKeeper session) of its own.
 func openZKRW(b *testing.B, lock string) []rwLocker {
 	if rwZK == nil {
-		ens := zkint.NewZooKeeper(b, zkint.WithSize(3))
+		ens := integration.NewZooKeeper(b, integration.WithSize(3))
 		rwZK = &zkEnv{ens: ens, progress: func(string, ...any) {}}
 		b.Cleanup(func() { rwZK = nil })
 	}

@@ -10,9 +10,12 @@ import (
 )
 
 var (
-	contendedCounts = []int{2, 8, 32}
-	queuedDepths    = []int{10, 100, 1000}
+	contendedCounts = pick([]int{2, 8, 32}, []int{2, 8})
+	queuedDepths    = pick([]int{10, 100, 1000}, []int{10, 100})
 )
+
+// deepest is the deepest queue the run measures.
+func deepest() int { return queuedDepths[len(queuedDepths)-1] }
 
 // report is everything one run measured, each result indexed by ours and
 // theirs.
@@ -141,10 +144,10 @@ func (r *report) rows() []row {
 		qr, _ := latencyRow(fmt.Sprintf("Handoff p50, %d waiters queued", n), q[ours].handoffs, q[theirs].handoffs, p50)
 		rows = append(rows, qr)
 	}
-	depth := row{metric: fmt.Sprintf("Handoff p50 at %d queued ÷ at %d queued", queuedDepths[2], queuedDepths[0])}
+	depth := row{metric: fmt.Sprintf("Handoff p50 at %d queued ÷ at %d queued", deepest(), queuedDepths[0])}
 	var depthOurs float64
 	for i := range impls {
-		deep, shallow := summarize(r.queued[queuedDepths[2]][i].handoffs), summarize(r.queued[queuedDepths[0]][i].handoffs)
+		deep, shallow := summarize(r.queued[deepest()][i].handoffs), summarize(r.queued[queuedDepths[0]][i].handoffs)
 		s := "n/a"
 		if deep.n > 0 && shallow.n > 0 {
 			v := float64(deep.p50) / float64(shallow.p50)
@@ -208,8 +211,8 @@ func (r *report) rows() []row {
 	c8 := r.contended[8]
 	rows = append(rows, pathRow("Writes / reads / watch creates per handoff on the critical path, 8 contenders",
 		[2]*pathStats{&c8[ours].critical, &c8[theirs].critical}, [2]int{len(c8[ours].handoffs), len(c8[theirs].handoffs)}))
-	deep := r.queued[queuedDepths[2]]
-	rows = append(rows, pathRow(fmt.Sprintf("Writes / reads / watch creates per handoff on the critical path, %d queued", queuedDepths[2]),
+	deep := r.queued[deepest()]
+	rows = append(rows, pathRow(fmt.Sprintf("Writes / reads / watch creates per handoff on the critical path, %d queued", deepest()),
 		[2]*pathStats{&deep[ours].critical, &deep[theirs].critical}, [2]int{len(deep[ours].handoffs), len(deep[theirs].handoffs)}))
 	return rows
 }
@@ -230,7 +233,7 @@ func (r *report) markdown() string {
 		return fmt.Sprintf("%d/%d", len(c[ours].handoffs), len(c[theirs].handoffs))
 	}
 	fmt.Fprintf(&b, `
-Both mutexes ran on the same 3-member etcd cluster, started in the test process (etcd %s integration framework, unix sockets), in one run on %s: %s/%s, Go %s, GOMAXPROCS=%d, %d CPUs; the whole run took %s. Cases alternate which implementation goes first. Percentiles are nearest-rank. Targets are reported, never enforced. etcd's test-only ETCD_VERIFY checks were %s. Ratios are ours ÷ theirs: lower is better for latencies, higher for acquisitions/s.
+Both mutexes ran on the same 3-member etcd cluster (etcd %s member processes started by the integration harness, clients reaching them over TCP through its loopback proxies), in one run on %s: %s/%s, Go %s, GOMAXPROCS=%d, %d CPUs; the whole run took %s. Cases alternate which implementation goes first. Percentiles are nearest-rank. Targets are reported, never enforced. etcd's test-only ETCD_VERIFY checks were %s. Ratios are ours ÷ theirs: lower is better for latencies, higher for acquisitions/s.
 
 - **Uncontended**: %d Lock/Unlock cycles each, interleaved, one client each, both on the same follower (member %d; leader is member %d); each call timed on its own.
 - **Handoff**: time from the holder's Unlock call to the next holder's Lock return, counted only when the next holder was already waiting: its Lock call had started, and sent its first request (the enqueue), before the Unlock started. Contenders lock and unlock in a loop with no work in between, for %v; each has its own client (round-robin over the 3 members, one endpoint per client) and its own session. Handoffs sampled (ours/theirs): %s with 2 contenders, %s with 8. Acquisitions/s come from the same runs (Lock calls returned within the window ÷ window).
@@ -241,7 +244,7 @@ Both mutexes ran on the same 3-member etcd cluster, started in the test process 
 		len(u.lock), u.member, r.leader,
 		contendedWindow, samples(2), samples(8),
 		queuedQuiet, queuedHandoffs, queuedDepths[0], queuedHandoffs, queuedMaxClients, queuedMaxClients,
-		c2[ours].acquisitions, c2[theirs].acquisitions, queuedDepths[2])
+		c2[ours].acquisitions, c2[theirs].acquisitions, deepest())
 	if during := r.electedWhileMeasuring(); len(during) > 0 {
 		fmt.Fprintf(&b, "- **A leader election happened while measuring** %s: writes stall until a new leader is in place, so those numbers are not comparable.\n", strings.Join(during, ", "))
 	}

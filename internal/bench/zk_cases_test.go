@@ -10,8 +10,9 @@ import (
 
 // Bounds of the ZooKeeper cases; the contended window and the per-call
 // timeouts are the etcd comparison's.
+var zkUncontendedIters = pick(200, 80)
+
 const (
-	zkUncontendedIters  = 200
 	zkUncontendedWarmup = 20
 	zkUncontendedBudget = 40 * time.Second
 
@@ -24,8 +25,8 @@ const (
 )
 
 var (
-	zkContendedCounts = []int{2, 8}
-	zkQueuedDepths    = []int{10, 500, 1000}
+	zkContendedCounts = pick([]int{2, 8, 32}, []int{2, 8})
+	zkQueuedDepths    = pick([]int{10, 500, 1000}, []int{10, 100})
 )
 
 // ---- 1. Uncontended ----
