@@ -75,6 +75,7 @@ func BenchmarkCompare(b *testing.B) {
 		return strings.Contains(g, "github.com/distlock/distlock") || strings.Contains(g, "go.etcd.io/etcd/client/v3/concurrency")
 	})
 
+	emit(b, r.records()...)
 	table := r.markdown()
 	fmt.Println(table)
 	fmt.Println(r.details())

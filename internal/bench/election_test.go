@@ -75,6 +75,7 @@ func BenchmarkElectionFailover(b *testing.B) {
 			e.progress("%s failover %d: %v", names[i], r, fr.failover)
 		}
 	}
+	emit(b, failoverRecords(samples, revokes, firsts)...)
 	lo, lt := summarize(samples[ours]), summarize(samples[theirs])
 	var t strings.Builder
 	fmt.Fprintf(&t, "Leader failover (session revoked → next Campaign returns), %d rounds each, etcd %s, 3 members\n\n", failoverRounds, etcdVersion)
@@ -210,4 +211,24 @@ func failoverTheirs(ctx context.Context, e *env, clis [2]*clientv3.Client, round
 	c := campaignInBackground(func() error { return els[1].Campaign(ctx, "next") })
 	fr.failover, fr.revoke, err = e.failover(ctx, prefix+"/", ss[0].Lease(), c)
 	return fr, err
+}
+
+// failoverRecords is what BenchmarkElectionFailover emits, each sample
+// indexed by ours and theirs.
+func failoverRecords(failovers, revokes, firsts [2][]time.Duration) []Record {
+	o := &recs{bench: "election", store: "etcd"}
+	for i, impl := range implNames {
+		if f := summarize(failovers[i]); f.n > 0 {
+			o.add(impl, "failover_p50", 0, msFloat(f.p50), "ms")
+			o.add(impl, "failover_p90", 0, msFloat(f.p90), "ms")
+			o.add(impl, "failover_max", 0, msFloat(f.max), "ms")
+		}
+		if r := summarize(revokes[i]); r.n > 0 {
+			o.add(impl, "revoke_p50", 0, msFloat(r.p50), "ms")
+		}
+		if c := summarize(firsts[i]); c.n > 0 {
+			o.add(impl, "campaign_p50", 0, msFloat(c.p50), "ms")
+		}
+	}
+	return o.out
 }

@@ -96,6 +96,7 @@ func BenchmarkCompareZooKeeper(b *testing.B) {
 		return strings.Contains(g, "github.com/distlock/distlock/zklock") || strings.Contains(g, "github.com/go-zookeeper/zk.")
 	})
 
+	emit(b, r.records()...)
 	table := r.markdown()
 	fmt.Println(table)
 	fmt.Println(r.details())
