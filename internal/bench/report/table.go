@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// implLabels names, per benchmark and store, what "ours", "theirs" and
+// "raw" are, for headings and legends; unknown ones keep the bare word.
+var implLabels = map[string]map[string]string{
+	"mutex/etcd":      {"ours": "etcdlock.Mutex", "theirs": "concurrency.Mutex"},
+	"mutex/zookeeper": {"ours": "zklock.Mutex", "theirs": "zk.Lock"},
+	"election/etcd":   {"ours": "etcdlock.Election", "theirs": "concurrency.Election"},
+}
+
+func implLabel(bench, store, impl string) string {
+	if l, ok := implLabels[bench+"/"+store][impl]; ok {
+		return impl + " (" + l + ")"
+	}
+	return impl
+}
+
+// formatValue renders v in unit with as many digits as its size needs.
+func formatValue(v float64, unit string) string {
+	num := formatNumber(v, unit)
+	switch unit {
+	case "ms":
+		return num + " ms"
+	case "1/s":
+		return num + "/s"
+	case "B":
+		return num + " B"
+	case "count", "":
+		return num
+	}
+	return num + " " + unit
+}
+
+func formatNumber(v float64, unit string) string {
+	a := math.Abs(v)
+	switch {
+	case unit == "count" && a < 100:
+		return fmt.Sprintf("%.2f", v)
+	case a == 0:
+		return "0"
+	case a < 10:
+		return fmt.Sprintf("%.2f", v)
+	case a < 100:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// cell renders a series as "median [min–max]", noting the number of runs
+// when it differs from the others' (a case skipped in some runs).
+func cell(s stat, ok bool, runs int) string {
+	if !ok {
+		return "—"
+	}
+	out := formatValue(s.Median, s.Unit)
+	if s.N > 1 {
+		out += fmt.Sprintf(" [%s–%s]", formatNumber(s.Min, s.Unit), formatNumber(s.Max, s.Unit))
+	}
+	if s.N != runs {
+		out += fmt.Sprintf(" (n=%d)", s.N)
+	}
+	return out
+}
+
+func ratioCell(v float64, ok bool) string {
+	if !ok {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", v)
+}
+
+func formatX(x float64) string {
+	if x == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%g", x)
+}
+
+// table renders one group as a markdown table: ours and theirs always,
+// raw and ours ÷ raw when the group has raw values.
+func (r *results) table(g group) string {
+	var b strings.Builder
+	withRaw := r.hasImpl(g, "raw")
+	fmt.Fprintf(&b, "| metric | X | %s | %s | ours ÷ theirs |", implLabel(g.Bench, g.Store, "ours"), implLabel(g.Bench, g.Store, "theirs"))
+	if withRaw {
+		fmt.Fprintf(&b, " %s | ours ÷ raw |", implLabel(g.Bench, g.Store, "raw"))
+	}
+	b.WriteString("\n|---|--:|--:|--:|--:|")
+	if withRaw {
+		b.WriteString("--:|--:|")
+	}
+	b.WriteString("\n")
+	for _, rw := range g.Rows {
+		o, oOK := r.get(g, "ours", rw)
+		t, tOK := r.get(g, "theirs", rw)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |", rw.Metric, formatX(rw.X), cell(o, oOK, r.Runs), cell(t, tOK, r.Runs), ratioCell(ratio(o, t, oOK, tOK)))
+		if withRaw {
+			w, wOK := r.get(g, "raw", rw)
+			fmt.Fprintf(&b, " %s | %s |", cell(w, wOK, r.Runs), ratioCell(ratio(o, w, oOK, wOK)))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// xMeaning says what X is for a benchmark's metrics, for the headings.
+var xMeaning = map[string]string{
+	"mutex":     "X is the number of contenders for handoff, acq_per_s and the per-acquisition counts, the queue length for queued_* and drain_*",
+	"manylocks": "X is the number of distinct lock names",
+	"footprint": "X is the number of waiters or sessions",
+}
