@@ -1,10 +1,15 @@
-// Package bench holds the side-by-side benchmark of etcdlock.Mutex and
-// etcd's concurrency.Mutex. Everything lives in its tests; run it with
+// Package bench holds the side-by-side benchmarks of distlock's locks and
+// elections against etcd's concurrency package and go-zookeeper's zk.Lock,
+// and the benchmarks of what distlock's own primitives cost. Everything
+// lives in its tests; `make bench` runs them all several times and reports
+// (see internal/bench/report), or run one with
 //
 //	go test ./internal/bench -run '^$' -bench BenchmarkCompare -benchtime 1x -timeout 20m
 //
-// It starts a 3-member etcd cluster in the test process, measures both
-// mutexes on that cluster in the same run, and prints a markdown table (also
-// written to the file named by $BENCH_OUT, if set). Add -v for progress and
-// per-run details on stderr.
+// Each starts the integration harness's process clusters (3 etcd members,
+// 3 ZooKeeper servers), measures both implementations on them in the same
+// run, prints a markdown table (BenchmarkCompare also writes it to the file
+// named by $BENCH_OUT, if set) and appends its key numbers as Records to
+// the file named by $BENCH_RECORDS, if set. BENCH_QUICK=1 shortens them.
+// Add -v for progress and per-run details on stderr.
 package bench
