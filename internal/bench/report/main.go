@@ -27,14 +27,15 @@ func main() {
 	etcdV := flag.String("etcd", "", "etcd version to name in the header (default: go.mod's)")
 	zkV := flag.String("zookeeper", "", "ZooKeeper version to name in the header (default: the Debian package's)")
 	quick := flag.Bool("quick", false, "the records come from a BENCH_QUICK run: say so in the header")
+	format := flag.String("format", "svg", "image format of the plots (svg, png)")
 	flag.Parse()
-	if err := run(*in, *out, *readme, provenance{Go: *goV, Etcd: *etcdV, ZK: *zkV, Quick: *quick}); err != nil {
+	if err := run(*in, *out, *readme, *format, provenance{Go: *goV, Etcd: *etcdV, ZK: *zkV, Quick: *quick}); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
 }
 
-func run(in, out, readme string, p provenance) error {
+func run(in, out, readme, format string, p provenance) error {
 	f, err := os.Open(in)
 	if err != nil {
 		return err
@@ -52,7 +53,7 @@ func run(in, out, readme string, p provenance) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	figs, err := res.plots(out)
+	figs, err := res.plots(out, format)
 	if err != nil {
 		return err
 	}

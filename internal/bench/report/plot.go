@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -66,15 +68,16 @@ func (r *results) line(g group, impl, metric string) medians {
 }
 
 // plots writes every plot there is data for (at least two points of one
-// implementation) into dir and returns them in order.
-func (r *results) plots(dir string) ([]figure, error) {
+// implementation) into dir, in format ("svg", or "png" to look at them
+// where SVG does not show), and returns them in order.
+func (r *results) plots(dir, format string) ([]figure, error) {
 	var figs []figure
 	for _, spec := range plotSpecs {
 		for _, g := range r.Groups {
 			if g.Bench != spec.bench {
 				continue
 			}
-			file := fmt.Sprintf("%s-%s.svg", spec.name, g.Store)
+			file := fmt.Sprintf("%s-%s.%s", spec.name, g.Store, format)
 			title := fmt.Sprintf("%s (%s)", spec.title, g.Store)
 			ok, err := r.plot(g, spec, title, filepath.Join(dir, file))
 			if err != nil {
@@ -126,10 +129,16 @@ func (r *results) plot(g group, spec plotSpec, title, path string) (bool, error)
 	if positive(all.xs) {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = valueTicks(all.xs)
+		// Room around the first and last points.
+		p.X.Min, p.X.Max = slices.Min(all.xs)/1.3, slices.Max(all.xs)*1.3
 	}
+	// Room above the lines for the legend, which sits in the top corner.
 	if lo, hi := slices.Min(all.lo), slices.Max(all.hi); lo > 0 && hi/lo > 10 {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = plot.TickerFunc(logTicks)
+		p.Y.Min, p.Y.Max = lo/1.5, hi*4
+	} else {
+		p.Y.Min, p.Y.Max = 0, hi*1.3
 	}
 	p.Add(plotter.NewGrid())
 	return true, p.Save(6*vg.Inch, 4*vg.Inch, path)
@@ -152,6 +161,20 @@ func valueTicks(xs []float64) plot.ConstantTicks {
 	ticks := make(plot.ConstantTicks, len(u))
 	for i, x := range u {
 		ticks[i] = plot.Tick{Value: x, Label: fmt.Sprintf("%g", x)}
+	}
+	return ticks
+}
+
+// logTicks labels 1, 2 and 5 times each power of ten in [lo, hi]: plain
+// powers of ten alone leave a range narrower than 10× unlabelled.
+func logTicks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		for _, m := range []float64{1, 2, 5} {
+			if v := m * math.Pow(10, e); v >= lo && v <= hi {
+				ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', -1, 64)})
+			}
+		}
 	}
 	return ticks
 }

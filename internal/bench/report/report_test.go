@@ -84,8 +84,8 @@ func TestAggregate(t *testing.T) {
 	if strings.Contains(tbl, "ours ÷ raw") {
 		t.Error("raw columns in a table without raw values")
 	}
-	if many := res.table(res.Groups[1]); !strings.Contains(many, "| 1800/s (n=1) | 0.50× |") {
-		t.Errorf("manylocks table lacks raw and ours ÷ raw:\n%s", many)
+	if many := res.table(res.Groups[1]); !strings.Contains(many, "| 1800/s (n=1) | 0.50× |") || strings.Contains(many, "theirs") {
+		t.Errorf("manylocks table: want raw and ours ÷ raw, no theirs:\n%s", many)
 	}
 }
 

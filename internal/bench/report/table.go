@@ -82,27 +82,28 @@ func formatX(x float64) string {
 	return fmt.Sprintf("%g", x)
 }
 
-// table renders one group as a markdown table: ours and theirs always,
-// raw and ours ÷ raw when the group has raw values.
+// table renders one group as a markdown table: ours always, theirs and
+// ours ÷ theirs when the group has an anchor, raw and ours ÷ raw when it
+// has raw values.
 func (r *results) table(g group) string {
 	var b strings.Builder
-	withRaw := r.hasImpl(g, "raw")
-	fmt.Fprintf(&b, "| metric | X | %s | %s | ours ÷ theirs |", implLabel(g.Bench, g.Store, "ours"), implLabel(g.Bench, g.Store, "theirs"))
-	if withRaw {
-		fmt.Fprintf(&b, " %s | ours ÷ raw |", implLabel(g.Bench, g.Store, "raw"))
+	others := []string{}
+	for _, impl := range []string{"theirs", "raw"} {
+		if r.hasImpl(g, impl) {
+			others = append(others, impl)
+		}
 	}
-	b.WriteString("\n|---|--:|--:|--:|--:|")
-	if withRaw {
-		b.WriteString("--:|--:|")
+	fmt.Fprintf(&b, "| metric | X | %s |", implLabel(g.Bench, g.Store, "ours"))
+	for _, impl := range others {
+		fmt.Fprintf(&b, " %s | ours ÷ %s |", implLabel(g.Bench, g.Store, impl), impl)
 	}
-	b.WriteString("\n")
+	b.WriteString("\n|---|--:|--:|" + strings.Repeat("--:|--:|", len(others)) + "\n")
 	for _, rw := range g.Rows {
 		o, oOK := r.get(g, "ours", rw)
-		t, tOK := r.get(g, "theirs", rw)
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |", rw.Metric, formatX(rw.X), cell(o, oOK, r.Runs), cell(t, tOK, r.Runs), ratioCell(ratio(o, t, oOK, tOK)))
-		if withRaw {
-			w, wOK := r.get(g, "raw", rw)
-			fmt.Fprintf(&b, " %s | %s |", cell(w, wOK, r.Runs), ratioCell(ratio(o, w, oOK, wOK)))
+		fmt.Fprintf(&b, "| %s | %s | %s |", rw.Metric, formatX(rw.X), cell(o, oOK, r.Runs))
+		for _, impl := range others {
+			t, tOK := r.get(g, impl, rw)
+			fmt.Fprintf(&b, " %s | %s |", cell(t, tOK, r.Runs), ratioCell(ratio(o, t, oOK, tOK)))
 		}
 		b.WriteString("\n")
 	}
