@@ -28,8 +28,9 @@ const (
 )
 
 // etcdManyImpls starts an etcd cluster for b and returns raw, ours and
-// theirs on it.
-func etcdManyImpls(b *testing.B, ctx context.Context) []manyImpl {
+// theirs on it, and what stops it (once done with it, so that it does not
+// share the machine with the next store's servers).
+func etcdManyImpls(b *testing.B) ([]manyImpl, func() error) {
 	clus := integration.NewEtcd(b)
 	// clients opens one client per contender's client, each with the
 	// session newSession makes on it, and returns what closes them all.
@@ -102,7 +103,7 @@ func etcdManyImpls(b *testing.B, ctx context.Context) []manyImpl {
 				return &etcdTheirsPairer{s: s, ms: map[int]*concurrency.Mutex{}}, func() { s.Close() }, nil
 			})
 		}},
-	}
+	}, clus.Close
 }
 
 // etcdRawPairer puts a key with the session's lease, then deletes it: the
@@ -178,8 +179,8 @@ func (p *etcdTheirsPairer) release(ctx context.Context, k int) error {
 }
 
 // zkManyImpls starts a ZooKeeper ensemble for b and returns raw, ours and
-// theirs on it.
-func zkManyImpls(b *testing.B, ctx context.Context) []manyImpl {
+// theirs on it, and what stops it.
+func zkManyImpls(b *testing.B) ([]manyImpl, func() error) {
 	ens := integration.NewZooKeeper(b)
 	conns := func(ctx context.Context, mk func(ctx context.Context, conn *zk.Conn) (pairer, func(), error)) ([]pairer, func(), error) {
 		ps := make([]pairer, manyClients)
@@ -243,7 +244,7 @@ func zkManyImpls(b *testing.B, ctx context.Context) []manyImpl {
 				return &zkTheirsPairer{conn: conn, ls: map[int]*zk.Lock{}}, func() {}, nil
 			})
 		}},
-	}
+	}, ens.Close
 }
 
 // zkManyParents creates the raw writes' parent znodes, persistent, once.

@@ -145,10 +145,11 @@ func BenchmarkManyLocks(b *testing.B) {
 	defer cancel()
 	for _, st := range []struct {
 		store string
-		impls func(*testing.B, context.Context) []manyImpl
+		impls func(*testing.B) ([]manyImpl, func() error)
 	}{{"etcd", etcdManyImpls}, {"zookeeper", zkManyImpls}} {
 		var rs []*manyResult
-		for _, im := range st.impls(b, ctx) {
+		ims, stop := st.impls(b)
+		for _, im := range ims {
 			ps, closeAll, err := im.open(ctx)
 			if err != nil {
 				b.Fatalf("%s %s: open %d clients: %v", st.store, im.impl, manyClients, err)
@@ -163,6 +164,9 @@ func BenchmarkManyLocks(b *testing.B) {
 			if v := r.violations.Load(); v > 0 {
 				b.Errorf("%s %s: %d times a name had two holders at once", st.store, im.name, v)
 			}
+		}
+		if err := stop(); err != nil {
+			b.Errorf("%s: stop: %v", st.store, err)
 		}
 		manyReport(b, st.store, rs)
 	}
