@@ -95,7 +95,7 @@ func BenchmarkFootprint(b *testing.B) {
 				Record{Bench: "footprint", Store: st.name, Impl: "ours", Metric: "goroutines_per_waiter", X: float64(footprintWaiters), Value: w.goroutines, Unit: "count"},
 			)
 		}
-		sg, sh, err := sessionFootprint(st.session, footprintSessions)
+		sg, sh, err := sessionFootprint(ctx, st.session, footprintSessions)
 		if err != nil {
 			b.Errorf("%s, %d sessions: %v", st.name, footprintSessions, err)
 			continue
@@ -178,6 +178,9 @@ func waiterFootprint(ctx context.Context, session func() (closer, error), mutex 
 	}
 	defer held.Unlock(context.Background())
 
+	if err := settled(ctx, &errList{}); err != nil {
+		return c, fmt.Errorf("before the waiters: %w", err)
+	}
 	g0, h0 := usage()
 	wctx, stop := context.WithCancel(ctx)
 	var (
@@ -221,7 +224,9 @@ func waiterFootprint(ctx context.Context, session func() (closer, error), mutex 
 		if err := waitQueued(ctx, name, queued, launched+1, &early); err != nil {
 			return fail(fmt.Errorf("after %v, %d of %d waiters started: %w", time.Since(start).Round(time.Millisecond), launched, n, err))
 		}
-		footprintProgress("footprint: %d of %d waiters enqueued after %v", launched, n, time.Since(start).Round(time.Millisecond))
+		if launched%2000 == 0 || launched == n {
+			footprintProgress("footprint: %d of %d waiters enqueued after %v", launched, n, time.Since(start).Round(time.Millisecond))
+		}
 	}
 	c.enqueue = time.Since(start)
 	t := time.Now()
@@ -303,8 +308,13 @@ func footprintProgress(format string, args ...any) {
 }
 
 // sessionFootprint opens n sessions and returns the goroutines and heap
-// bytes per session.
-func sessionFootprint(session func() (closer, error), n int) (float64, float64, error) {
+// bytes per session. It starts once the process has settled: what the
+// waiters left (closing watches, cleanups) would otherwise be freed during
+// the measurement and count against the sessions.
+func sessionFootprint(ctx context.Context, session func() (closer, error), n int) (float64, float64, error) {
+	if err := settled(ctx, &errList{}); err != nil {
+		return 0, 0, fmt.Errorf("before opening sessions: %w", err)
+	}
 	g0, h0 := usage()
 	var ss []closer
 	defer func() {
@@ -318,6 +328,9 @@ func sessionFootprint(session func() (closer, error), n int) (float64, float64, 
 			return 0, 0, err
 		}
 		ss = append(ss, s)
+	}
+	if err := settled(ctx, &errList{}); err != nil {
+		return 0, 0, fmt.Errorf("%d sessions open: %w", n, err)
 	}
 	g1, h1 := usage()
 	return float64(g1-g0) / float64(n), float64(int64(h1)-int64(h0)) / float64(n), nil
