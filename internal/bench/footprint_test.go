@@ -71,8 +71,13 @@ func BenchmarkFootprint(b *testing.B) {
 		return zklock.NewMutex(s.(*zklock.Session), name)
 	}
 	zkQueued := func(name string) (int, error) {
-		kids, _, err := conn.Children(zklock.DefaultPrefix + "/" + name)
-		return len(kids), err
+		// The Stat's count, not a listing: ten thousand children, listed
+		// at every poll, would load the servers more than the waiters do.
+		_, st, err := conn.Exists(zklock.DefaultPrefix + "/" + name)
+		if err != nil || st == nil {
+			return 0, err
+		}
+		return int(st.NumChildren), nil
 	}
 
 	for _, st := range []struct {
@@ -138,8 +143,13 @@ func usage() (int, uint64) {
 // footprintBatch is how many waiters enqueue at a time: the next batch
 // starts once the store has every entry of the last one. Ten thousand
 // enqueues at once would measure the client's and the servers' queueing
-// (and time out), not what a waiter costs once it waits.
-const footprintBatch = 250
+// (and time out), not what a waiter costs once it waits; so would a few
+// hundred at once, on this many entries: each of our enqueues reads the
+// whole queue (etcd sorts the range by create revision, which makes it
+// ignore the limit; ZooKeeper lists every child), and 250 such reads in
+// flight on 3,000 to 8,000 entries were enough to time out etcd's Txns
+// and to pause ZooKeeper's servers (256 MB heaps) past their sync limit.
+const footprintBatch = 32
 
 // footprintStall is how long the queue may stay the same length while
 // waiters are enqueuing, or the goroutine count may keep changing once
@@ -245,29 +255,32 @@ func waiterFootprint(ctx context.Context, session func() (closer, error), mutex 
 
 // waitQueued polls until the lock's queue has want entries. It fails when
 // a waiter has failed, when ctx ends, or when the queue has not grown for
-// footprintStall.
+// footprintStall. A failed count is retried: the observer's connection
+// may drop (a ZooKeeper leader election) while the waiters' sessions
+// survive, and it is their failures that count.
 func waitQueued(ctx context.Context, name string, queued func(string) (int, error), want int, early *errList) error {
 	last, grew := -1, time.Now()
+	var countErr error
 	for {
 		if early.count() > 0 {
-			return fmt.Errorf("Locks failed while waiting (%d entries queued): %v", max(last, 0), early)
+			return fmt.Errorf("Locks failed while waiting (%d entries queued at the last count; last count error: %v): %v", max(last, 0), countErr, early)
 		}
 		q, err := queued(name)
-		if err != nil {
-			return fmt.Errorf("count the queue: %w", err)
-		}
-		if q >= want {
+		switch {
+		case err != nil:
+			countErr = fmt.Errorf("count the queue: %w", err)
+		case q >= want:
 			return nil
-		}
-		if q != last {
+		case q != last:
 			last, grew = q, time.Now()
-		} else if time.Since(grew) > footprintStall {
-			return fmt.Errorf("queue stuck at %d entries of %d for %v", q, want, footprintStall)
+		}
+		if time.Since(grew) > footprintStall {
+			return fmt.Errorf("queue stuck at %d entries of %d for %v (last count error: %v)", last, want, footprintStall, countErr)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("queue at %d entries of %d: %w", q, want, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+			return fmt.Errorf("queue at %d entries of %d: %w", last, want, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
