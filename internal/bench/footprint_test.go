@@ -29,8 +29,8 @@ import (
 // reported, with what failed, and the run goes on. Run it alone:
 // `go test ./internal/bench -run '^$' -bench BenchmarkFootprint -benchtime 1x -v`.
 func BenchmarkFootprint(b *testing.B) {
-	footprintWaiters := footprintCount(b, "BENCH_FOOTPRINT_WAITERS", 10000)
-	footprintSessions := footprintCount(b, "BENCH_FOOTPRINT_SESSIONS", 200)
+	footprintWaiters := countFromEnv(b, "BENCH_FOOTPRINT_WAITERS", 10000)
+	footprintSessions := countFromEnv(b, "BENCH_FOOTPRINT_SESSIONS", 200)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 
@@ -115,8 +115,8 @@ func BenchmarkFootprint(b *testing.B) {
 	}
 }
 
-// footprintCount reads a positive count from the environment, def when unset.
-func footprintCount(tb testing.TB, name string, def int) int {
+// countFromEnv reads a positive count from the environment, def when unset.
+func countFromEnv(tb testing.TB, name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {
 		return def

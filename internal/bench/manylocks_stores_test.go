@@ -16,10 +16,10 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// The many-locks contenders on each store. Every contender gets fresh
-// clients (client i on member i mod the cluster's size, so that the load
-// is spread over the members whichever is the leader) and fresh sessions,
-// closed when its window ends.
+// The many-locks contenders on each store. Every contender gets clients of
+// its own (client i on member i mod the cluster's size, so that the load
+// is spread over the members whichever is the leader) and sessions of its
+// own, closed when the store's run ends.
 
 const (
 	manyOursName   = "bench-many-%04d"         // our lock names (under the default prefix)

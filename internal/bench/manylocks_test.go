@@ -71,22 +71,21 @@ type manyResult struct {
 
 func (r *manyResult) perSecond() float64 { return float64(r.ops) / r.window.Seconds() }
 
-// runMany has every pairer loop on names picked at random (the same
-// sequence for every contender: worker w's generator is seeded by w) until
-// the window ends, and counts the pairs that completed within it. A pair
-// still going when the window ends is finished, not counted.
-func runMany(ps []pairer, excludes bool, window time.Duration) *manyResult {
-	r := &manyResult{window: window}
+// runMany has every pairer loop on names picked at random until the window
+// ends, and adds the pairs that completed within it to r. A pair still
+// going when the window ends is finished, not counted. Worker w's
+// generator is seeded by w and round, so that every contender picks the
+// same names in the same round.
+func runMany(r *manyResult, ps []pairer, excludes bool, window time.Duration, round int) {
 	var (
 		holders [manyNames]atomic.Int32
 		mu      sync.Mutex
 		wg      sync.WaitGroup
 	)
-	start := time.Now()
-	end := start.Add(window)
+	end := time.Now().Add(window)
 	for w, p := range ps {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 13))
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(round)))
 			var lat []time.Duration
 			for fails := 0; time.Now().Before(end) && fails < 10; {
 				k := rng.IntN(manyNames)
@@ -106,8 +105,8 @@ func runMany(ps []pairer, excludes bool, window time.Duration) *manyResult {
 		})
 	}
 	wg.Wait()
+	r.window += window
 	r.ops = len(r.lat)
-	return r
 }
 
 // manyPair takes and gives back name k once. While p holds it, holders
@@ -135,48 +134,68 @@ func manyPair(p pairer, k int, excludes bool, holders *atomic.Int32, violations 
 // BenchmarkManyLocks measures Lock+Unlock pairs on manyNames distinct names
 // from manyClients clients (each with its own connection and its own
 // session), spread over the members, on both stores' process clusters,
-// for ours, the anchor (theirs) and the store's ceiling (raw), one after
-// the other in the same run. Run it alone:
-// `go test ./internal/bench -run '^$' -bench BenchmarkManyLocks -benchtime 1x -v`;
-// BENCH_MANY_WINDOW sets each contender's window (10s by default).
+// for ours, the anchor (theirs) and the store's ceiling (raw). The
+// machine is shared and its load drifts, so the contenders take turns:
+// each one's window is cut into rounds, and every round runs raw, ours and
+// theirs one after the other, all of their clients open throughout. Run it
+// alone: `go test ./internal/bench -run '^$' -bench BenchmarkManyLocks -benchtime 1x -v`;
+// BENCH_MANY_WINDOW sets each contender's total window (10s by default),
+// BENCH_MANY_ROUNDS the number of rounds (5).
 func BenchmarkManyLocks(b *testing.B) {
 	window := manyWindow(b)
+	rounds := countFromEnv(b, "BENCH_MANY_ROUNDS", 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	for _, st := range []struct {
 		store string
 		impls func(*testing.B) ([]manyImpl, func() error)
 	}{{"etcd", etcdManyImpls}, {"zookeeper", zkManyImpls}} {
-		var rs []*manyResult
 		ims, stop := st.impls(b)
-		for _, im := range ims {
-			ps, closeAll, err := im.open(ctx)
+		pss := make([][]pairer, len(ims))
+		closers := make([]func(), len(ims))
+		closeAll := func() {
+			for _, c := range closers {
+				if c != nil {
+					c()
+				}
+			}
+		}
+		rs := make([]*manyResult, len(ims))
+		for i, im := range ims {
+			ps, c, err := im.open(ctx)
 			if err != nil {
+				closeAll()
 				b.Fatalf("%s %s: open %d clients: %v", st.store, im.impl, manyClients, err)
 			}
-			r := runMany(ps, im.excludes, window)
-			closeAll()
-			r.impl, r.name = im.impl, im.name
-			rs = append(rs, r)
+			pss[i], closers[i] = ps, c
+			rs[i] = &manyResult{impl: im.impl, name: im.name}
+		}
+		for round := range rounds {
+			for i, im := range ims {
+				runMany(rs[i], pss[i], im.excludes, window/time.Duration(rounds), round)
+			}
+		}
+		closeAll()
+		for _, r := range rs {
 			if n := r.errs.count(); n > 0 {
-				b.Errorf("%s %s: %d errors: %v", st.store, im.name, n, &r.errs)
+				b.Errorf("%s %s: %d errors: %v", st.store, r.name, n, &r.errs)
 			}
 			if v := r.violations.Load(); v > 0 {
-				b.Errorf("%s %s: %d times a name had two holders at once", st.store, im.name, v)
+				b.Errorf("%s %s: %d times a name had two holders at once", st.store, r.name, v)
 			}
 		}
 		if err := stop(); err != nil {
 			b.Errorf("%s: stop: %v", st.store, err)
 		}
-		manyReport(b, st.store, rs)
+		manyReport(b, st.store, rs, rounds)
 	}
 }
 
 // manyReport prints the store's table and emits its Records.
-func manyReport(b *testing.B, store string, rs []*manyResult) {
+func manyReport(b *testing.B, store string, rs []*manyResult, rounds int) {
 	by := map[string]*manyResult{}
 	var t strings.Builder
-	fmt.Fprintf(&t, "\n%s: %d names, %d clients, %v per contender\n\n", store, manyNames, manyClients, rs[0].window)
+	fmt.Fprintf(&t, "\n%s: %d names, %d clients, %v per contender in %d rounds\n\n", store, manyNames, manyClients, rs[0].window, rounds)
 	t.WriteString("| contender | pairs/s | p50 | p99 | errors |\n|---|---|---|---|---|\n")
 	for _, r := range rs {
 		by[r.impl] = r
