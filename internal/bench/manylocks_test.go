@@ -218,5 +218,3 @@ func manyReport(b *testing.B, store string, rs []*manyResult, rounds int) {
 	}
 	fmt.Println(t.String())
 }
-
-func msFloat(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
