@@ -29,7 +29,7 @@ import (
 // reported, with what failed, and the run goes on. Run it alone:
 // `go test ./internal/bench -run '^$' -bench BenchmarkFootprint -benchtime 1x -v`.
 func BenchmarkFootprint(b *testing.B) {
-	footprintWaiters := countFromEnv(b, "BENCH_FOOTPRINT_WAITERS", 10000)
+	footprintWaiters := countFromEnv(b, "BENCH_FOOTPRINT_WAITERS", pick(10000, 1000))
 	footprintSessions := countFromEnv(b, "BENCH_FOOTPRINT_SESSIONS", 200)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
