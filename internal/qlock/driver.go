@@ -58,6 +58,16 @@ type Node struct {
 // (cause distlock.ErrReleased).
 func (n *Node) Alive() context.Context { return n.alive }
 
+// Begin starts n's life under parent (the session's context): Alive ends
+// when parent does or n's entry is lost or released. The engine calls it
+// once the entry is made; driver tests call it on nodes of their own.
+func (n *Node) Begin(parent context.Context) {
+	n.alive, n.kill = context.WithCancelCause(parent)
+}
+
+// End ends n's life with cause, as the engine does on a release or loss.
+func (n *Node) End(cause error) { n.kill(cause) }
+
 // Driver is what a store does for the engine: the store mechanics of one
 // session, and nothing of the life cycle (that is the engine's, in
 // lifecycle.go). Every method that blocks returns when its ctx ends.
@@ -85,8 +95,10 @@ type Driver interface {
 	// behind: the driver removes what it may have written, now or in the
 	// background.
 	Enqueue(ctx context.Context, name string, r Request) (n *Node, ahead []Entry, more bool, err error)
-	// Follow returns when n's entry is deleted by anyone but its owner,
-	// calling gone with the cause, or when n.Alive() ends.
+	// Follow arranges for gone to be called with the cause when n's entry
+	// is deleted by anyone but its owner, until n.Alive() ends, and
+	// returns at once: following must cost a waiter no goroutine of its
+	// own where the store allows it.
 	Follow(n *Node, gone func(cause error))
 	// WaitGone returns nil once entry p, ahead of n, is gone. When q is not
 	// nil the driver may learn on the way which entries older than p are

@@ -91,11 +91,11 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, er
 		return nil, fail(err)
 	}
 	n.Name = name
-	n.alive, n.kill = context.WithCancelCause(st.Context())
+	n.Begin(st.Context())
 	if st.Err() != nil {
 		n.kill(st.Err())
 	}
-	st.Go(func(context.Context) { e.d.Follow(n, n.kill) })
+	e.d.Follow(n, n.kill)
 
 	q := NewQueue(n.Entry, r.Limit, all, more)
 	w := q.Waits()

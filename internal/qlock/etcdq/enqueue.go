@@ -24,6 +24,17 @@ func (s *Session) enqueueAttempt() time.Duration { return max(s.ttl/4, 500*time.
 func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*qlock.Node, []qlock.Entry, bool, error) {
 	dir := s.Dir(name)
 	key := dir + string(r.Kind.Mark()) + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
+	// Followed from before its put (follow.go).
+	forget := s.expect(key)
+	n, ahead, more, err := s.enqueue(ctx, dir, key, r)
+	if err != nil {
+		forget()
+	}
+	return n, ahead, more, err
+}
+
+// enqueue is Enqueue of key, an entry of dir.
+func (s *Session) enqueue(ctx context.Context, dir, key string, r qlock.Request) (*qlock.Node, []qlock.Entry, bool, error) {
 	put := clientv3.OpPut(key, string(r.Value), clientv3.WithLease(s.id))
 	floor := s.maxRev.Load() // before the put is sent, see checkRev
 
@@ -67,6 +78,7 @@ func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*q
 				s.sawGuardIn(resp.Responses[1].GetResponseRange(), resp.Header.Revision)
 				continue
 			}
+			s.saw(resp.Header.Revision)
 			if err := s.checkRev(key, resp.Header.Revision, floor); err != nil {
 				return nil, nil, false, err
 			}
@@ -129,16 +141,17 @@ func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*q
 		}
 		uncertain = true
 		if attemptTimedOut {
-			s.Log().Debug("etcdlock: enqueue unanswered; retrying on the next member", "lock", name, "after", s.enqueueAttempt())
+			s.Log().Debug("etcdlock: enqueue unanswered; retrying on the next member", "key", key, "after", s.enqueueAttempt())
 			continue
 		}
 		if status.Code(err) != codes.Unavailable || ctx.Err() != nil || ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
 			s.abandon(key)
 			return nil, nil, false, ctxErr(err)
 		}
-		s.Log().Debug("etcdlock: enqueue failed; retrying", "lock", name, "err", err)
+		s.Log().Debug("etcdlock: enqueue failed; retrying", "key", key, "err", err)
 	}
 	rev := resp.Header.Revision
+	s.saw(rev)
 	if own := resp.Responses[2].GetResponseRange().Kvs; len(own) > 0 {
 		rev = own[0].CreateRevision
 	}

@@ -3,7 +3,6 @@ package etcdq
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
@@ -11,50 +10,13 @@ import (
 )
 
 // WaitGone waits until entry p is gone, with a watch from the current
-// revision (qlock.Driver). Meanwhile, while entries older than p may still
-// be in the queue, it follows the nearest of them as well: when that one
-// goes, one read finds what is left older than p, so that by the time p
-// goes — the handoff — q usually knows that nothing older is left and the
-// new holder needs no request at all. In a FIFO queue the entry before p
-// goes when p acquires, long before p releases.
-func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p qlock.Entry) error {
-	pctx, pcancel := context.WithCancel(ctx)
-	defer pcancel()
-	pdone := s.goWaitDeleted(pctx, p, n.Seq)
-	for {
-		if q == nil {
-			return <-pdone
-		}
-		older, ok := q.After(p)
-		if !ok {
-			return <-pdone
-		}
-		octx, ocancel := context.WithCancel(ctx)
-		odone := s.goWaitDeleted(octx, older, n.Seq)
-		select {
-		case err := <-pdone:
-			ocancel()
-			<-odone
-			return err
-		case err := <-odone:
-			ocancel()
-			if err != nil { // ctx ended
-				pcancel()
-				<-pdone
-				return err
-			}
-			q.Gone(older.Key)
-			s.Survivors(ctx, n, q, p.Seq)
-		}
-	}
-}
-
-// goWaitDeleted runs waitDeleted for entry x in a goroutine and delivers its
-// result; the goroutine ends when ctx does.
-func (s *Session) goWaitDeleted(ctx context.Context, x qlock.Entry, known int64) <-chan error {
-	done := make(chan error, 1)
-	go func() { done <- s.waitDeleted(ctx, x.Key, x.Seq, known, false) }()
-	return done
+// revision (qlock.Driver). It watches p alone: when p goes while older
+// entries may be left (the view still holds some, or left some out), the
+// engine reads which are (Survivors) — one read, where following the next
+// older entry too would cost a watch create, a cancel and an event more
+// for every handoff of a drained queue.
+func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, _ *qlock.Queue, p qlock.Entry) error {
+	return s.waitDeleted(ctx, p.Key, p.Seq, n.Seq, false)
 }
 
 // Survivors reads the nearest entry older than below that still conflicts
@@ -79,23 +41,6 @@ func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, 
 		nearest = qlock.Entry{Key: string(kv.Key), Seq: kv.CreateRevision, Kind: queueKind(dir, string(kv.Key))}
 	}
 	q.Observed(below, nearest, found)
-}
-
-// Follow watches n's own key for deletion by others (qlock.Driver), from
-// history: no read per acquisition, and a few more milliseconds to notice
-// a foreign delete do not matter.
-func (s *Session) Follow(n *qlock.Node, gone func(error)) {
-	if s.waitDeleted(n.Alive(), n.Key, n.Seq, n.Seq, true) != nil {
-		return
-	}
-	// Past the session's deadline, the lease expiring is the likely cause
-	// (the process may just have woken from a pause), and the one to
-	// report, whichever of the two news came first.
-	if !time.Now().Before(s.Deadline()) {
-		gone(fmt.Errorf("%w: lease %x past its client-side deadline; key %s deleted", distlock.ErrSessionExpired, int64(s.id), n.Key))
-		return
-	}
-	gone(fmt.Errorf("%w: key %s", distlock.ErrEntryGone, n.Key))
 }
 
 // Confirm makes sure, by one linearizable read, that a candidate that

@@ -46,9 +46,15 @@ func (s *Session) own(ctx context.Context, path string, seq int64, kind qlock.Ki
 	}, nil
 }
 
-// Follow ends when n's node is deleted by anyone but its owner, its watch
-// ends with the session, or n.Alive() ends (qlock.Driver).
+// Follow calls gone when n's node is deleted by anyone but its owner or
+// its watch ends with the session, until n.Alive() ends (qlock.Driver):
+// a goroutine per entry, which selects on the node's data watch (the
+// client gives each watch a channel of its own).
 func (s *Session) Follow(n *qlock.Node, gone func(error)) {
+	s.Go(func(context.Context) { s.follow(n, gone) })
+}
+
+func (s *Session) follow(n *qlock.Node, gone func(error)) {
 	alive, path, ch := n.Alive(), n.Key, state(n).own
 	for {
 		select {

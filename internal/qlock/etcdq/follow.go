@@ -1,0 +1,338 @@
+package etcdq
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
+)
+
+// Following the session's own entries (qlock.Driver's Follow).
+//
+// An entry must be followed from its put to its release: if anyone else
+// deletes it, a waiter must not go on to hold and a holder must learn that
+// it lost the lock. A watch per entry would cost every acquisition a watch
+// create and a cancel (two requests of the four it needs at best) and two
+// goroutines per waiter. Instead one range watch follows all of a
+// session's entries of one kind in one queue — the keys dir + mark +
+// lease + "_" + n, a prefix of their own — and stays open while the
+// session uses the queue, and for followIdle after: a session that takes
+// the same lock again and again creates one watch, not one per
+// acquisition. It carries deletions only (puts are filtered out), so it
+// costs an event only when one of the session's entries goes: its own
+// releases included, which it ignores.
+//
+// What makes it complete: an entry's key is registered (expect) before
+// its put is sent, and a follower's watch starts no later than the
+// revision after the newest one the session had seen when the follower
+// was made; every put sent later is applied at a later revision. So a
+// follower sees every deletion of every entry registered with it, even
+// one that comes before Follow is called: it is kept and reported then.
+// After a compaction it reads what is left of its entries.
+
+// followIdle is how long a follower with no entry keeps its watch open.
+const followIdle = 30 * time.Second
+
+// follower is the range watch over one prefix of the session's entries.
+type follower struct {
+	s      *Session
+	prefix string
+	from   int64 // the first revision its watch covers
+
+	mu      sync.Mutex
+	entries map[string]*followed
+	changed chan struct{} // a signal: entries went empty or non-empty
+}
+
+// followed is one entry registered with a follower.
+type followed struct {
+	gone    func(error) // nil until Follow
+	deleted bool        // the deletion came before Follow
+	// unsure: a resync read found no key, but the put may not have been
+	// applied yet; Follow looks again.
+	unsure bool
+}
+
+// followPrefix is the prefix of key that its follower watches: the key
+// without its counter.
+func followPrefix(key string) string { return key[:strings.LastIndexByte(key, '_')+1] }
+
+// expect registers key, whose put is about to be sent, with the follower
+// of its prefix, starting one if none runs. forget undoes it when the put
+// failed or was undone.
+func (s *Session) expect(key string) (forget func()) {
+	prefix := followPrefix(key)
+	s.followMu.Lock()
+	f := s.followers[prefix]
+	if f == nil {
+		f = &follower{s: s, prefix: prefix, from: s.seenRev.Load() + 1,
+			entries: map[string]*followed{}, changed: make(chan struct{}, 1)}
+		if s.followers == nil {
+			s.followers = map[string]*follower{}
+		}
+		s.followers[prefix] = f
+		// If the session has ended, no watch runs; its entries end with
+		// it (Alive derives from the session).
+		s.Go(f.run)
+	}
+	f.mu.Lock()
+	f.entries[key] = &followed{}
+	empty := len(f.entries) == 1
+	f.mu.Unlock()
+	s.followMu.Unlock()
+	if empty {
+		f.signal()
+	}
+	return func() { f.forget(key) }
+}
+
+// Follow has n's follower call gone when n's entry is deleted by anyone
+// but its owner, until n.Alive() ends (qlock.Driver). It returns at once.
+func (s *Session) Follow(n *qlock.Node, gone func(error)) {
+	s.followMu.Lock()
+	f := s.followers[followPrefix(n.Key)]
+	s.followMu.Unlock()
+	if f == nil {
+		return // the session ended before the follower could start
+	}
+	f.mu.Lock()
+	e := f.entries[n.Key]
+	if e == nil {
+		f.mu.Unlock()
+		return
+	}
+	e.gone = func(err error) {
+		if n.Alive().Err() == nil {
+			gone(err)
+		}
+	}
+	deleted, unsure := e.deleted, e.unsure
+	f.mu.Unlock()
+	context.AfterFunc(n.Alive(), func() { f.forget(n.Key) })
+	switch {
+	case deleted:
+		e.gone(s.entryGone(n.Key))
+	case unsure:
+		s.Go(func(context.Context) {
+			ctx, cancel := context.WithTimeout(n.Alive(), s.ttl)
+			defer cancel()
+			resp, err := s.client.Get(ctx, n.Key, clientv3.WithKeysOnly())
+			if err == nil && (len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != n.Seq) {
+				e.gone(s.entryGone(n.Key))
+			}
+		})
+	}
+}
+
+// entryGone is the cause reported for an entry deleted by someone else.
+// Past the session's deadline, the lease expiring is the likely cause (the
+// process may just have woken from a pause), and the one to report,
+// whichever of the two news came first.
+func (s *Session) entryGone(key string) error {
+	if !time.Now().Before(s.Deadline()) {
+		return fmt.Errorf("%w: lease %x past its client-side deadline; key %s deleted", distlock.ErrSessionExpired, int64(s.id), key)
+	}
+	return fmt.Errorf("%w: key %s", distlock.ErrEntryGone, key)
+}
+
+func (f *follower) signal() {
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (f *follower) forget(key string) {
+	f.mu.Lock()
+	_, ok := f.entries[key]
+	delete(f.entries, key)
+	empty := ok && len(f.entries) == 0
+	f.mu.Unlock()
+	if empty {
+		f.signal()
+	}
+}
+
+// deleted records that key was deleted, and reports it if followed.
+func (f *follower) deleted(key string) {
+	f.mu.Lock()
+	e := f.entries[key]
+	var gone func(error)
+	if e != nil {
+		e.deleted = true
+		gone = e.gone
+	}
+	f.mu.Unlock()
+	if gone != nil {
+		gone(f.s.entryGone(key))
+	}
+}
+
+func (f *follower) idle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.entries) == 0
+}
+
+// retire removes the follower from the session if it still has no entry;
+// expect makes a new one for the next entry.
+func (f *follower) retire() bool {
+	f.s.followMu.Lock()
+	defer f.s.followMu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.entries) > 0 {
+		return false
+	}
+	delete(f.s.followers, f.prefix)
+	return true
+}
+
+// run keeps the follower's watch open until the session ends or the
+// follower retires. Each pass opens the watch at rev, the first revision
+// not yet seen, so a watch moved to another stream or member misses
+// nothing.
+func (f *follower) run(ctx context.Context) {
+	s := f.s
+	rev := f.from
+	for {
+		gen := s.streamGen.Load()
+		stream := "own-" + strconv.FormatUint(gen, 10)
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wctx = metadata.AppendToOutgoingContext(wctx, "distlock-watch", stream)
+		// Opened in the background: Watch waits for its stream, which may
+		// sit on a silent member (see waitDeleted).
+		opened := make(chan clientv3.WatchChan, 1)
+		go func() {
+			opened <- s.client.Watch(wctx, f.prefix, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithRev(rev))
+		}()
+		next, compacted, silent, retired := f.watch(ctx, wctx, opened, rev)
+		cancel()
+		rev = next
+		switch {
+		case retired || ctx.Err() != nil:
+			return
+		case compacted:
+			rev = f.resync(ctx, rev)
+		case silent:
+			if s.streamGen.CompareAndSwap(gen, gen+1) {
+				s.Log().Info("etcdlock: watch stream silent; moving the session's watches to a new stream", "prefix", f.prefix, "stream", stream)
+			}
+		}
+		if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
+			return
+		}
+	}
+}
+
+// watch follows one watch until it ends, is compacted away, or goes
+// silent while entries depend on it, or the follower retires; it returns
+// the first revision not yet seen.
+func (f *follower) watch(ctx, wctx context.Context, opened <-chan clientv3.WatchChan, rev int64) (next int64, compacted, silent, retired bool) {
+	s := f.s
+	next = rev
+	check := time.NewTicker(s.watchCheck())
+	defer check.Stop()
+	idle := time.NewTimer(followIdle)
+	defer idle.Stop()
+	if !f.idle() {
+		idle.Stop()
+	}
+	heard := time.Now()
+	var wch clientv3.WatchChan
+	for {
+		select {
+		case wch = <-opened:
+			opened = nil
+		case resp, ok := <-wch:
+			if !ok {
+				return next, false, false, false
+			}
+			heard = time.Now()
+			if resp.CompactRevision != 0 {
+				return resp.CompactRevision, true, false, false
+			}
+			if err := resp.Err(); err != nil || resp.Canceled {
+				s.Log().Debug("etcdlock: follower's watch ended", "prefix", f.prefix, "err", err)
+				return next, false, false, false
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					f.deleted(string(ev.Kv.Key))
+				}
+				next = max(next, ev.Kv.ModRevision+1)
+			}
+			if resp.IsProgressNotify() {
+				next = max(next, resp.Header.Revision+1)
+			}
+		case <-f.changed:
+			if f.idle() {
+				idle.Reset(followIdle)
+			} else {
+				idle.Stop()
+				heard = time.Now()
+			}
+		case <-idle.C:
+			if f.retire() {
+				return next, false, false, true
+			}
+		case <-check.C:
+			if f.idle() {
+				heard = time.Now()
+				continue
+			}
+			quiet := time.Since(heard)
+			if quiet >= 3*s.watchCheck() {
+				return next, false, true, false
+			}
+			if quiet >= s.watchCheck() && wch != nil {
+				go s.askProgress(wctx, streamOf(wctx))
+			}
+		case <-ctx.Done():
+			return next, false, false, false
+		}
+	}
+}
+
+// resync, after the revisions the watch needed were compacted, reads which
+// of the follower's entries are left, reports the others deleted, and
+// returns the revision to watch from.
+func (f *follower) resync(ctx context.Context, rev int64) int64 {
+	for {
+		resp, err := f.s.client.Get(ctx, f.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err == nil {
+			present := map[string]bool{}
+			for _, kv := range resp.Kvs {
+				present[string(kv.Key)] = true
+			}
+			f.mu.Lock()
+			var gone []string
+			for k, e := range f.entries {
+				switch {
+				case present[k]:
+				case e.gone != nil:
+					gone = append(gone, k)
+				default:
+					// Not followed yet: its put may still be on its way.
+					e.unsure = true
+				}
+			}
+			f.mu.Unlock()
+			for _, k := range gone {
+				f.deleted(k)
+			}
+			return resp.Header.Revision + 1
+		}
+		if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
+			return rev
+		}
+	}
+}

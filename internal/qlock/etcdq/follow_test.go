@@ -1,0 +1,154 @@
+package etcdq
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/qlock"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/tests/v3/framework/integration"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+// watchCreates counts the watch create requests a client sends.
+type watchCreates struct{ n atomic.Int64 }
+
+func (w *watchCreates) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &countingStream{cs, w}, nil
+}
+
+type countingStream struct {
+	grpc.ClientStream
+	w *watchCreates
+}
+
+func (c *countingStream) SendMsg(m any) error {
+	if r, ok := m.(*pb.WatchRequest); ok && r.GetCreateRequest() != nil {
+		c.w.n.Add(1)
+	}
+	return c.ClientStream.SendMsg(m)
+}
+
+func followTestSession(t *testing.T, counter *watchCreates) (*Session, *clientv3.Client, context.Context) {
+	t.Helper()
+	integration.BeforeTest(t)
+	clus := integration.NewCluster(t, &integration.ClusterConfig{Size: 1})
+	t.Cleanup(func() { clus.Terminate(t) })
+	cfg := clientv3.Config{Endpoints: []string{clus.Members[0].GRPCURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if counter != nil {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithChainStreamInterceptor(counter.stream)}
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	s, err := NewSession(ctx, cli, Config{TTL: 30 * time.Second, Prefix: "/distlock/", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := s.User()
+	t.Cleanup(func() { u.Close(context.Background()) })
+	return s, cli, ctx
+}
+
+// TestFollowOneWatchPerQueue: a session that takes the same lock again and
+// again follows its entries with one watch, not one per acquisition; and a
+// foreign delete of the held entry is still reported.
+func TestFollowOneWatchPerQueue(t *testing.T) {
+	var creates watchCreates
+	s, cli, ctx := followTestSession(t, &creates)
+	m, err := qlock.NewMutex("etcdlock", s, "again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 50
+	for range rounds {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := creates.n.Load(); n > 2 {
+		t.Errorf("%d Lock/Unlock rounds sent %d watch creates; want one (two if a watch had to be moved)", rounds, n)
+	}
+
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(ctx, s.Dir("again"), clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Done():
+		if !errors.Is(l.Err(), distlock.ErrEntryGone) {
+			t.Errorf("lost with %v; want ErrEntryGone", l.Err())
+		}
+	case <-ctx.Done():
+		t.Fatal("a foreign delete of the held entry was not reported")
+	}
+}
+
+// TestFollowDeletionBeforeFollow: an entry registered before its put and
+// deleted by someone else before Follow is called is reported as gone by
+// Follow itself — the follower kept the news.
+func TestFollowDeletionBeforeFollow(t *testing.T) {
+	s, cli, ctx := followTestSession(t, nil)
+	dir := s.Dir("early")
+	key := func(i int) string {
+		return dir + exclusiveMark + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.Itoa(100+i)
+	}
+	node := func(k string, rev int64) *qlock.Node {
+		n := &qlock.Node{Entry: qlock.Entry{Key: k, Seq: rev, Kind: qlock.Exclusive}}
+		n.Begin(s.Context())
+		return n
+	}
+	var revs [2]int64
+	for i := range 2 {
+		s.expect(key(i))
+		resp, err := cli.Put(ctx, key(i), "", clientv3.WithLease(s.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[i] = resp.Header.Revision
+		if _, err := cli.Delete(ctx, key(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The second entry's deletion is reported once it arrives; the first
+	// one's came earlier on the same watch, so by then it is kept.
+	second := make(chan error, 1)
+	n1 := node(key(1), revs[1])
+	s.Follow(n1, func(err error) { second <- err })
+	select {
+	case err := <-second:
+		if !errors.Is(err, distlock.ErrEntryGone) {
+			t.Fatalf("second entry: %v; want ErrEntryGone", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the deletion of a followed entry was not reported")
+	}
+	var first error
+	s.Follow(node(key(0), revs[0]), func(err error) { first = err })
+	if !errors.Is(first, distlock.ErrEntryGone) {
+		t.Fatalf("Follow of an entry deleted before it: %v; want ErrEntryGone reported at once", first)
+	}
+}
