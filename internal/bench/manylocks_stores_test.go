@@ -35,34 +35,13 @@ func etcdManyImpls(b *testing.B) ([]manyImpl, func() error) {
 	// clients opens one client per contender's client, each with the
 	// session newSession makes on it, and returns what closes them all.
 	clients := func(ctx context.Context, mk func(ctx context.Context, cli *clientv3.Client) (pairer, func(), error)) ([]pairer, func(), error) {
-		ps := make([]pairer, manyClients)
-		closers := make([]func(), manyClients)
-		closeAll := func() {
-			parallel(manyClients, manyClients, func(i int) error {
-				if closers[i] != nil {
-					closers[i]()
-				}
-				return nil
-			})
-		}
-		err := parallel(manyClients, 8, func(i int) error {
+		return openPairers(func(i int) (pairer, func(), error) {
 			cli, err := clus.Client(i % len(clus.Members))
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			p, c, err := mk(ctx, cli)
-			if err != nil {
-				cli.Close()
-				return err
-			}
-			ps[i], closers[i] = p, func() { c(); cli.Close() }
-			return nil
+			return withClose(mk(ctx, cli))(func() { cli.Close() })
 		})
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		return ps, closeAll, nil
 	}
 	ourSession := func(ctx context.Context, cli *clientv3.Client) (*etcdlock.Session, func(), error) {
 		s, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(sessionTTL))
@@ -183,34 +162,13 @@ func (p *etcdTheirsPairer) release(ctx context.Context, k int) error {
 func zkManyImpls(b *testing.B) ([]manyImpl, func() error) {
 	ens := integration.NewZooKeeper(b)
 	conns := func(ctx context.Context, mk func(ctx context.Context, conn *zk.Conn) (pairer, func(), error)) ([]pairer, func(), error) {
-		ps := make([]pairer, manyClients)
-		closers := make([]func(), manyClients)
-		closeAll := func() {
-			parallel(manyClients, manyClients, func(i int) error {
-				if closers[i] != nil {
-					closers[i]()
-				}
-				return nil
-			})
-		}
-		err := parallel(manyClients, 8, func(i int) error {
+		return openPairers(func(i int) (pairer, func(), error) {
 			conn, _, err := ens.Connect(ctx, i%len(ens.Servers))
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			p, c, err := mk(ctx, conn)
-			if err != nil {
-				conn.Close()
-				return err
-			}
-			ps[i], closers[i] = p, func() { c(); conn.Close() }
-			return nil
+			return withClose(mk(ctx, conn))(conn.Close)
 		})
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		return ps, closeAll, nil
 	}
 	return []manyImpl{
 		{impl: "raw", name: "create+delete", open: func(ctx context.Context) ([]pairer, func(), error) {
@@ -298,3 +256,43 @@ func (p *zkTheirsPairer) lock(k int) *zk.Lock {
 
 func (p *zkTheirsPairer) acquire(_ context.Context, k int) error { return p.lock(k).Lock() }
 func (p *zkTheirsPairer) release(_ context.Context, k int) error { return p.lock(k).Unlock() }
+
+// openPairers opens one pairer per contender, open(i) making the i-th
+// and what closes it, a few at a time; if any fails it closes those it
+// opened. The returned function closes them all.
+func openPairers(open func(i int) (pairer, func(), error)) ([]pairer, func(), error) {
+	ps := make([]pairer, manyClients)
+	closers := make([]func(), manyClients)
+	closeAll := func() {
+		parallel(manyClients, manyClients, func(i int) error {
+			if closers[i] != nil {
+				closers[i]()
+			}
+			return nil
+		})
+	}
+	err := parallel(manyClients, 8, func(i int) error {
+		p, c, err := open(i)
+		ps[i], closers[i] = p, c
+		return err
+	})
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return ps, closeAll, nil
+}
+
+// withClose takes what a constructor on a connection returned and, given
+// how to close the connection, returns it with a closer that closes the
+// pairer and then the connection — or closes the connection at once if
+// the constructor failed.
+func withClose(p pairer, c func(), err error) func(closeConn func()) (pairer, func(), error) {
+	return func(closeConn func()) (pairer, func(), error) {
+		if err != nil {
+			closeConn()
+			return nil, nil, err
+		}
+		return p, func() { c(); closeConn() }, nil
+	}
+}

@@ -7,20 +7,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/distlock/distlock/internal/bench/benchrec"
 )
 
-// Record is one number one benchmark run measured: the JSON line format
-// internal/bench's emit writes (see Record there; the benchmarks live in
-// test files, which a program cannot import).
-type Record struct {
-	Bench  string  `json:"bench"`
-	Store  string  `json:"store"`
-	Impl   string  `json:"impl"`
-	Metric string  `json:"metric"`
-	X      float64 `json:"x,omitempty"`
-	Value  float64 `json:"value"`
-	Unit   string  `json:"unit"`
-}
+// Record is one number one benchmark run measured.
+type Record = benchrec.Record
 
 // readRecords reads JSON lines, skipping blank ones.
 func readRecords(r io.Reader) ([]Record, error) {
