@@ -3,7 +3,6 @@ package etcdq
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -205,7 +204,7 @@ func (f *follower) run(ctx context.Context) {
 	rev := f.from
 	for {
 		gen := s.streamGen.Load()
-		stream := "own-" + strconv.FormatUint(gen, 10)
+		stream := streamName(gen)
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wctx = metadata.AppendToOutgoingContext(wctx, "distlock-watch", stream)
 		// Opened in the background: Watch waits for its stream, which may

@@ -2,8 +2,9 @@
 // session bound to one lease kept alive by hedged KeepAliveOnce calls, and
 // the store's part of every step of an acquisition (see qlock's
 // lifecycle.go): the enqueue Txn guarded by the session's guard key
-// (guard.go), revision watches on the entry ahead and on the own entry
-// (watch.go, wait.go), the release Txn conditioned on the entry's create
+// (guard.go), a watch on the entry ahead (watch.go, wait.go), one range
+// watch per queue following the session's own entries (follow.go), the
+// release Txn conditioned on the entry's create
 // revision (release.go), and the election's reads (election.go).
 package etcdq
 

@@ -16,7 +16,7 @@ import (
 // older entry too would cost a watch create, a cancel and an event more
 // for every handoff of a drained queue.
 func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, _ *qlock.Queue, p qlock.Entry) error {
-	return s.waitDeleted(ctx, p.Key, p.Seq, n.Seq, false)
+	return s.waitDeleted(ctx, p.Key, p.Seq, n.Seq)
 }
 
 // Survivors reads the nearest entry older than below that still conflicts

@@ -15,17 +15,12 @@ import (
 // waitDeleted blocks until the key created at createRev no longer exists,
 // and returns nil then; or returns ctx's cause.
 //
-// known is a revision at which the key was known to exist. With fromHistory,
-// the first watch starts at known+1, so every deletion since is delivered
-// without a read — but etcd may serve it from its 100 ms catch-up loop. That
-// is right for a lock watching its own entry, where a few more milliseconds
-// do not matter and a read on every acquisition would.
-//
-// Without fromHistory (and after any compaction or reconnect) the watch
-// starts at the current revision, which etcd serves as soon as the delete is
-// committed; if the revision moved past known before the watch started, one
-// read at the watch's start revision tells whether the key was deleted in
-// between. That is the path of a waiter watching its predecessor.
+// known is a revision at which the key was known to exist. The watch
+// starts at the current revision, which etcd serves as soon as the delete
+// is committed (a watch that starts in the past is served by a catch-up
+// loop that runs every 100 ms); if the revision moved past known before
+// the watch started, one read at the watch's start revision tells
+// whether the key was deleted in between.
 //
 // A watch stream can go silent without ending: the member it sits on is
 // frozen or cut off, and keeps the connection open. So a watch that has
@@ -34,29 +29,19 @@ import (
 // its watches to a new gRPC stream, which the client's balancer opens on
 // the next member, and the watch starts again there (with the gap check
 // above).
-func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known int64, fromHistory bool) error {
+func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known int64) error {
 	for {
 		gen := s.streamGen.Load()
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		opts := []clientv3.OpOption{clientv3.WithCreatedNotify(), clientv3.WithFilterPut()}
-		stream := "shared"
-		if fromHistory {
-			opts = append(opts, clientv3.WithRev(known+1))
-			// A stream of its own: clientv3 sends one watch create at a
-			// time per stream, and a waiter's predecessor watch must not
-			// queue behind its own entry's.
-			stream = "own"
-		}
-		// Watches with the same metadata share a stream; the generation
-		// makes a new one after a stream went silent.
-		stream += "-" + strconv.FormatUint(gen, 10)
+		stream := streamName(gen)
 		wctx = metadata.AppendToOutgoingContext(wctx, "distlock-watch", stream)
 		// Opened in the background: Watch itself waits for the stream,
 		// which may sit on a silent member, and watchOnce's silence check
 		// must cover that wait too.
 		opened := make(chan clientv3.WatchChan, 1)
 		go func() { opened <- s.client.Watch(wctx, key, opts...) }()
-		gone, seen, silent, err := s.watchOnce(ctx, wctx, opened, key, createRev, known, !fromHistory)
+		gone, seen, silent, err := s.watchOnce(ctx, wctx, opened, key, createRev, known)
 		cancel()
 		if gone || err != nil {
 			return err
@@ -66,7 +51,7 @@ func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known 
 				s.Log().Info("etcdlock: watch stream silent; moving the session's watches to a new stream", "key", key, "stream", stream)
 			}
 		}
-		known, fromHistory = seen, false
+		known = seen
 		if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
 			return err
 		}
@@ -104,7 +89,7 @@ func (s *Session) askProgress(wctx context.Context, stream string) {
 // watchOnce follows one watch until the key is deleted (gone), the watch
 // ends or its stream stays silent (silent; retry from the returned
 // revision), or ctx ends (err).
-func (s *Session) watchOnce(ctx, wctx context.Context, opened <-chan clientv3.WatchChan, key string, createRev, known int64, checkGap bool) (gone bool, seen int64, silent bool, err error) {
+func (s *Session) watchOnce(ctx, wctx context.Context, opened <-chan clientv3.WatchChan, key string, createRev, known int64) (gone bool, seen int64, silent bool, err error) {
 	seen = known
 	stream := streamOf(wctx)
 	check := time.NewTicker(s.watchCheck())
@@ -140,7 +125,7 @@ func (s *Session) watchOnce(ctx, wctx context.Context, opened <-chan clientv3.Wa
 		case <-ctx.Done():
 			return false, seen, false, context.Cause(ctx)
 		}
-		if checkGap && resp.Created && resp.Header.Revision > seen {
+		if resp.Created && resp.Header.Revision > seen {
 			// Opened at the current revision, later than the last one
 			// known: look whether the key went in the gap.
 			at := resp.Header.Revision
@@ -171,6 +156,15 @@ func (s *Session) watchOnce(ctx, wctx context.Context, opened <-chan clientv3.Wa
 		}
 	}
 }
+
+// streamName names the gRPC stream of generation gen, which all of a
+// session's watches share (watches with the same metadata share a stream;
+// the generation makes a new one after a stream went silent). One stream
+// that stays open, the follower's watch keeping it so: a stream whose
+// last watch closes is shut down, and the next watch would open a new
+// one — a stream set up and torn down on the server per acquisition,
+// more work than the watch cancel that a stream kept open costs.
+func streamName(gen uint64) string { return "s" + strconv.FormatUint(gen, 10) }
 
 // streamOf names the watch stream wctx's metadata selects.
 func streamOf(wctx context.Context) string {
