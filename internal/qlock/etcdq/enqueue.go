@@ -78,7 +78,6 @@ func (s *Session) enqueue(ctx context.Context, dir, key string, r qlock.Request)
 				s.sawGuardIn(resp.Responses[1].GetResponseRange(), resp.Header.Revision)
 				continue
 			}
-			s.saw(resp.Header.Revision)
 			if err := s.checkRev(key, resp.Header.Revision, floor); err != nil {
 				return nil, nil, false, err
 			}
@@ -151,7 +150,6 @@ func (s *Session) enqueue(ctx context.Context, dir, key string, r qlock.Request)
 		s.Log().Debug("etcdlock: enqueue failed; retrying", "key", key, "err", err)
 	}
 	rev := resp.Header.Revision
-	s.saw(rev)
 	if own := resp.Responses[2].GetResponseRange().Kvs; len(own) > 0 {
 		rev = own[0].CreateRevision
 	}

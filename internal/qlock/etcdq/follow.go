@@ -29,26 +29,43 @@ import (
 // costs an event only when one of the session's entries goes: its own
 // releases included, which it ignores.
 //
+// And the watch starts only once an entry has lived followDelay: a Lock
+// that is granted at once and released within that time — the
+// uncontended case, and the common one with many independent locks —
+// costs its two writes and nothing else. The watch starts from history,
+// at the entry's own revision, so a deletion in the meantime is not
+// missed, only heard later: a foreign delete of an entry (an operator's,
+// or a forced revoke) is noticed within followDelay plus etcd's catch-up
+// loop for watches that start in the past (at most 100 ms). Deletion by
+// the session's lease expiring needs no watch: the session's
+// conservative deadline ends it first.
+//
 // What makes it complete: an entry's key is registered (expect) before
-// its put is sent, and a follower's watch starts no later than the
-// revision after the newest one the session had seen when the follower
-// was made; every put sent later is applied at a later revision. So a
-// follower sees every deletion of every entry registered with it, even
-// one that comes before Follow is called: it is kept and reported then.
-// After a compaction it reads what is left of its entries.
+// its put is sent, so a deletion that the running watch delivers before
+// Follow is called is kept and reported then; and a watch always covers
+// the revisions after the put of every entry that asked for it (ensure),
+// starting again further back when a newer entry started it first. After
+// a compaction it reads what is left of its entries.
+
+// followDelay is how long an entry lives before its follower's watch must
+// run.
+const followDelay = 100 * time.Millisecond
 
 // followIdle is how long a follower with no entry keeps its watch open.
 const followIdle = 30 * time.Second
 
-// follower is the range watch over one prefix of the session's entries.
+// follower is the range watch over one prefix of the session's entries,
+// and the entries registered with it.
 type follower struct {
 	s      *Session
 	prefix string
-	from   int64 // the first revision its watch covers
 
 	mu      sync.Mutex
 	entries map[string]*followed
-	changed chan struct{} // a signal: entries went empty or non-empty
+	running bool          // run is watching
+	from    int64         // while running: the first revision the watch covers
+	rewind  int64         // not 0: run must watch again from this revision
+	changed chan struct{} // a signal: entries went empty or non-empty, or rewind was set
 }
 
 // followed is one entry registered with a follower.
@@ -65,31 +82,23 @@ type followed struct {
 func followPrefix(key string) string { return key[:strings.LastIndexByte(key, '_')+1] }
 
 // expect registers key, whose put is about to be sent, with the follower
-// of its prefix, starting one if none runs. forget undoes it when the put
-// failed or was undone.
+// of its prefix. forget undoes it when the put failed or was undone.
 func (s *Session) expect(key string) (forget func()) {
 	prefix := followPrefix(key)
 	s.followMu.Lock()
+	defer s.followMu.Unlock()
 	f := s.followers[prefix]
 	if f == nil {
-		f = &follower{s: s, prefix: prefix, from: s.seenRev.Load() + 1,
-			entries: map[string]*followed{}, changed: make(chan struct{}, 1)}
+		f = &follower{s: s, prefix: prefix, entries: map[string]*followed{}, changed: make(chan struct{}, 1)}
 		if s.followers == nil {
 			s.followers = map[string]*follower{}
 		}
 		s.followers[prefix] = f
-		// If the session has ended, no watch runs; its entries end with
-		// it (Alive derives from the session).
-		s.Go(f.run)
 	}
 	f.mu.Lock()
 	f.entries[key] = &followed{}
-	empty := len(f.entries) == 1
 	f.mu.Unlock()
-	s.followMu.Unlock()
-	if empty {
-		f.signal()
-	}
+	f.signal()
 	return func() { f.forget(key) }
 }
 
@@ -116,6 +125,12 @@ func (s *Session) Follow(n *qlock.Node, gone func(error)) {
 	deleted, unsure := e.deleted, e.unsure
 	f.mu.Unlock()
 	context.AfterFunc(n.Alive(), func() { f.forget(n.Key) })
+	t := time.AfterFunc(followDelay, func() {
+		if n.Alive().Err() == nil {
+			f.ensure(n.Seq + 1)
+		}
+	})
+	context.AfterFunc(n.Alive(), func() { t.Stop() })
 	switch {
 	case deleted:
 		e.gone(s.entryGone(n.Key))
@@ -150,12 +165,42 @@ func (f *follower) signal() {
 }
 
 func (f *follower) forget(key string) {
+	f.s.followMu.Lock()
+	defer f.s.followMu.Unlock()
 	f.mu.Lock()
-	_, ok := f.entries[key]
+	defer f.mu.Unlock()
+	if _, ok := f.entries[key]; !ok {
+		return
+	}
 	delete(f.entries, key)
-	empty := ok && len(f.entries) == 0
-	f.mu.Unlock()
-	if empty {
+	if len(f.entries) > 0 {
+		return
+	}
+	if !f.running {
+		f.drop()
+		return
+	}
+	f.signal() // run starts counting followIdle
+}
+
+// ensure makes the follower's watch cover every revision from rev on,
+// starting it if it is not running, or making it go back if it started
+// later.
+func (f *follower) ensure(rev int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case len(f.entries) == 0:
+		// Its entries went meanwhile (and with them, maybe, the
+		// follower from its session).
+	case !f.running:
+		f.running, f.from = true, rev
+		// If the session has ended, no watch runs; its entries end with
+		// it (Alive derives from the session).
+		f.s.Go(func(ctx context.Context) { f.run(ctx, rev) })
+	case rev < f.from:
+		f.from = rev
+		f.rewind = rev
 		f.signal()
 	}
 }
@@ -191,17 +236,25 @@ func (f *follower) retire() bool {
 	if len(f.entries) > 0 {
 		return false
 	}
-	delete(f.s.followers, f.prefix)
+	f.running = false
+	f.drop()
 	return true
+}
+
+// drop removes the follower from its session, the session's followMu and
+// f.mu held.
+func (f *follower) drop() {
+	if f.s.followers[f.prefix] == f {
+		delete(f.s.followers, f.prefix)
+	}
 }
 
 // run keeps the follower's watch open until the session ends or the
 // follower retires. Each pass opens the watch at rev, the first revision
 // not yet seen, so a watch moved to another stream or member misses
 // nothing.
-func (f *follower) run(ctx context.Context) {
+func (f *follower) run(ctx context.Context, rev int64) {
 	s := f.s
-	rev := f.from
 	for {
 		gen := s.streamGen.Load()
 		stream := streamName(gen)
@@ -213,12 +266,14 @@ func (f *follower) run(ctx context.Context) {
 		go func() {
 			opened <- s.client.Watch(wctx, f.prefix, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithRev(rev))
 		}()
-		next, compacted, silent, retired := f.watch(ctx, wctx, opened, rev)
+		next, compacted, silent, retired, rewound := f.watch(ctx, wctx, opened, rev)
 		cancel()
 		rev = next
 		switch {
 		case retired || ctx.Err() != nil:
 			return
+		case rewound:
+			continue
 		case compacted:
 			rev = f.resync(ctx, rev)
 		case silent:
@@ -233,9 +288,9 @@ func (f *follower) run(ctx context.Context) {
 }
 
 // watch follows one watch until it ends, is compacted away, or goes
-// silent while entries depend on it, or the follower retires; it returns
-// the first revision not yet seen.
-func (f *follower) watch(ctx, wctx context.Context, opened <-chan clientv3.WatchChan, rev int64) (next int64, compacted, silent, retired bool) {
+// silent while entries depend on it, or the follower retires, or an entry
+// needs it to go back (rewound); it returns the revision to go on from.
+func (f *follower) watch(ctx, wctx context.Context, opened <-chan clientv3.WatchChan, rev int64) (next int64, compacted, silent, retired, rewound bool) {
 	s := f.s
 	next = rev
 	check := time.NewTicker(s.watchCheck())
@@ -253,15 +308,15 @@ func (f *follower) watch(ctx, wctx context.Context, opened <-chan clientv3.Watch
 			opened = nil
 		case resp, ok := <-wch:
 			if !ok {
-				return next, false, false, false
+				return next, false, false, false, false
 			}
 			heard = time.Now()
 			if resp.CompactRevision != 0 {
-				return resp.CompactRevision, true, false, false
+				return resp.CompactRevision, true, false, false, false
 			}
 			if err := resp.Err(); err != nil || resp.Canceled {
 				s.Log().Debug("etcdlock: follower's watch ended", "prefix", f.prefix, "err", err)
-				return next, false, false, false
+				return next, false, false, false, false
 			}
 			for _, ev := range resp.Events {
 				if ev.Type == clientv3.EventTypeDelete {
@@ -273,6 +328,13 @@ func (f *follower) watch(ctx, wctx context.Context, opened <-chan clientv3.Watch
 				next = max(next, resp.Header.Revision+1)
 			}
 		case <-f.changed:
+			f.mu.Lock()
+			back := f.rewind
+			f.rewind = 0
+			f.mu.Unlock()
+			if back != 0 && back < next {
+				return back, false, false, false, true
+			}
 			if f.idle() {
 				idle.Reset(followIdle)
 			} else {
@@ -281,7 +343,7 @@ func (f *follower) watch(ctx, wctx context.Context, opened <-chan clientv3.Watch
 			}
 		case <-idle.C:
 			if f.retire() {
-				return next, false, false, true
+				return next, false, false, true, false
 			}
 		case <-check.C:
 			if f.idle() {
@@ -290,13 +352,13 @@ func (f *follower) watch(ctx, wctx context.Context, opened <-chan clientv3.Watch
 			}
 			quiet := time.Since(heard)
 			if quiet >= 3*s.watchCheck() {
-				return next, false, true, false
+				return next, false, true, false, false
 			}
 			if quiet >= s.watchCheck() && wch != nil {
 				go s.askProgress(wctx, streamOf(wctx))
 			}
 		case <-ctx.Done():
-			return next, false, false, false
+			return next, false, false, false, false
 		}
 	}
 }

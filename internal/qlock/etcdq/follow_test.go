@@ -108,8 +108,9 @@ func TestFollowOneWatchPerQueue(t *testing.T) {
 }
 
 // TestFollowDeletionBeforeFollow: an entry registered before its put and
-// deleted by someone else before Follow is called is reported as gone by
-// Follow itself — the follower kept the news.
+// deleted by someone else before Follow is called is reported as gone:
+// at once when the follower's watch already ran and kept the news, and
+// once the watch has gone back for it when the watch started after it.
 func TestFollowDeletionBeforeFollow(t *testing.T) {
 	s, cli, ctx := followTestSession(t, nil)
 	dir := s.Dir("early")
@@ -121,33 +122,54 @@ func TestFollowDeletionBeforeFollow(t *testing.T) {
 		n.Begin(s.Context())
 		return n
 	}
-	var revs [2]int64
-	for i := range 2 {
+	put := func(i int) int64 {
+		t.Helper()
 		s.expect(key(i))
 		resp, err := cli.Put(ctx, key(i), "", clientv3.WithLease(s.id))
 		if err != nil {
 			t.Fatal(err)
 		}
-		revs[i] = resp.Header.Revision
+		return resp.Header.Revision
+	}
+	del := func(i int) {
+		t.Helper()
 		if _, err := cli.Delete(ctx, key(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The second entry's deletion is reported once it arrives; the first
-	// one's came earlier on the same watch, so by then it is kept.
-	second := make(chan error, 1)
-	n1 := node(key(1), revs[1])
-	s.Follow(n1, func(err error) { second <- err })
-	select {
-	case err := <-second:
-		if !errors.Is(err, distlock.ErrEntryGone) {
-			t.Fatalf("second entry: %v; want ErrEntryGone", err)
+	reported := func(what string, ch <-chan error) {
+		t.Helper()
+		select {
+		case err := <-ch:
+			if !errors.Is(err, distlock.ErrEntryGone) {
+				t.Fatalf("%s: %v; want ErrEntryGone", what, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: the deletion of a followed entry was not reported", what)
 		}
-	case <-ctx.Done():
-		t.Fatal("the deletion of a followed entry was not reported")
 	}
+
+	// Entry 0 is put and deleted before entry 1 starts the watch: the
+	// watch must go back for it.
+	rev0 := put(0)
+	del(0)
+	rev1 := put(1)
+	s.followers[followPrefix(key(1))].ensure(rev1 + 1)
+	gone0 := make(chan error, 1)
+	s.Follow(node(key(0), rev0), func(err error) { gone0 <- err })
+	reported("entry deleted before the watch started", gone0)
+
+	// Entry 2 is put and deleted while the watch runs, before Follow; then
+	// entry 1 is deleted too. Once entry 1's deletion is reported, entry
+	// 2's, which came earlier on the same watch, has been kept.
+	rev2 := put(2)
+	del(2)
+	gone1 := make(chan error, 1)
+	s.Follow(node(key(1), rev1), func(err error) { gone1 <- err })
+	del(1)
+	reported("entry deleted while followed", gone1)
 	var first error
-	s.Follow(node(key(0), revs[0]), func(err error) { first = err })
+	s.Follow(node(key(2), rev2), func(err error) { first = err })
 	if !errors.Is(first, distlock.ErrEntryGone) {
 		t.Fatalf("Follow of an entry deleted before it: %v; want ErrEntryGone reported at once", first)
 	}

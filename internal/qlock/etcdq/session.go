@@ -56,23 +56,9 @@ type Session struct {
 
 	// maxRev is the highest create revision of the session's entries
 	// whose enqueue has answered (see checkRev).
-	maxRev atomic.Int64
-	// seenRev is the highest revision the session has seen in an answer:
-	// every put it sends later is applied at a later revision (follow.go).
-	seenRev atomic.Int64
-
+	maxRev    atomic.Int64
 	followMu  sync.Mutex
 	followers map[string]*follower // by prefix (follow.go)
-}
-
-// saw records revision rev, read in an answer's header.
-func (s *Session) saw(rev int64) {
-	for {
-		cur := s.seenRev.Load()
-		if rev <= cur || s.seenRev.CompareAndSwap(cur, rev) {
-			return
-		}
-	}
 }
 
 // NewSession grants a lease on client and keeps it alive until the session
@@ -94,9 +80,6 @@ func NewSession(ctx context.Context, client *clientv3.Client, c Config) (*Sessio
 		ttl:    ttl,
 		margin: ttl / 5,
 		prefix: c.Prefix,
-	}
-	if resp.ResponseHeader != nil {
-		s.saw(resp.ResponseHeader.Revision)
 	}
 	log := c.Logger.With("lease", strconv.FormatInt(int64(resp.ID), 16))
 	s.State = qlock.NewState("etcdlock", log, c.Holder, sent.Add(s.ttl-s.margin))
@@ -166,9 +149,6 @@ func (s *Session) keepalive() {
 		switch {
 		case err == nil:
 			s.Extend(sent.Add(time.Duration(resp.TTL)*time.Second - s.margin))
-			if resp.ResponseHeader != nil {
-				s.saw(resp.ResponseHeader.Revision)
-			}
 			s.Log().Debug("etcdlock: keepalive", "member", fmt.Sprintf("%x", resp.ResponseHeader.GetMemberId()), "took", time.Since(sent))
 			// Counted from the send time, as the deadline is: a slow
 			// answer must not eat into the next refresh's time to reach
