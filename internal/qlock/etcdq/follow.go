@@ -263,9 +263,8 @@ func (f *follower) run(ctx context.Context, rev int64) {
 		// Opened in the background: Watch waits for its stream, which may
 		// sit on a silent member (see waitDeleted).
 		opened := make(chan clientv3.WatchChan, 1)
-		go func() {
-			opened <- s.client.Watch(wctx, f.prefix, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithRev(rev))
-		}()
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithRev(rev)}
+		go func() { opened <- s.client.Watch(wctx, f.prefix, opts...) }()
 		next, compacted, silent, retired, rewound := f.watch(ctx, wctx, opened, rev)
 		cancel()
 		rev = next
