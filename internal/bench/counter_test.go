@@ -66,14 +66,6 @@ func (c *reqCount) add(k rpcKind) {
 	}
 }
 
-func (c *reqCount) plus(o reqCount) {
-	c.reads += o.reads
-	c.writes += o.writes
-	c.watchCreates += o.watchCreates
-	c.watchCancels += o.watchCancels
-	c.other += o.other
-}
-
 // rpcCounter records the requests of one client. Its interceptors sit
 // inside clientv3's retry interceptor, so every attempt is counted, which is
 // what the cluster sees. Keepalive streams are not counted: they are per
