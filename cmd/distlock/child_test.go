@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -120,6 +121,14 @@ func TestUnderLockLost(t *testing.T) {
 }
 
 func TestUnderLockSignals(t *testing.T) {
+	// A test run under nohup (or any parent that ignores SIGHUP) starts
+	// with SIGHUP ignored, and an ignored signal stays ignored in the
+	// children, where no trap can catch it. The command itself catches
+	// the signals it forwards before it starts COMMAND (catchSignals),
+	// which gives the child the default disposition; do the same here.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	l, _ := testLease()
 	sigs := make(chan os.Signal, 1)
 	res := started(t, l, `trap 'exit 5' HUP; echo ready; while :; do sleep 0.05; done`, childOpts{}, sigs)
