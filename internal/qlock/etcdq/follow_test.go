@@ -174,3 +174,62 @@ func TestFollowDeletionBeforeFollow(t *testing.T) {
 		t.Fatalf("Follow of an entry deleted before it: %v; want ErrEntryGone reported at once", first)
 	}
 }
+
+// TestFollowAfterCompaction: a follower whose watch must start at a
+// revision that was compacted meanwhile reads what is left of its entries
+// instead, and reports the ones that are gone.
+func TestFollowAfterCompaction(t *testing.T) {
+	s, cli, ctx := followTestSession(t, nil)
+	dir := s.Dir("compacted")
+	gone := dir + exclusiveMark + strconv.FormatInt(int64(s.id), 16) + "_" + "a"
+	kept := dir + exclusiveMark + strconv.FormatInt(int64(s.id), 16) + "_" + "b"
+	node := func(k string, rev int64) *qlock.Node {
+		n := &qlock.Node{Entry: qlock.Entry{Key: k, Seq: rev, Kind: qlock.Exclusive}}
+		n.Begin(s.Context())
+		return n
+	}
+	var revs [2]int64
+	for i, k := range []string{gone, kept} {
+		s.expect(k)
+		resp, err := cli.Put(ctx, k, "", clientv3.WithLease(s.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[i] = resp.Header.Revision
+	}
+	reports := make(chan string, 2)
+	for i, k := range []string{gone, kept} {
+		s.Follow(node(k, revs[i]), func(error) { reports <- k })
+	}
+	del, err := cli.Delete(ctx, gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compact past the deletion before the watch starts: the watch from
+	// the first entry's revision cannot be served.
+	if _, err := cli.Compact(ctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	s.followers[followPrefix(gone)].ensure(revs[0] + 1)
+	select {
+	case k := <-reports:
+		if k != gone {
+			t.Fatalf("reported %s gone; want %s", k, gone)
+		}
+	case <-ctx.Done():
+		t.Fatal("the deletion hidden by a compaction was not reported")
+	}
+	// The entry still there is not reported; the follower goes on
+	// watching it: a deletion now is reported.
+	if _, err := cli.Delete(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-reports:
+		if k != kept {
+			t.Fatalf("reported %s; want %s", k, kept)
+		}
+	case <-ctx.Done():
+		t.Fatal("a deletion after the resync was not reported")
+	}
+}
