@@ -85,4 +85,4 @@ CHAOS_DURATION ?= 15s
 CHAOS_OUT ?= chaos-out
 chaos: deps
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_OUT=$(abspath $(CHAOS_OUT)) \
-		$(GO) test -count=1 -timeout 4h -run '^TestChaos$$' -v ./integration/chaos
+		$(GO) test -tags chaos -count=1 -timeout 4h -run '^TestChaos$$' -v ./integration/chaos
