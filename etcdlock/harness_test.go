@@ -137,14 +137,7 @@ func TestEnqueueThroughFaultyMember(t *testing.T) {
 			c.Network().Clear(c.Members[faulty].Name)
 
 			start := time.Now()
-			var left []string
-			for {
-				left = append(queueKeys(t, hcli, held)[1:], queueKeys(t, hcli, free)...)
-				if len(left) == 0 || time.Since(start) > 30*time.Second {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			left := append(waitQueueKeys(t, hcli, held, 1, 30*time.Second)[1:], waitQueueKeys(t, hcli, free, 0, 30*time.Second)...)
 			t.Logf("%d Lock and %d TryLock tries through a %s member: %d errors not matching DeadlineExceeded, %d entries left behind (cleanup settled in %v)",
 				tries, tries, f.name, wrong, len(left), time.Since(start).Round(time.Millisecond))
 			if wrong > 0 {

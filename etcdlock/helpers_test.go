@@ -163,3 +163,36 @@ func (s *etcdSession) Election(name string) (locktest.Elector, error) {
 	}
 	return e, nil
 }
+
+// waitQueueKeys waits, following a watch on the queue rather than polling
+// it, until lock name's queue holds at most max keys or d has passed, and
+// returns the keys it holds then.
+func waitQueueKeys(t *testing.T, cli *clientv3.Client, name string, max int, d time.Duration) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testCtx(t), d)
+	defer cancel()
+	prefix := etcdlock.DefaultPrefix + name + "/@"
+	for {
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil {
+			if ctx.Err() != nil {
+				return queueKeys(t, cli, name)
+			}
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) <= max {
+			keys := make([]string, len(resp.Kvs))
+			for i, kv := range resp.Kvs {
+				keys[i] = string(kv.Key)
+			}
+			return keys
+		}
+		// Any change after the read: read again.
+		select {
+		case <-cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)):
+		case <-ctx.Done():
+			return queueKeys(t, cli, name)
+		}
+	}
+}

@@ -90,14 +90,7 @@ func TestEnqueueThroughFaultyServer(t *testing.T) {
 			heal()
 
 			start := time.Now()
-			var left []string
-			for {
-				left = append(entries(t, admin, prefix+"/held")[1:], entries(t, admin, prefix+"/free")...)
-				if len(left) == 0 || time.Since(start) > 30*time.Second {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			left := append(waitEntriesAtMost(t, admin, prefix+"/held", 1, 30*time.Second)[1:], waitEntriesAtMost(t, admin, prefix+"/free", 0, 30*time.Second)...)
 			t.Logf("%d Lock and %d TryLock tries through a faulty server (%s): %d failed as the Session had ended, %d errors matching neither DeadlineExceeded nor that, %d entries left behind (cleanup settled in %v)",
 				tries, tries, fault, expired, wrong, len(left), time.Since(start).Round(time.Millisecond))
 			if wrong > 0 {

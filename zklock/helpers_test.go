@@ -140,6 +140,31 @@ func waitEntries(t *testing.T, conn *zk.Conn, dir string, n int) {
 	}
 }
 
+// waitEntriesAtMost waits, on child watches rather than polling, until dir
+// has at most max lock entries or d has passed, and returns its entries
+// then.
+func waitEntriesAtMost(t *testing.T, conn *zk.Conn, dir string, max int, d time.Duration) []string {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		children, _, ch, err := conn.ChildrenW(dir)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			t.Fatalf("watch %s: %v", dir, err)
+		}
+		if n := len(slices.DeleteFunc(children, func(c string) bool { return !isEntry(c) })); n <= max {
+			return entries(t, conn, dir)
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return entries(t, conn, dir)
+		}
+	}
+}
+
 // awaitState reads a connection's events until it reports want.
 func awaitState(t *testing.T, events <-chan zk.Event, want zk.State) {
 	t.Helper()
