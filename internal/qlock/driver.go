@@ -65,9 +65,6 @@ func (n *Node) Begin(parent context.Context) {
 	n.alive, n.kill = context.WithCancelCause(parent)
 }
 
-// End ends n's life with cause, as the engine does on a release or loss.
-func (n *Node) End(cause error) { n.kill(cause) }
-
 // Driver is what a store does for the engine: the store mechanics of one
 // session, and nothing of the life cycle (that is the engine's, in
 // lifecycle.go). Every method that blocks returns when its ctx ends.

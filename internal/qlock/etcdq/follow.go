@@ -124,13 +124,15 @@ func (s *Session) Follow(n *qlock.Node, gone func(error)) {
 	}
 	deleted, unsure := e.deleted, e.unsure
 	f.mu.Unlock()
-	context.AfterFunc(n.Alive(), func() { f.forget(n.Key) })
 	t := time.AfterFunc(followDelay, func() {
 		if n.Alive().Err() == nil {
 			f.ensure(n.Seq + 1)
 		}
 	})
-	context.AfterFunc(n.Alive(), func() { t.Stop() })
+	context.AfterFunc(n.Alive(), func() {
+		t.Stop()
+		f.forget(n.Key)
+	})
 	switch {
 	case deleted:
 		e.gone(s.entryGone(n.Key))
