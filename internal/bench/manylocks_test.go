@@ -150,6 +150,9 @@ func BenchmarkManyLocks(b *testing.B) {
 		store string
 		impls func(*testing.B) ([]manyImpl, func() error)
 	}{{"etcd", etcdManyImpls}, {"zookeeper", zkManyImpls}} {
+		if only := os.Getenv("BENCH_MANY_STORE"); only != "" && only != st.store {
+			continue
+		}
 		ims, stop := st.impls(b)
 		pss := make([][]pairer, len(ims))
 		closers := make([]func(), len(ims))

@@ -115,6 +115,9 @@ func (r *zkReport) records() []Record {
 		for i, impl := range implNames {
 			q, x := r.queued[n][i], float64(n)
 			o.latencies(impl, "queued_handoff", x, q.handoffs)
+			if q.build > 0 {
+				o.add(impl, "queue_build", x, msFloat(q.build), "ms")
+			}
 			if q.k > 0 && q.kElapsed > 0 {
 				o.add(impl, "queued_bytes_per_handoff", x, q.bytesPerHandoff(), "B")
 				o.ratioOf(impl, "queued_events_per_handoff", x, int(q.kEvents), q.k)

@@ -155,6 +155,7 @@ type zkQueuedResult struct {
 	waiters   int
 	enqueue   time.Duration // from starting the Lock calls to all nodes visible
 	settle    time.Duration // from all nodes visible to no traffic but pings
+	build     time.Duration // from starting the Lock calls to the last reply or event before the quiet: every waiter queued and watching
 	k         int           // handoffs in the bytes window
 	kBytes    int64         // non-ping bytes all connections received during the first k handoffs
 	kEvents   int64         // watch notifications they received meanwhile
@@ -260,8 +261,10 @@ func (e *zkEnv) runQueued(im zkImpl, n int) *zkQueuedResult {
 	} else {
 		r.enqueue = time.Since(start)
 		settled := time.Now()
-		if err := zkQuiet(ctrs, zkQueuedQuiet, zkQueuedSettle); err != nil {
+		if last, err := zkQuiet(ctrs, zkQueuedQuiet, zkQueuedSettle); err != nil {
 			r.errs.add(fmt.Errorf("waiters not settled: %w", err))
+		} else {
+			r.build = last.Sub(start)
 		}
 		r.settle = time.Since(settled)
 	}
@@ -303,8 +306,8 @@ func (e *zkEnv) runQueued(im zkImpl, n int) *zkQueuedResult {
 	left, err := e.countChildren(dir)
 	r.errs.add(err)
 	r.leftover = left
-	e.progress("%s %s: enqueue %v, settle %v; %d handoffs: %.0f B/handoff, %.2f events/handoff, %.0f/s; drain %d in %v (%.0f/s); handoffs %v; leftover %d; violations %d; errors %v",
-		c, im.name, r.enqueue.Round(time.Millisecond), r.settle.Round(time.Millisecond), r.k, r.bytesPerHandoff(),
+	e.progress("%s %s: enqueue %v, built %v, settle %v; %d handoffs: %.0f B/handoff, %.2f events/handoff, %.0f/s; drain %d in %v (%.0f/s); handoffs %v; leftover %d; violations %d; errors %v",
+		c, im.name, r.enqueue.Round(time.Millisecond), r.build.Round(time.Millisecond), r.settle.Round(time.Millisecond), r.k, r.bytesPerHandoff(),
 		perAcq(int(r.kEvents), r.k), r.kRate(), r.drained, r.drainTime.Round(time.Millisecond), r.drainRate(),
 		summarize(r.handoffs), r.leftover, len(r.violation), &r.errs)
 	return r

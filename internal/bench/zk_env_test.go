@@ -373,7 +373,7 @@ func zkEnqueueSent(cs []*zkCounter) func(acquisition) time.Time {
 // zkQuiet waits until none of the counters has received anything but
 // pings for d, for at most limit: every waiter has enqueued, listed the
 // queue and set its watches.
-func zkQuiet(cs []*zkCounter, d, limit time.Duration) error {
+func zkQuiet(cs []*zkCounter, d, limit time.Duration) (time.Time, error) {
 	end := time.Now().Add(limit)
 	for {
 		var last int64
@@ -382,10 +382,10 @@ func zkQuiet(cs []*zkCounter, d, limit time.Duration) error {
 		}
 		since := time.Since(time.Unix(0, last))
 		if since >= d {
-			return nil
+			return time.Unix(0, last), nil
 		}
 		if time.Now().After(end) {
-			return fmt.Errorf("still receiving after %v (last frame %v ago)", limit, since.Round(time.Millisecond))
+			return time.Time{}, fmt.Errorf("still receiving after %v (last frame %v ago)", limit, since.Round(time.Millisecond))
 		}
 		time.Sleep(d / 10)
 	}

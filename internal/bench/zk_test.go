@@ -205,6 +205,16 @@ func (r *zkReport) rows() []row {
 	}
 	for _, n := range r.depths {
 		q := r.queued[n]
+		x := pairRow(fmt.Sprintf("Time to queue %d waiters, ms (Lock calls started → the last reply or event before the queue goes quiet)", n), "%.0f",
+			msFloat(q[ours].build), msFloat(q[theirs].build))
+		if n >= 100 {
+			o, t := q[ours].build, q[theirs].build
+			x.target, x.met = "≤ 1.0× theirs", check(o <= t, o > 0 && t > 0)
+		}
+		rows = append(rows, x)
+	}
+	for _, n := range r.depths {
+		q := r.queued[n]
 		hr, _ := latencyRow(fmt.Sprintf("Handoff p50, %d waiters queued (first %d handoffs)", n, q[ours].k), q[ours].handoffs, q[theirs].handoffs, p50)
 		rows = append(rows, hr)
 	}
