@@ -130,10 +130,12 @@ func (s *Session) monitor(started time.Time, p *prober, answered <-chan struct{}
 	lastOK := started // send time of the last Sync that confirmed the session
 	failed := false   // a Sync failed after lastOK
 	for {
+		ticked := false
 		select {
 		case <-s.Context().Done():
 			return
 		case <-tick.C:
+			ticked = true
 		case <-answered:
 		}
 		r := p.state()
@@ -177,7 +179,15 @@ func (s *Session) monitor(started time.Time, p *prober, answered <-chan struct{}
 			})
 			return
 		}
-		if failed || !now.Before(lastOK.Add(s.sync)) {
+		switch {
+		case !ticked && r.err != nil && r.errSent.After(lastOK) && now.Sub(r.errSent) < pollInterval:
+			// A Sync that failed a moment ago is resent on the next tick,
+			// not on its own answer: on a closed connection every Sync
+			// fails at once (go-zookeeper answers ErrConnectionClosed
+			// without sending), and resending on each answer spun a core
+			// until the deadline. The pause costs at most a poll interval
+			// of the margin after a reconnect.
+		case failed || !now.Before(lastOK.Add(s.sync)):
 			p.probe()
 		}
 	}

@@ -85,3 +85,46 @@ func TestLivenessSharedPerConn(t *testing.T) {
 		t.Error("the prober outlived the connection's last Session")
 	}
 }
+
+// TestClosedConnNoSpin closes the connection under a live Session. Every
+// Sync then fails at once (go-zookeeper answers ErrConnectionClosed
+// without sending); the Session must keep pacing its Syncs instead of
+// sending the next one on the failure's own wake-up, which spun a core
+// until the client-side deadline. The Session still ends by that
+// deadline, since nothing can confirm it any more.
+func TestClosedConnNoSpin(t *testing.T) {
+	ens := integration.NewZooKeeper(t, integration.WithSize(1))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, _, err := ens.ConnectTimeout(ctx, 4*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Prefix: "/distlock", Logger: slog.New(slog.DiscardHandler), Tick: integration.ZooKeeperTickTime, ACL: zk.WorldACL(zk.PermAll)}
+	s, err := NewSession(ctx, conn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probers.Lock()
+	p := probers.m[conn]
+	probers.Unlock()
+	deadline := s.Deadline()
+	closed := time.Now()
+	before := p.sent.Load()
+	conn.Close()
+	select {
+	case <-s.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("the Session outlived its closed connection by a minute")
+	}
+	took := time.Since(closed)
+	if late := time.Since(deadline); late > 2*pollInterval+time.Second {
+		t.Errorf("the Session ended %v after its client-side deadline", late)
+	}
+	// At most one Sync per poll interval, plus the few sent at once.
+	sent := p.sent.Load() - before
+	if limit := int64(took/pollInterval) + 5; sent > limit {
+		t.Errorf("%d Syncs sent in the %v between the close and the Session's end, want ≤ %d (paced)", sent, took.Round(time.Millisecond), limit)
+	}
+	t.Logf("%d Syncs in %v; ended with %v", sent, took.Round(time.Millisecond), context.Cause(s.Context()))
+}
