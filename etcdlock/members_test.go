@@ -244,19 +244,25 @@ func enqueuesThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFaul
 	}
 	// Each Lock is queued once its key shows behind the holder's.
 	for i, h := range holders {
+		prefix := etcdlock.DefaultPrefix + h.Token().Name + "/@"
 		for {
-			resp, err := admin.Get(testCtx(t), etcdlock.DefaultPrefix+h.Token().Name+"/@", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			resp, err := admin.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("locker %d: %v", i, err)
 			}
 			if resp.Count >= 2 {
 				break
 			}
+			// Any change after the count: count again.
+			wctx, wcancel := context.WithCancel(ctx)
 			select {
+			case <-admin.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)):
 			case r := <-results[i]:
 				t.Fatalf("locker %d returned while its lock is held (member %d down, %s): %v", i, victim, f.name, r.Err)
-			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				t.Fatalf("locker %d did not queue behind its holder (member %d down, %s): %v", i, victim, f.name, ctx.Err())
 			}
+			wcancel()
 		}
 	}
 	for _, h := range holders {

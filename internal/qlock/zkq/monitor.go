@@ -50,8 +50,8 @@ import (
 // only when it has heard nothing for its receive timeout, two thirds of
 // the session timeout after the last byte it received (at most about
 // syncInterval after the last answered Sync was sent), and then connects
-// to another server within milliseconds. The next Sync, sent as soon as
-// the stuck one fails, is answered there; with a tick of at most an
+// to another server within milliseconds. The next Sync, sent on the first
+// poll after the stuck one fails, is answered there; with a tick of at most an
 // eighth of the timeout the deadline, 7/8 of the timeout after that last
 // answered Sync, leaves about 0.15 timeout for that reconnect (with a
 // longer tick the margin grows and the deadline can fall before the
@@ -119,7 +119,7 @@ func serverTickTime(ctx context.Context, addr string) (d time.Duration, ok bool)
 
 // monitor follows the connection's session and the client-side deadline:
 // it asks the connection's prober for a Sync when its interval has passed
-// since the last answered one (at once after a failure), and moves the
+// since the last answered one (on the next poll after a failure), and moves the
 // deadline on from the send time of every Sync answered while the
 // connection had this session, whichever Session of the connection asked
 // for it (see prober.go). started is the send time of NewSession's Sync.
@@ -147,8 +147,8 @@ func (s *Session) monitor(started time.Time, p *prober, answered <-chan struct{}
 			case r.errSent.After(lastOK) && !failed:
 				// Most likely the connection was closed under the Sync
 				// (go-zookeeper gave up on a silent server): the next one
-				// goes out now, and is sent as soon as the connection to
-				// another server is up.
+				// goes out on the next poll, and is sent as soon as the
+				// connection to another server is up.
 				s.Log().Debug("zklock: sync failed", "err", r.err)
 				failed = true
 			}

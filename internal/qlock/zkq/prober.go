@@ -15,7 +15,7 @@ import (
 // timeout less its margin, whichever Session asked for that Sync. So the
 // Sessions of a connection share one prober, which sends at most one Sync
 // at a time; each Session asks for one when its own interval has passed
-// since the last answered one (or at once after a failure), and reads the
+// since the last answered one (or on the next poll after a failure), and reads the
 // answers. A thousand Sessions on one connection cost what one does; a
 // thousand connections still cost a Sync each per interval (go-zookeeper
 // does not say when it sent its own pings, so they cannot serve as the
