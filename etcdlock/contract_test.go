@@ -31,6 +31,13 @@ func (b *etcdBackend) Session(t *testing.T) locktest.Session {
 	return &etcdSession{s: newSession(t, cli), admin: b.clus.Client(0)}
 }
 
+func (b *etcdBackend) ObservedSession(t *testing.T, o locktest.Observed) locktest.Session {
+	cli := newClient(t, b.clus, b.n%3)
+	b.n++
+	s := newSession(t, cli, etcdlock.WithMeterProvider(o.MeterProvider), etcdlock.WithTracerProvider(o.TracerProvider), etcdlock.WithNameNormalizer(o.NameNormalizer))
+	return &etcdSession{s: s, admin: b.clus.Client(0)}
+}
+
 func (b *etcdBackend) Entries(t *testing.T, name string) []string {
 	return queueKeys(t, b.clus.Client(0), name)
 }

@@ -222,6 +222,14 @@ func (b *zkBackend) Session(t *testing.T) locktest.Session {
 	return &zkSession{ens: b.ens, conn: conn, s: newSession(t, conn, zklock.WithPrefix(b.prefix))}
 }
 
+func (b *zkBackend) ObservedSession(t *testing.T, o locktest.Observed) locktest.Session {
+	conn, events := connect(t, b.ens, b.n%3)
+	drain(events)
+	b.n++
+	s := newSession(t, conn, zklock.WithPrefix(b.prefix), zklock.WithMeterProvider(o.MeterProvider), zklock.WithTracerProvider(o.TracerProvider), zklock.WithNameNormalizer(o.NameNormalizer))
+	return &zkSession{ens: b.ens, conn: conn, s: s}
+}
+
 func (b *zkBackend) Entries(t *testing.T, name string) []string {
 	return entries(t, b.admin, b.prefix+"/"+name)
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/qlock/zkq"
 	"github.com/go-zookeeper/zk"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 const (
@@ -40,6 +42,30 @@ func WithPrefix(p string) Option { return func(o *options) { o.Prefix = p } }
 // WithLogger makes the session and its locks log what they do; by default
 // they are silent.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.Logger = l } }
+
+// WithMeterProvider makes the session and its locks report metrics
+// (distlock.lock.wait.duration, distlock.lock.held and the others the
+// README lists) through mp. Default: OpenTelemetry's global provider,
+// which drops them until the application installs an SDK.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.Observe.MeterProvider = mp }
+}
+
+// WithTracerProvider makes the session's locks trace Lock, TryLock,
+// Unlock, Campaign and Resign, and record a lost lock as a span, through
+// tp. Default: OpenTelemetry's global provider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.Observe.TracerProvider = tp }
+}
+
+// WithNameNormalizer maps each lock name to the value recorded as the
+// distlock.lock attribute of metrics and spans. Lock names can be
+// unbounded (one per tenant or job), and every distinct value is a time
+// series: map "tenant-4711/ledger" to "tenant-*/ledger". Default: the name
+// as is.
+func WithNameNormalizer(f func(name string) string) Option {
+	return func(o *options) { o.Observe.NameNormalizer = f }
+}
 
 // WithHolder sets the data stored in this session's lock nodes, so that
 // tools listing a lock's queue can say who waits (e.g. "host:pid").

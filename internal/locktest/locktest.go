@@ -27,6 +27,8 @@ type Backend interface {
 	// Session opens a new session on a client of its own, as another
 	// process would; it is closed when the test ends.
 	Session(t *testing.T) Session
+	// ObservedSession is Session reporting metrics and spans as o says.
+	ObservedSession(t *testing.T, o Observed) Session
 	// Entries lists the entries queued for lock or election name (lock
 	// entries and candidates alike), oldest first.
 	Entries(t *testing.T, name string) []string
@@ -74,6 +76,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	}
 	cases = append(cases, rwCases...)
 	cases = append(cases, electionCases...)
+	cases = append(cases, telemetryCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
 	}

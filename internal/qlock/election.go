@@ -37,11 +37,11 @@ func NewElection(pkg string, d Driver, name string) (*Election, error) {
 // The returned Leadership ends (Done, Context) when the entry goes, the
 // session ends, or Resign is called; its Err then says why.
 func (el *Election) Campaign(ctx context.Context, value string) (distlock.Leadership, error) {
-	n, err := el.e.acquire(ctx, el.name, Request{Op: distlock.OpCampaign, Kind: Candidate, Value: []byte(value)})
+	n, lease, err := el.take(ctx, Request{Op: distlock.OpCampaign, Kind: Candidate, Value: []byte(value)})
 	if err != nil {
 		return nil, err
 	}
-	return &leadership{Lease: el.e.hold(n), e: el.e, n: n}, nil
+	return &leadership{Lease: lease, e: el.e, n: n, tel: el.tel}, nil
 }
 
 // Leader returns the current leader's value and token, read fresh from
@@ -74,8 +74,9 @@ func (el *Election) Observe(ctx context.Context) <-chan distlock.LeaderInfo {
 // Proclaim.
 type leadership struct {
 	*distlock.Lease
-	e *Engine
-	n *Node
+	e   *Engine
+	n   *Node
+	tel *lockTel
 	// mu serializes Proclaim and Resign: a driver may keep the entry's
 	// version in n, which Proclaim updates.
 	mu sync.Mutex
@@ -114,9 +115,12 @@ func (l *leadership) Proclaim(ctx context.Context, value string) error {
 func (l *leadership) Resign(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	ctx, span := l.tel.release(ctx, distlock.OpResign, l.n.Kind, l.n.Token)
+	defer span.End()
 	err := l.Unlock(ctx)
 	if errors.Is(err, distlock.ErrLost) || errors.Is(err, distlock.ErrReleased) {
-		return l.fail(distlock.OpResign, fmt.Errorf("%w: %w", distlock.ErrNotLeader, err))
+		err = l.fail(distlock.OpResign, fmt.Errorf("%w: %w", distlock.ErrNotLeader, err))
 	}
+	endSpan(span, err)
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
@@ -71,7 +72,7 @@ func Lost(reason error) error {
 
 // acquire enqueues r in lock name's queue and waits until its entry holds
 // (steps 1 to 4). On failure nothing is left behind.
-func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, error) {
+func (e *Engine) acquire(ctx context.Context, name string, r Request, a *acquisition) (*Node, error) {
 	fail := func(err error) error { return &distlock.LockError{Name: name, Op: r.Op, Err: err} }
 	st := e.d.Shared()
 	if err := st.Err(); err != nil {
@@ -98,6 +99,7 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, er
 	e.d.Follow(n, n.kill)
 
 	q := NewQueue(n.Entry, r.Limit, all, more)
+	a.enqueued(len(q.Ahead()), more)
 	w := q.Waits()
 	// A view that must read first waits too: a partial read (one that an
 	// enqueue retry made, with entries newer than this one among the
@@ -117,7 +119,7 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, er
 	}
 	if n.Waited {
 		e.d.Log().Debug(e.d.Shared().pkg+": enqueued", "lock", name, "key", n.Key, "ahead", len(q.Ahead()))
-		if err := e.wait(ctx, n, q); err != nil {
+		if err := e.wait(ctx, n, q, a); err != nil {
 			e.abandon(n, err)
 			return nil, fail(err)
 		}
@@ -136,7 +138,7 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (*Node, er
 // on n's own entry may run behind the one on the entry it waits for. (A
 // foreign delete of n's entry racing the handoff can therefore still be
 // reported just after Lock returns, through the Lease's Done.)
-func (e *Engine) wait(ctx context.Context, n *Node, q *Queue) error {
+func (e *Engine) wait(ctx context.Context, n *Node, q *Queue, a *acquisition) error {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(n.alive, func() { cancel(context.Cause(n.alive)) })
@@ -164,6 +166,7 @@ func (e *Engine) wait(ctx context.Context, n *Node, q *Queue) error {
 			gone Entry
 			err  error
 		)
+		a.waitedOn++
 		if len(w) == 1 {
 			gone, err = w[0], e.d.WaitGone(wctx, n, q, w[0])
 		} else {
@@ -206,22 +209,42 @@ func (e *Engine) waitAny(ctx context.Context, n *Node, w []Entry) (Entry, error)
 }
 
 // hold turns an acquired entry into a Lease that is lost when the entry is
-// (step 5).
-func (e *Engine) hold(n *Node) *distlock.Lease {
+// (step 5); lt measures and traces the hold.
+func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 	t := distlock.Token{Name: n.Name, Seq: n.Token, Owner: e.d.Owner()}
-	return holdWhile(t, n.alive, func(ctx context.Context) error { return e.release(ctx, n) }, func(cause error) {
+	start := time.Now()
+	// The hold's end is measured when its entry's life ends, which a
+	// release ends first: Unlock waits for that, so that what the metrics
+	// say (held, hold.duration) is true once Unlock returns.
+	measured := make(chan struct{})
+	release := func(ctx context.Context) error {
+		ctx, span := lt.release(ctx, distlock.OpUnlock, n.Kind, n.Token)
+		defer span.End()
+		err := e.release(ctx, n)
+		<-measured // release ended n's life, so this does not wait long
+		endSpan(span, err)
+		return err
+	}
+	return holdWhile(t, n.alive, release, func(cause error) {
+		lt.ended(n.Kind, start, n.Token, cause)
+		close(measured)
+	}, func(cause error) {
 		e.d.Log().Info(e.d.Shared().pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
 	})
 }
 
 // holdWhile returns a held Lease for token t that is lost when alive ends,
 // unless alive ended with distlock.ErrReleased as its cause — what release
-// cancels it with before deleting the entry. lost, if not nil, is told the
-// cause first (for logging).
-func holdWhile(t distlock.Token, alive context.Context, release func(ctx context.Context) error, lost func(cause error)) *distlock.Lease {
+// cancels it with before deleting the entry. ended, if not nil, is told
+// the cause of every end, release included (for metrics); lost, if not
+// nil, is told the cause of a loss first (for logging).
+func holdWhile(t distlock.Token, alive context.Context, release func(ctx context.Context) error, ended, lost func(cause error)) *distlock.Lease {
 	l, lose := newLease(t, release)
 	context.AfterFunc(alive, func() {
 		cause := context.Cause(alive)
+		if ended != nil {
+			ended(cause)
+		}
 		if errors.Is(cause, distlock.ErrReleased) {
 			return
 		}

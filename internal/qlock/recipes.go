@@ -15,6 +15,7 @@ import (
 type lock struct {
 	e    *Engine
 	name string
+	tel  *lockTel
 }
 
 // newRecipe returns the recipe (what: "mutex", "rwmutex", "election")
@@ -27,7 +28,7 @@ func newRecipe[T any](pkg, what string, d Driver, name string, wrap func(lock) *
 	if err := distlock.ValidateName(name); err != nil {
 		return nil, err
 	}
-	return wrap(lock{e: New(d), name: name}), nil
+	return wrap(lock{e: New(d), name: name, tel: d.Shared().tel.forLock(name, what)}), nil
 }
 
 // Name returns the lock's name.
@@ -43,11 +44,21 @@ func (l *lock) acquire(ctx context.Context, k Kind, try bool) (*distlock.Lease, 
 	if try {
 		r.Op = distlock.OpTryLock
 	}
-	n, err := l.e.acquire(ctx, l.name, r)
+	_, lease, err := l.take(ctx, r)
+	return lease, err
+}
+
+// take enqueues r, waits until its entry holds and returns the entry and
+// its Lease: the one path of Lock, TryLock, RLock and Campaign, traced and
+// measured here.
+func (l *lock) take(ctx context.Context, r Request) (*Node, *distlock.Lease, error) {
+	tctx, a := l.tel.begin(ctx, r.Op, r.Kind)
+	n, err := l.e.acquire(tctx, l.name, r, a)
+	a.end(n, ctx.Err() != nil, err)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return l.e.hold(n), nil
+	return n, l.e.hold(n, l.tel), nil
 }
 
 // Mutex is a fair FIFO lock: waiters acquire in the order they enqueued,

@@ -16,6 +16,7 @@ import (
 type State struct {
 	pkg    string // the backend's package name, for logs
 	log    *slog.Logger
+	tel    *telemetry
 	holder string // the value of the session's lock entries
 	// ctx is cancelled, with the reason as cause, when the session ends.
 	ctx    context.Context
@@ -27,9 +28,14 @@ type State struct {
 }
 
 // NewState returns the state of a session of backend pkg ("etcdlock",
-// "zklock") that lives until deadline unless extended. Drivers embed it.
-func NewState(pkg string, log *slog.Logger, holder string, deadline time.Time) *State {
-	s := &State{pkg: pkg, log: log, holder: holder, deadline: deadline}
+// "zklock") that lives until deadline unless extended, and reports its
+// metrics and spans as obs says. Drivers embed it.
+func NewState(pkg string, log *slog.Logger, holder string, deadline time.Time, obs Observe) *State {
+	backend := map[string]string{"etcdlock": "etcd", "zklock": "zookeeper"}[pkg]
+	if backend == "" {
+		backend = pkg
+	}
+	s := &State{pkg: pkg, log: log, holder: holder, deadline: deadline, tel: newTelemetry(backend, obs)}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	return s
 }
@@ -64,14 +70,16 @@ func (s *State) Deadline() time.Time {
 }
 
 // Extend moves the deadline to d if that is later, and returns the
-// deadline as it was before.
+// deadline as it was before. Drivers call it for every confirmed
+// keepalive, whose slack (the time that was left) it records.
 func (s *State) Extend(d time.Time) (was time.Time) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	was = s.deadline
 	if d.After(s.deadline) {
 		s.deadline = d
 	}
+	s.mu.Unlock()
+	s.tel.confirmed(was)
 	return was
 }
 

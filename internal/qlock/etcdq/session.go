@@ -30,6 +30,8 @@ type Config struct {
 	Prefix string
 	Holder string
 	Logger *slog.Logger
+	// Observe says where the session reports metrics and spans.
+	Observe qlock.Observe
 }
 
 // Session is one etcd lease kept alive in the background, and the
@@ -82,7 +84,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, c Config) (*Sessio
 		prefix: c.Prefix,
 	}
 	log := c.Logger.With("lease", strconv.FormatInt(int64(resp.ID), 16))
-	s.State = qlock.NewState("etcdlock", log, c.Holder, sent.Add(s.ttl-s.margin))
+	s.State = qlock.NewState("etcdlock", log, c.Holder, sent.Add(s.ttl-s.margin), c.Observe)
 	s.Log().Debug("etcdlock: session started", "ttl", ttl)
 	s.Finally(s.keepalive)
 	return s, nil

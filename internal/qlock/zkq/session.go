@@ -57,6 +57,8 @@ type Config struct {
 	Timeout time.Duration // 0: read the negotiated one from the connection
 	Tick    time.Duration // the servers' tickTime; 0: ask the server
 	ACL     []zk.ACL
+	// Observe says where the session reports metrics and spans.
+	Observe qlock.Observe
 }
 
 // NewSession waits until conn has a ZooKeeper session and follows it until
@@ -112,7 +114,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 		return nil, fmt.Errorf("zklock: new session: %w: the connection changed sessions", distlock.ErrSessionExpired)
 	}
 	log := c.Logger.With("session", fmt.Sprintf("%#x", id))
-	s.State = qlock.NewState("zklock", log, c.Holder, sent.Add(s.timeout-s.margin))
+	s.State = qlock.NewState("zklock", log, c.Holder, sent.Add(s.timeout-s.margin), c.Observe)
 	s.Log().Debug("zklock: session started", "timeout", s.timeout, "tick", s.tick, "tick from", tickFrom, "margin", s.margin)
 	p, answered := join(s)
 	s.Finally(func() { s.monitor(sent, p, answered) })
