@@ -52,7 +52,9 @@ func TestSlackRecorded(t *testing.T) {
 }
 
 func TestOutcomeAndReason(t *testing.T) {
-	wrap := func(err error) error { return &distlock.LockError{Name: "x", Op: distlock.OpLock, Err: fmt.Errorf("ctx: %w", err)} }
+	wrap := func(err error) error {
+		return &distlock.LockError{Name: "x", Op: distlock.OpLock, Err: fmt.Errorf("ctx: %w", err)}
+	}
 	for _, c := range []struct {
 		err  error
 		want string
