@@ -73,10 +73,16 @@ type Refusal struct {
 // handler must repeat the check in its own write (e.g. sqlfence in the
 // same transaction, etcdfence in the same Txn) for the write to be fenced;
 // Middleware then only turns stale callers away early.
-func Middleware(f Fence, next http.Handler) http.Handler {
+//
+// The fence counts and traces its own decisions; opts say where Middleware
+// reports the requests it turns away before asking the fence (a missing
+// or malformed token: distlock.fence.refused with kind "http").
+func Middleware(f Fence, next http.Handler, opts ...Option) http.Handler {
+	tel := NewTelemetry("http", "", opts...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t, err := RequestToken(r)
 		if err != nil {
+			tel.Record(r.Context(), t, err)
 			refuse(w, http.StatusBadRequest, Refusal{Error: err.Error(), Reason: Reason(err)})
 			return
 		}

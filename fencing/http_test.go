@@ -11,6 +11,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // admitOnly hides Memory's Do, to exercise Middleware's two-step path.
@@ -136,4 +138,47 @@ func TestMiddleware(t *testing.T) {
 			t.Fatalf("status %d, want 503", resp.StatusCode)
 		}
 	})
+}
+
+// TestMiddlewareTelemetry: a request turned away before the fence is
+// asked (no token, a token text that does not parse) is counted by the
+// middleware as refused, kind "http", reason "malformed"; the decisions
+// the fence makes are the fence's to count.
+func TestMiddlewareTelemetry(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	m, _ := fencing.NewMemory("ledger", fencing.WithMeterProvider(mp))
+	srv := httptest.NewServer(fencing.Middleware(m, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), fencing.WithMeterProvider(mp)))
+	defer srv.Close()
+	for _, tok := range []string{"", "not a token", distlock.Token{Name: "ledger", Seq: 3, Owner: 1}.String()} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+		if tok != "" {
+			req.Header.Set(fencing.Header, tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			for _, dp := range mt.Data.(metricdata.Sum[int64]).DataPoints {
+				kind, _ := dp.Attributes.Value("distlock.fence.kind")
+				reason, _ := dp.Attributes.Value("reason")
+				got[mt.Name+"/"+kind.AsString()+"/"+reason.AsString()] += dp.Value
+			}
+		}
+	}
+	want := map[string]int64{"distlock.fence.refused/http/malformed": 2, "distlock.fence.admitted/memory/": 1}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
 }

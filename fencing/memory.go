@@ -18,17 +18,18 @@ type Memory struct {
 	// one atomic step for everyone using the fence.
 	mu     sync.Mutex
 	newest distlock.Token
+	tel    *Telemetry
 }
 
 var _ Doer = (*Memory)(nil)
 
 // NewMemory returns a fence for a resource guarded by the lock called
-// lock.
-func NewMemory(lock string) (*Memory, error) {
+// lock; opts say where it reports its decisions.
+func NewMemory(lock string, opts ...Option) (*Memory, error) {
 	if err := distlock.ValidateName(lock); err != nil {
 		return nil, fmt.Errorf("fencing: new memory fence: %w", err)
 	}
-	return &Memory{lock: lock}, nil
+	return &Memory{lock: lock, tel: NewTelemetry("memory", lock, opts...)}, nil
 }
 
 func (m *Memory) resource() string { return "memory fence of lock " + m.lock }
@@ -45,6 +46,7 @@ func (m *Memory) Admit(ctx context.Context, t distlock.Token) error {
 // has shown up, and older ones stay refused.
 func (m *Memory) Do(ctx context.Context, t distlock.Token, write func(ctx context.Context) error) error {
 	if err := Check(m.resource(), m.lock, t); err != nil {
+		m.tel.Record(ctx, t, err)
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -52,7 +54,9 @@ func (m *Memory) Do(ctx context.Context, t distlock.Token, write func(ctx contex
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := Compare(m.resource(), t, m.newest); err != nil {
+	err := Compare(m.resource(), t, m.newest)
+	m.tel.Record(ctx, t, err)
+	if err != nil {
 		return err
 	}
 	m.newest = t

@@ -12,8 +12,8 @@ import (
 )
 
 func TestMemoryContract(t *testing.T) {
-	fencetest.Run(t, func(t *testing.T, _, lock string) fencing.Fence {
-		m, err := fencing.NewMemory(lock)
+	fencetest.Run(t, func(t *testing.T, _, lock string, opts ...fencing.Option) fencing.Fence {
+		m, err := fencing.NewMemory(lock, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -248,7 +248,7 @@ func (s *slotStore) markEtcd(ctx context.Context, tok distlock.Token, value []by
 
 func (s *slotStore) markZK(ctx context.Context, tok distlock.Token, value []byte) error {
 	conn, acl := s.b.ZK(), s.b.ACL()
-	f, err := zkfence.New(conn, s.fenceKey(), s.name, acl...)
+	f, err := zkfence.New(conn, s.fenceKey(), s.name, zkfence.WithACL(acl...))
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,18 @@ type Fence struct {
 	client *clientv3.Client
 	key    string
 	lock   string
+	tel    []fencing.Option // until New makes telemetry of them
+	obs    *fencing.Telemetry
+}
+
+// Option configures a Fence.
+type Option func(*Fence)
+
+// WithTelemetry says where the fence counts its decisions and traces its
+// refusals (fencing.WithMeterProvider, fencing.WithTracerProvider);
+// default: OpenTelemetry's global providers.
+func WithTelemetry(opts ...fencing.Option) Option {
+	return func(f *Fence) { f.tel = append(f.tel, opts...) }
 }
 
 var _ fencing.Fence = (*Fence)(nil)
@@ -41,7 +53,7 @@ var _ fencing.Fence = (*Fence)(nil)
 // New returns the fence stored under key for a resource guarded by the
 // lock called lock. It touches nothing in etcd: a key that does not exist
 // yet means no token was admitted.
-func New(client *clientv3.Client, key, lock string) (*Fence, error) {
+func New(client *clientv3.Client, key, lock string, opts ...Option) (*Fence, error) {
 	if client == nil {
 		return nil, fmt.Errorf("etcdfence: new fence %q: %w: *clientv3.Client is nil", key, distlock.ErrNilClient)
 	}
@@ -51,7 +63,12 @@ func New(client *clientv3.Client, key, lock string) (*Fence, error) {
 	if err := distlock.ValidateName(lock); err != nil {
 		return nil, fmt.Errorf("etcdfence: new fence %q: %w", key, err)
 	}
-	return &Fence{client: client, key: key, lock: lock}, nil
+	f := &Fence{client: client, key: key, lock: lock}
+	for _, o := range opts {
+		o(f)
+	}
+	f.obs, f.tel = fencing.NewTelemetry("etcd", lock, f.tel...), nil
+	return f, nil
 }
 
 // Key returns the etcd key the fence's token is stored under.
@@ -103,6 +120,13 @@ func (f *Fence) WriteHeld(ctx context.Context, t distlock.Token, lockKey string,
 }
 
 func (f *Fence) write(ctx context.Context, t distlock.Token, lockKey string, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := f.decide(ctx, t, lockKey, ops)
+	f.obs.Record(ctx, t, err)
+	return resp, err
+}
+
+// decide is write's check and Txn.
+func (f *Fence) decide(ctx context.Context, t distlock.Token, lockKey string, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	if err := fencing.Check(f.resource(), f.lock, t); err != nil {
 		return nil, err
 	}

@@ -19,9 +19,9 @@ import (
 
 func tok(seq int64) distlock.Token { return fencetest.Tok(seq) }
 
-func newFence(t *testing.T, cli *clientv3.Client, key, lock string) *etcdfence.Fence {
+func newFence(t *testing.T, cli *clientv3.Client, key, lock string, opts ...etcdfence.Option) *etcdfence.Fence {
 	t.Helper()
-	f, err := etcdfence.New(cli, key, lock)
+	f, err := etcdfence.New(cli, key, lock, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +50,8 @@ func TestEtcdFence(t *testing.T) {
 	}
 
 	t.Run("Contract", func(t *testing.T) {
-		fencetest.Run(t, func(t *testing.T, resource, lock string) fencing.Fence {
-			return newFence(t, cli, "/fences/"+resource, lock)
+		fencetest.Run(t, func(t *testing.T, resource, lock string, opts ...fencing.Option) fencing.Fence {
+			return newFence(t, cli, "/fences/"+resource, lock, etcdfence.WithTelemetry(opts...))
 		})
 	})
 

@@ -50,8 +50,17 @@ type Fence struct {
 	resource string
 	lock     string
 	ph       Placeholder
+	tel      []fencing.Option // until New makes telemetry of them
+	obs      *fencing.Telemetry
 
 	upsert, read, schema, migration, probe string
+}
+
+// WithTelemetry says where the fence counts its decisions and traces its
+// refusals (fencing.WithMeterProvider, fencing.WithTracerProvider);
+// default: OpenTelemetry's global providers.
+func WithTelemetry(opts ...fencing.Option) Option {
+	return func(f *Fence) { f.tel = append(f.tel, opts...) }
 }
 
 // New returns a fence for resource, guarded by the lock called lock, whose
@@ -74,6 +83,7 @@ func New(table, resource, lock string, opts ...Option) (*Fence, error) {
 	if f.ph != Dollar && f.ph != Question {
 		return nil, fmt.Errorf("sqlfence: new fence: unknown placeholder form %d", f.ph)
 	}
+	f.obs, f.tel = fencing.NewTelemetry("sql", lock, f.tel...), nil
 	q := `"` + table + `"`
 	p := func(n int) string {
 		if f.ph == Question {
@@ -188,6 +198,13 @@ func (f *Fence) name() string { return fmt.Sprintf("sql fence %s/%q", f.table, f
 // still holds the resource's row until the transaction ends: roll it back
 // (or finish it) promptly, or other Admits of the resource wait for it.
 func (f *Fence) Admit(ctx context.Context, q Querier, t distlock.Token) error {
+	err := f.admit(ctx, q, t)
+	f.obs.Record(ctx, t, err)
+	return err
+}
+
+// admit is Admit's check and upsert.
+func (f *Fence) admit(ctx context.Context, q Querier, t distlock.Token) error {
 	if err := fencing.Check(f.name(), f.lock, t); err != nil {
 		return err
 	}
@@ -261,6 +278,7 @@ type dbFence struct {
 
 func (d dbFence) Admit(ctx context.Context, t distlock.Token) error {
 	if err := fencing.Check(d.f.name(), d.f.lock, t); err != nil {
+		d.f.obs.Record(ctx, t, err)
 		return err
 	}
 	tx, err := d.db.BeginTx(ctx, nil)

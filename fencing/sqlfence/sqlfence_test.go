@@ -72,8 +72,8 @@ func TestSQLFenceContract(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			db := s.open(t)
 			newFence(t, db, "setup")
-			fencetest.Run(t, func(t *testing.T, resource, lock string) fencing.Fence {
-				f, err := sqlfence.New(table, resource, lock)
+			fencetest.Run(t, func(t *testing.T, resource, lock string, opts ...fencing.Option) fencing.Fence {
+				f, err := sqlfence.New(table, resource, lock, sqlfence.WithTelemetry(opts...))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -88,8 +88,8 @@ func TestSQLFenceContract(t *testing.T) {
 func TestSQLFenceQuestionPlaceholders(t *testing.T) {
 	db := openSQLite(t)
 	newFence(t, db, "setup")
-	fencetest.Run(t, func(t *testing.T, resource, lock string) fencing.Fence {
-		f, err := sqlfence.New(table, resource, lock, sqlfence.WithPlaceholder(sqlfence.Question))
+	fencetest.Run(t, func(t *testing.T, resource, lock string, opts ...fencing.Option) fencing.Fence {
+		f, err := sqlfence.New(table, resource, lock, sqlfence.WithPlaceholder(sqlfence.Question), sqlfence.WithTelemetry(opts...))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,15 +23,30 @@ type Fence struct {
 	path string
 	lock string
 	acl  []zk.ACL
+	tel  []fencing.Option // until New makes telemetry of them
+	obs  *fencing.Telemetry
+}
+
+// Option configures a Fence.
+type Option func(*Fence)
+
+// WithACL sets the ACL of the fence node and of the parents Write creates
+// (default zk.WorldACL(zk.PermAll)).
+func WithACL(acl ...zk.ACL) Option { return func(f *Fence) { f.acl = acl } }
+
+// WithTelemetry says where the fence counts its decisions and traces its
+// refusals (fencing.WithMeterProvider, fencing.WithTracerProvider);
+// default: OpenTelemetry's global providers.
+func WithTelemetry(opts ...fencing.Option) Option {
+	return func(f *Fence) { f.tel = append(f.tel, opts...) }
 }
 
 var _ fencing.Fence = (*Fence)(nil)
 
 // New returns the fence stored at path for a resource guarded by the lock
-// called lock. acl is the ACL of the fence node and of the parents Write
-// creates (default zk.WorldACL(zk.PermAll)). New touches nothing in
-// ZooKeeper: a node that does not exist yet means no token was admitted.
-func New(conn *zk.Conn, path, lock string, acl ...zk.ACL) (*Fence, error) {
+// called lock. New touches nothing in ZooKeeper: a node that does not
+// exist yet means no token was admitted.
+func New(conn *zk.Conn, path, lock string, opts ...Option) (*Fence, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("zkfence: new fence %q: %w: *zk.Conn is nil", path, distlock.ErrNilClient)
 	}
@@ -41,10 +56,15 @@ func New(conn *zk.Conn, path, lock string, acl ...zk.ACL) (*Fence, error) {
 	if err := distlock.ValidateName(lock); err != nil {
 		return nil, fmt.Errorf("zkfence: new fence %q: %w", path, err)
 	}
-	if len(acl) == 0 {
-		acl = zk.WorldACL(zk.PermAll)
+	f := &Fence{conn: conn, path: path, lock: lock}
+	for _, o := range opts {
+		o(f)
 	}
-	return &Fence{conn: conn, path: path, lock: lock, acl: acl}, nil
+	if len(f.acl) == 0 {
+		f.acl = zk.WorldACL(zk.PermAll)
+	}
+	f.obs, f.tel = fencing.NewTelemetry("zookeeper", lock, f.tel...), nil
+	return f, nil
 }
 
 // checkPath accepts an absolute znode path other than the root, without
@@ -94,6 +114,13 @@ func (f *Fence) Admit(ctx context.Context, t distlock.Token) error {
 // (or its creation); Write then syncs, reads the node again and decides
 // again, until it commits, is refused, or ctx ends.
 func (f *Fence) Write(ctx context.Context, t distlock.Token, ops ...any) ([]zk.MultiResponse, error) {
+	rs, err := f.decide(ctx, t, ops)
+	f.obs.Record(ctx, t, err)
+	return rs, err
+}
+
+// decide is Write's check and multi.
+func (f *Fence) decide(ctx context.Context, t distlock.Token, ops []any) ([]zk.MultiResponse, error) {
 	if err := fencing.Check(f.resource(), f.lock, t); err != nil {
 		return nil, err
 	}

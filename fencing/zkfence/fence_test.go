@@ -19,9 +19,9 @@ import (
 
 func tok(seq int64) distlock.Token { return fencetest.Tok(seq) }
 
-func newFence(t *testing.T, conn *zk.Conn, path, lock string) *zkfence.Fence {
+func newFence(t *testing.T, conn *zk.Conn, path, lock string, opts ...zkfence.Option) *zkfence.Fence {
 	t.Helper()
-	f, err := zkfence.New(conn, path, lock)
+	f, err := zkfence.New(conn, path, lock, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +66,8 @@ func TestZooKeeperFence(t *testing.T) {
 	conn := connect(t, ens)
 
 	t.Run("Contract", func(t *testing.T) {
-		fencetest.Run(t, func(t *testing.T, resource, lock string) fencing.Fence {
-			return newFence(t, conn, "/fences/"+resource, lock)
+		fencetest.Run(t, func(t *testing.T, resource, lock string, opts ...fencing.Option) fencing.Fence {
+			return newFence(t, conn, "/fences/"+resource, lock, zkfence.WithTelemetry(opts...))
 		})
 	})
 

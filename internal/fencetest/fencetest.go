@@ -19,12 +19,18 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // NewFence returns a fresh fence (never used before) for a resource
-// guarded by lock. Fences returned for different resources must not share
-// state; resource is unique per call within a test.
-type NewFence func(t *testing.T, resource, lock string) fencing.Fence
+// guarded by lock, reporting its decisions as opts say. Fences returned
+// for different resources must not share state; resource is unique per
+// call within a test.
+type NewFence func(t *testing.T, resource, lock string, opts ...fencing.Option) fencing.Fence
 
 // Ctx returns a context that ends with the test or after a minute.
 func Ctx(t *testing.T) context.Context {
@@ -211,6 +217,88 @@ func Run(t *testing.T, newFence NewFence) {
 		var stale *fencing.StaleError
 		if err := f.Admit(ctx, tok(int64(workers*each-1))); !errors.As(err, &stale) || stale.Newest != tok(int64(workers*each)) {
 			t.Errorf("after the race, admit %d: %v", workers*each-1, err)
+		}
+	})
+
+	t.Run("Telemetry", func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		spans := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		n++
+		f := newFence(t, t.Name()+"-"+string(rune('a'+n%26)), "ledger",
+			fencing.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), fencing.WithTracerProvider(tp))
+		ctx := Ctx(t)
+		for _, s := range []int64{5, 5, 7} {
+			if err := f.Admit(ctx, tok(s)); err != nil {
+				t.Fatalf("admit %d: %v", s, err)
+			}
+		}
+		// A stale write inside the writer's own span: the refusal is an
+		// event on it, naming both tokens.
+		wctx, writer := tp.Tracer("test").Start(ctx, "zombie write")
+		if err := f.Admit(wctx, tok(6)); !errors.Is(err, fencing.ErrStale) {
+			t.Fatalf("admit 6 after 7: %v, want stale", err)
+		}
+		writer.End()
+		fork := tok(7)
+		fork.Owner++
+		foreign := distlock.Token{Name: "other", Seq: 9, Owner: Owner}
+		for _, c := range []struct {
+			t    distlock.Token
+			want error
+		}{{fork, fencing.ErrFork}, {foreign, fencing.ErrForeignToken}, {distlock.Token{Name: "ledger"}, distlock.ErrInvalidToken}} {
+			if err := f.Admit(ctx, c.t); !errors.Is(err, c.want) {
+				t.Fatalf("admit %v: %v, want %v", c.t, err, c.want)
+			}
+		}
+		counts := map[string]int64{}
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(ctx, &rm); err != nil {
+			t.Fatal(err)
+		}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				sum, ok := m.Data.(metricdata.Sum[int64])
+				if !ok {
+					continue
+				}
+				for _, dp := range sum.DataPoints {
+					reason, _ := dp.Attributes.Value("reason")
+					if kind, ok := dp.Attributes.Value("distlock.fence.kind"); !ok || kind.AsString() == "" {
+						t.Errorf("%s without distlock.fence.kind", m.Name)
+					}
+					counts[m.Name+"/"+reason.AsString()] += dp.Value
+				}
+			}
+		}
+		want := map[string]int64{"distlock.fence.admitted/": 3, "distlock.fence.refused/stale": 1,
+			"distlock.fence.refused/fork": 1, "distlock.fence.refused/foreign": 1, "distlock.fence.refused/malformed": 1}
+		for k, v := range want {
+			if counts[k] != v {
+				t.Errorf("%s = %d, want %d (all: %v)", k, counts[k], v, counts)
+			}
+		}
+		var own, zombie int
+		for _, s := range spans.Ended() {
+			for _, ev := range s.Events() {
+				if ev.Name != "distlock.fence.refused" {
+					continue
+				}
+				if s.Name() == "zombie write" {
+					zombie++
+					attrs := attribute.NewSet(ev.Attributes...)
+					refused, _ := attrs.Value("distlock.token")
+					newest, _ := attrs.Value("distlock.fence.newest")
+					if refused.AsString() != tok(6).String() || newest.AsString() != tok(7).String() {
+						t.Errorf("the zombie's event names %q refused for %q, want %v for %v", refused.AsString(), newest.AsString(), tok(6), tok(7))
+					}
+				} else {
+					own++
+				}
+			}
+		}
+		if zombie != 1 || own != 3 {
+			t.Errorf("refusal events: %d on the writer's span (want 1), %d on spans of their own (want 3)", zombie, own)
 		}
 	})
 }

@@ -129,9 +129,11 @@ type lockTel struct {
 // lockAttrs are the measurement options for one kind of entry of a lock.
 type lockAttrs struct {
 	kind  string
-	base  attribute.Set // backend, kind, lock
+	base  attribute.Set        // backend, kind, lock
+	kvs   []attribute.KeyValue // base, as a slice for spans (not to be modified)
 	attrs metric.MeasurementOption
 	byOut map[string]metric.MeasurementOption
+	lost  map[string]metric.MeasurementOption // by reason
 }
 
 // forLock builds the attribute sets of lock name, whose recipe is what
@@ -144,9 +146,13 @@ func (t *telemetry) forLock(name, what string) *lockTel {
 	lt := &lockTel{t: t, kinds: map[Kind]lockAttrs{}}
 	add := func(k Kind, kind string) {
 		base := attribute.NewSet(attrBackend.String(t.backend), attrKind.String(kind), attrLock.String(label))
-		la := lockAttrs{kind: kind, base: base, attrs: metric.WithAttributeSet(base), byOut: map[string]metric.MeasurementOption{}}
+		la := lockAttrs{kind: kind, base: base, kvs: base.ToSlice(), attrs: metric.WithAttributeSet(base),
+			byOut: map[string]metric.MeasurementOption{}, lost: map[string]metric.MeasurementOption{}}
 		for _, o := range []string{OutcomeAcquired, OutcomeLocked, OutcomeCancelled, OutcomeError} {
 			la.byOut[o] = metric.WithAttributeSet(attribute.NewSet(append(base.ToSlice(), attrOutcome.String(o))...))
+		}
+		for _, r := range []string{ReasonSessionExpired, ReasonEntryGone, ReasonSessionClosed, ReasonOther} {
+			la.lost[r] = metric.WithAttributeSet(attribute.NewSet(append(base.ToSlice(), attrReason.String(r))...))
 		}
 		lt.kinds[k] = la
 	}
@@ -194,8 +200,12 @@ type acquisition struct {
 // can be traced as its children.
 func (lt *lockTel) begin(ctx context.Context, op distlock.Op, k Kind) (context.Context, *acquisition) {
 	la := lt.kinds[k]
-	ctx, span := lt.t.tracer.Start(ctx, spanName(op, k), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(la.base.ToSlice()...))
+	// Attributes go on only where a span records: without an SDK, a call
+	// costs no allocation for them.
+	ctx, span := lt.t.tracer.Start(ctx, spanName(op, k), trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(la.kvs...)
+	}
 	lt.t.waiting.Add(ctx, 1, la.attrs)
 	return ctx, &acquisition{lt: lt, la: la, ctx: ctx, span: span, start: time.Now()}
 }
@@ -254,12 +264,16 @@ func (lt *lockTel) ended(k Kind, start time.Time, token int64, cause error) {
 		return
 	}
 	reason := lossReason(cause)
-	lt.t.lost.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(la.base.ToSlice(), attrReason.String(reason))...)))
+	lt.t.lost.Add(ctx, 1, la.lost[reason])
 	// A loss has no call of its own to hang a span on: it gets a span
 	// that says so, with the cause as an event, so that it shows up in a
 	// trace search for the lock.
-	_, span := lt.t.tracer.Start(ctx, "distlock.lost", trace.WithAttributes(append(la.base.ToSlice(), attrToken.Int64(token), attrReason.String(reason))...))
-	span.AddEvent("lock lost", trace.WithAttributes(attrCause.String(cause.Error())))
+	_, span := lt.t.tracer.Start(ctx, "distlock.lost")
+	if span.IsRecording() {
+		span.SetAttributes(la.kvs...)
+		span.SetAttributes(attrToken.Int64(token), attrReason.String(reason))
+		span.AddEvent("lock lost", trace.WithAttributes(attrCause.String(cause.Error())))
+	}
 	span.End()
 }
 
@@ -269,9 +283,12 @@ func (lt *lockTel) release(ctx context.Context, op distlock.Op, k Kind, token in
 	if op == distlock.OpResign {
 		name = "distlock.Resign"
 	}
-	la := lt.kinds[k]
-	return lt.t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append(la.base.ToSlice(), attrToken.Int64(token))...))
+	ctx, span := lt.t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(lt.kinds[k].kvs...)
+		span.SetAttributes(attrToken.Int64(token))
+	}
+	return ctx, span
 }
 
 // outcome classifies an acquisition's error.
