@@ -83,7 +83,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, c Config) (*Sessio
 		margin: ttl / 5,
 		prefix: c.Prefix,
 	}
-	log := c.Logger.With("lease", strconv.FormatInt(int64(resp.ID), 16))
+	log := c.Logger.With("session", strconv.FormatInt(int64(resp.ID), 16)) // the lease is the session: the same key as zklock's
 	s.State = qlock.NewState("etcdlock", log, c.Holder, sent.Add(s.ttl-s.margin), c.Observe)
 	s.Log().Debug("etcdlock: session started", "ttl", ttl)
 	s.Finally(s.keepalive)

@@ -102,7 +102,7 @@ func (s *Session) abandon(path string) {
 		s.forget(path)
 		return
 	}
-	s.Log().Warn("zklock: cleanup failed; retrying in the background", "node", path, "err", err)
+	s.Log().Warn("zklock: cleanup failed; retrying in the background", "key", path, "err", err)
 	s.removeLater(path)
 }
 
@@ -129,7 +129,7 @@ func (s *Session) removeStray(path string) {
 	}
 	_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, st.Version) })
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		s.Log().Warn("zklock: could not delete a node made in the connection's next session", "node", path, "err", err)
+		s.Log().Warn("zklock: could not delete a node made in the connection's next session", "key", path, "err", err)
 	}
 }
 
@@ -155,7 +155,7 @@ func (s *Session) removeLater(path string) {
 			return true
 		}
 		if !retryCleanup(err) {
-			s.Log().Warn("zklock: cleanup abandoned", "node", path, "err", err)
+			s.Log().Warn("zklock: cleanup abandoned", "key", path, "err", err)
 			return true
 		}
 		return false

@@ -84,7 +84,7 @@ func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, 
 	}
 	// More gone ones than walkLimit, or the view left older entries out:
 	// one listing tells what is left below.
-	s.Log().Debug("zklock: listing", "node", n.Key, "older", len(older))
+	s.Log().Debug("zklock: listing", "key", n.Key, "older", len(older))
 	dir := s.Dir(n.Name)
 	kids, err := zkctx.Call(ctx, func() ([]string, error) {
 		k, _, err := s.conn.Children(dir)
