@@ -38,3 +38,26 @@ func Inspect(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]
 	}
 	return q, nil
 }
+
+// WatchQueue calls f with the queue of the lock called name (as Inspect
+// reads it) now and again after every change, until ctx ends (it returns
+// ctx's cause), f returns an error (it returns that) or the watch fails.
+// It is driven by one etcd watch on the lock's queue, set before each
+// read, so no change is missed; changes that come while f runs are read
+// once, together. The watch requires a leader: a member cut off from the
+// others ends it with an error rather than going silent.
+func WatchQueue(ctx context.Context, cli *clientv3.Client, prefix, name string, f func([]distlock.QueueEntry) error) error {
+	if cli == nil {
+		return fmt.Errorf("etcdlock: watch queue %q: %w: *clientv3.Client is nil", name, distlock.ErrNilClient)
+	}
+	if err := distlock.ValidateName(name); err != nil {
+		return fmt.Errorf("etcdlock: watch queue: %w", err)
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if err := etcdq.WatchQueue(ctx, cli, prefix, name, f); err != nil {
+		return fmt.Errorf("etcdlock: watch queue %q: %w", name, err)
+	}
+	return nil
+}

@@ -42,3 +42,28 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 	}
 	return q, nil
 }
+
+// WatchQueue calls f with the queue of the lock called name (as Inspect
+// reads it) now and again after every change of its entries, until ctx
+// ends (it returns ctx's cause), f returns an error (it returns that) or
+// the connection fails. It is driven by a child watch on the lock's
+// directory (an exists watch while there is none), set before each read,
+// so no change is missed.
+func WatchQueue(ctx context.Context, conn *zk.Conn, prefix, name string, f func([]distlock.QueueEntry) error) error {
+	if conn == nil {
+		return fmt.Errorf("zklock: watch queue %q: %w: *zk.Conn is nil", name, distlock.ErrNilClient)
+	}
+	if err := distlock.ValidateName(name); err != nil {
+		return fmt.Errorf("zklock: watch queue: %w", err)
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if err := zkq.CheckPrefix(prefix); err != nil {
+		return fmt.Errorf("zklock: watch queue %q: %w", name, err)
+	}
+	if err := zkq.WatchQueue(ctx, conn, prefix, name, f); err != nil {
+		return fmt.Errorf("zklock: watch queue %q: %w", name, err)
+	}
+	return nil
+}

@@ -7,7 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -20,7 +24,8 @@ func init() {
 }
 
 const statusUsage = `Usage:
-  distlock status [--etcd ENDPOINTS | --zk SERVERS] [--prefix P] [--json] NAME
+  distlock status [--etcd ENDPOINTS | --zk SERVERS] [--prefix P] [--json]
+                  [--watch [--changes N]] NAME
 
 Shows the queue of the lock NAME without joining it: the holder first, then
 the waiters in the order they will get the lock. For each entry: its
@@ -34,8 +39,20 @@ nobody holds prints "lock NAME: free (no holder, no waiters)".
 The read is one consistent snapshot (etcd: one range read; ZooKeeper: a
 sync, the listing, then each entry; entries gone meanwhile are left out).
 
+With --watch the command stays and shows the queue again after every
+change of it (an entry joined, left, or became the holder). It is driven
+by the store's own notifications (etcd: a watch on the lock's keys;
+ZooKeeper: a child watch on its directory), never by polling the store.
+On a terminal it redraws the table in place (and the ages every second);
+otherwise it prints each new table after a line "--- TIME"; with --json
+it prints one compact object per line, the first for the queue as it is,
+then one per change. It runs until interrupted (exit 0) or, with
+--changes N, until it has shown N changes.
+
 Examples:
   distlock status --etcd 10.0.0.1:2379 reports/daily
+  distlock status --etcd 10.0.0.1:2379 --watch reports/daily
+  distlock status --zk zk1:2181 --watch --json --changes 1 backup   # wait for the next change
   ETCDCTL_ENDPOINTS=10.0.0.1:2379 distlock status backup
   distlock status --zk zk1:2181 --json backup | jq -r '.entries[0].holder'
 
@@ -80,11 +97,15 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	var (
-		conn   connFlags
-		asJSON bool
+		conn    connFlags
+		asJSON  bool
+		watch   bool
+		changes int
 	)
 	conn.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object (schema above) instead of the table")
+	fs.BoolVar(&watch, "watch", false, "stay, and show the queue again after every change")
+	fs.IntVar(&changes, "changes", 0, "with --watch: exit after showing this many changes (0: until interrupted)")
 	parse := func(args []string) error {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
@@ -122,6 +143,13 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	name := names[0]
 	if err := distlock.ValidateName(name); err != nil {
 		return usageErr("status: lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", name, strings.TrimPrefix(err.Error(), "distlock: "))
+	}
+
+	if changes < 0 || changes > 0 && !watch {
+		return usageErr("status: --changes wants --watch and a count of 1 or more")
+	}
+	if watch {
+		return watchStatus(&conn, name, asJSON, changes, stdout)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*conn.timeout)
@@ -261,4 +289,107 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// errEnough ends a watch that has shown the changes it was asked for.
+var errEnough = errors.New("enough changes shown")
+
+// watchStatus is status --watch: the queue now, then after every change,
+// until interrupted or changes have been shown (0: no limit).
+func watchStatus(conn *connFlags, name string, asJSON bool, changes int, stdout io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	octx, ocancel := context.WithTimeout(ctx, 2*conn.timeout)
+	b, err := conn.open(octx)
+	ocancel()
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	tty := isTerminal(stdout)
+	var (
+		mu     sync.Mutex
+		last   []distlock.QueueEntry
+		shown  = -1 // changes shown; the first snapshot is not one
+		redraw = func(q []distlock.QueueEntry) {
+			st := newStatus(name, b.Kind(), q, time.Now())
+			switch {
+			case asJSON:
+				json.NewEncoder(stdout).Encode(st) // one line per snapshot
+			case tty:
+				fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home, clear
+				st.writeText(stdout)
+				fmt.Fprintf(stdout, "\nwatching lock %s on %s (updated %s); Ctrl-C to stop\n", name, st.Backend, time.Now().Format(time.TimeOnly))
+			default:
+				fmt.Fprintf(stdout, "--- %s\n", time.Now().UTC().Format(time.RFC3339))
+				st.writeText(stdout)
+			}
+		}
+	)
+	if tty && !asJSON {
+		// Ages move on between changes: redraw them from the last
+		// snapshot every second (the store is not read again).
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					mu.Lock()
+					if last != nil || shown >= 0 {
+						redraw(last)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	err = b.WatchQueue(ctx, name, func(q []distlock.QueueEntry) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if shown >= 0 && sameQueue(last, q) {
+			return nil // a notification that changed nothing shown (a directory made or removed)
+		}
+		last = q
+		redraw(q)
+		shown++
+		if changes > 0 && shown >= changes {
+			return errEnough
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errEnough), ctx.Err() != nil:
+		return nil
+	case err != nil:
+		return exit(exitUnreachable, fmt.Errorf("status --watch of lock %q: %w%s", name, err, b.AuthHint(err)))
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// sameQueue reports whether a and b list the same entries in the same
+// roles.
+func sameQueue(a, b []distlock.QueueEntry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Key != b[i].Key || a[i].Holding != b[i].Holding || a[i].Holder != b[i].Holder {
+			return false
+		}
+	}
+	return true
 }

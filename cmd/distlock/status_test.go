@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -375,4 +377,119 @@ func writeGolden(t *testing.T, golden, got map[string]string) {
 	if err := os.WriteFile(goldenPath, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestStatusWatch runs status --watch --json --changes 3 and moves the
+// queue under it, one step per line it prints: the lock free, then held,
+// then held with a waiter, then handed to the waiter. Each line is read
+// before the next step, so the test waits on the command's own output,
+// driven by the store's notifications.
+func TestStatusWatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		ctx := testCtx(t)
+		const name = "watched/lock"
+		cmd := exec.CommandContext(ctx, binary(t), b.args("status", "--watch", "--json", "--changes", "3", name)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(out)
+		next := func(what string) lockStatus {
+			t.Helper()
+			if !lines.Scan() {
+				t.Fatalf("%s: no line (stderr %q, err %v)", what, stderr.String(), lines.Err())
+			}
+			var st lockStatus
+			if err := json.Unmarshal(lines.Bytes(), &st); err != nil {
+				t.Fatalf("%s: %q: %v", what, lines.Text(), err)
+			}
+			return st
+		}
+		if st := next("first snapshot"); !st.Free {
+			t.Fatalf("first snapshot: %+v, want free", st)
+		}
+		first, err := b.mutex(t, name, "first").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := next("after Lock"); st.Holders != 1 || st.Waiters != 0 || st.Entries[0].Seq != first.Token().Seq {
+			t.Fatalf("after Lock: %+v, want held by token %d", st, first.Token().Seq)
+		}
+		waiting := make(chan *distlock.Lease, 1)
+		go func() {
+			l, err := b.mutex(t, name, "second").Lock(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			waiting <- l
+		}()
+		if st := next("after a waiter joined"); st.Holders != 1 || st.Waiters != 1 || st.Entries[1].Holder != "second" {
+			t.Fatalf("after a waiter joined: %+v", st)
+		}
+		if err := first.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		second := <-waiting
+		if second == nil {
+			t.FailNow()
+		}
+		defer second.Unlock(context.Background())
+		if st := next("after the handoff"); st.Holders != 1 || st.Waiters != 0 || st.Entries[0].Seq != second.Token().Seq {
+			t.Fatalf("after the handoff: %+v, want held by token %d", st, second.Token().Seq)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("status --watch --changes 3 did not exit cleanly after 3 changes: %v (stderr %q)", err, stderr.String())
+		}
+	})
+}
+
+// TestStatusWatchText: off a terminal, --watch prints each table after a
+// "--- TIME" line.
+func TestStatusWatchText(t *testing.T) {
+	b := etcdBackend(t)
+	ctx := testCtx(t)
+	const name = "watched/text"
+	cmd := exec.CommandContext(ctx, binary(t), b.args("status", "--watch", "--changes", "1", name)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	var got []string
+	for lines.Scan() {
+		got = append(got, lines.Text())
+		if strings.HasPrefix(lines.Text(), "lock "+name+": free") {
+			break
+		}
+	}
+	l, err := b.mutex(t, name, "texter").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	for lines.Scan() {
+		got = append(got, lines.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(got, "\n")
+	if n := strings.Count(text, "\n--- ") + btoi(strings.HasPrefix(text, "--- ")); n != 2 || !strings.Contains(text, "lock "+name+": held (1 holder, 0 waiting)") || !strings.Contains(text, "texter") {
+		t.Errorf("status --watch (text) printed:\n%s\nwant two tables, free then held by texter", text)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -267,6 +267,15 @@ func (c *Client) Inspect(ctx context.Context, name string) ([]distlock.QueueEntr
 	return zklock.Inspect(ctx, c.zk, c.prefix, name)
 }
 
+// WatchQueue calls f with lock name's queue now and after every change
+// (see etcdlock.WatchQueue and zklock.WatchQueue).
+func (c *Client) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
+	if c.etcd != nil {
+		return etcdlock.WatchQueue(ctx, c.etcd, c.prefix, name, f)
+	}
+	return zklock.WatchQueue(ctx, c.zk, c.prefix, name, f)
+}
+
 // AuthHint explains a ZooKeeper NoAuth (nothing for other errors): the
 // lock's znodes carry an ACL the client's ZKAuth credentials do not match.
 func (c *Client) AuthHint(err error) string {

@@ -2,6 +2,7 @@ package etcdq
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/distlock/distlock"
@@ -40,4 +41,57 @@ func Inspect(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]
 		out[i].Holding = h
 	}
 	return out, nil
+}
+
+// WatchQueue calls f with lock name's queue (as Inspect reads it) now and
+// after every change of it, until ctx ends, f fails or the watch does.
+// The watch is in place before each read, so no change is missed; changes
+// that come while f runs are read once, together.
+func WatchQueue(ctx context.Context, cli *clientv3.Client, prefix, name string, f func([]distlock.QueueEntry) error) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := cli.Watch(wctx, QueueDir(prefix, name), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	next := func() error {
+		select {
+		case resp, ok := <-wch:
+			switch {
+			case !ok:
+				if ctx.Err() != nil {
+					return context.Cause(ctx)
+				}
+				return errors.New("watch closed (client closed?)")
+			case resp.Err() != nil:
+				return resp.Err()
+			}
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	if err := next(); err != nil { // the watch's creation
+		return err
+	}
+	for {
+		q, err := Inspect(ctx, cli, prefix, name)
+		if err != nil {
+			return err
+		}
+		if err := f(q); err != nil {
+			return err
+		}
+		if err := next(); err != nil {
+			return err
+		}
+		// Take the rest of a burst with it.
+		for drained := false; !drained; {
+			select {
+			case resp, ok := <-wch:
+				if !ok || resp.Err() != nil {
+					drained = true
+				}
+			default:
+				drained = true
+			}
+		}
+	}
 }

@@ -85,3 +85,38 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 	}
 	return out, nil
 }
+
+// WatchQueue calls f with lock name's queue (as Inspect reads it) now and
+// after every change of its entries, until ctx ends, f fails or the
+// connection does. A child watch on the lock's directory (an exists watch
+// while there is none) is set before each read, so no change is missed.
+func WatchQueue(ctx context.Context, conn *zk.Conn, prefix, name string, f func([]distlock.QueueEntry) error) error {
+	dir := prefix + "/" + name
+	for {
+		ch, err := retry(ctx, func() (<-chan zk.Event, error) {
+			_, _, ch, err := conn.ChildrenW(dir)
+			if errors.Is(err, zk.ErrNoNode) {
+				_, _, ch, err = conn.ExistsW(dir)
+			}
+			return ch, err
+		})
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", dir, err)
+		}
+		q, err := Inspect(ctx, conn, prefix, name)
+		if err != nil {
+			return err
+		}
+		if err := f(q); err != nil {
+			return err
+		}
+		select {
+		case ev := <-ch:
+			if ev.Type == zk.EventNotWatching {
+				return fmt.Errorf("watch %s: %w", dir, ev.Err)
+			}
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
