@@ -25,7 +25,7 @@ func init() {
 
 const statusUsage = `Usage:
   distlock status [--etcd ENDPOINTS | --zk SERVERS] [--prefix P] [--json]
-                  [--watch [--changes N]] NAME
+                  [--fence KEY] [--watch [--changes N]] NAME
 
 Shows the queue of the lock NAME without joining it: the holder first, then
 the waiters in the order they will get the lock. For each entry: its
@@ -38,6 +38,16 @@ nobody holds prints "lock NAME: free (no holder, no waiters)".
 
 The read is one consistent snapshot (etcd: one range read; ZooKeeper: a
 sync, the listing, then each entry; entries gone meanwhile are left out).
+
+With --fence KEY (an etcd key, or a znode path on ZooKeeper: where an
+etcdfence or zkfence of this lock keeps its newest token) it also shows
+the newest token the fence has admitted beside the holder's: "current"
+when they are the same acquisition (the holder's writes reach the
+resource), "behind" when the fence's is older (the holder has written
+nothing through the fence yet, or writes without it), "ahead" when it is
+newer than the holder's (a token from outside this queue: a restored or
+rebuilt cluster?), "none" when the fence has admitted nothing, and "free"
+when nobody holds the lock.
 
 With --watch the command stays and shows the queue again after every
 change of it (an entry joined, left, or became the holder). It is driven
@@ -70,6 +80,11 @@ JSON output (--json), one object; fields are never removed or renamed:
     "free":    false,               true when entries is empty
     "holders": 1,                   entries with role "holder"
     "waiters": 2,                   entries with role "waiting"
+    "fence": {                      only with --fence
+      "key":    "/fences/backup",   the fence's key or path
+      "newest": "backup@1042.694d9b1c2a3f4e01",  the newest token admitted, "" if none
+      "state":  "current"           current, behind, ahead, none or free (see above)
+    },
     "entries": [                    holder(s) first, then waiters in queue order; [] when free
       {
         "position":    1,           1-based place in the queue
@@ -101,10 +116,12 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 		asJSON  bool
 		watch   bool
 		changes int
+		fence   string
 	)
 	conn.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object (schema above) instead of the table")
 	fs.BoolVar(&watch, "watch", false, "stay, and show the queue again after every change")
+	fs.StringVar(&fence, "fence", "", "also show the newest token admitted by the fence at this etcd key or znode path")
 	fs.IntVar(&changes, "changes", 0, "with --watch: exit after showing this many changes (0: until interrupted)")
 	parse := func(args []string) error {
 		if err := fs.Parse(args); err != nil {
@@ -149,7 +166,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 		return usageErr("status: --changes wants --watch and a count of 1 or more")
 	}
 	if watch {
-		return watchStatus(&conn, name, asJSON, changes, stdout)
+		return watchStatus(&conn, name, fence, asJSON, changes, stdout)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*conn.timeout)
@@ -166,6 +183,11 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 		return exit(exitUnreachable, fmt.Errorf("status of lock %q: %w%s", name, err, b.AuthHint(err)))
 	}
 	st := newStatus(name, b.Kind(), q, time.Now())
+	if fence != "" {
+		if err := st.readFence(qctx, b, fence); err != nil {
+			return exit(exitUnreachable, fmt.Errorf("status of lock %q: fence %s: %w%s", name, fence, err, b.AuthHint(err)))
+		}
+	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -183,7 +205,74 @@ type lockStatus struct {
 	Free    bool          `json:"free"`
 	Holders int           `json:"holders"`
 	Waiters int           `json:"waiters"`
+	Fence   *fenceStatus  `json:"fence,omitempty"`
 	Entries []statusEntry `json:"entries"`
+}
+
+// fenceStatus is the fence audit of status --fence.
+type fenceStatus struct {
+	Key    string `json:"key"`
+	Newest string `json:"newest"`
+	State  string `json:"state"`
+
+	newest, holder distlock.Token
+}
+
+// readFence reads the fence at key and compares its newest token with the
+// holder's.
+func (st *lockStatus) readFence(ctx context.Context, b *backend.Client, key string) error {
+	newest, err := b.FenceNewest(ctx, key, st.Lock)
+	if err != nil {
+		return err
+	}
+	fs := &fenceStatus{Key: key, newest: newest}
+	if !newest.IsZero() {
+		fs.Newest = newest.String()
+	}
+	var holder distlock.Token
+	for _, e := range st.Entries {
+		if e.Role == "holder" {
+			holder, _ = distlock.ParseToken(e.Token)
+			break
+		}
+	}
+	fs.holder = holder
+	switch {
+	case holder.IsZero():
+		fs.State = "free"
+	case newest.IsZero():
+		fs.State = "none"
+	case newest.Seq == holder.Seq && newest.Owner == holder.Owner:
+		fs.State = "current"
+	case newest.Seq < holder.Seq:
+		fs.State = "behind"
+	default:
+		fs.State = "ahead"
+	}
+	st.Fence = fs
+	return nil
+}
+
+// writeText says what the fence audit found, in one line.
+func (fs *fenceStatus) writeText(w io.Writer) {
+	newest := "has admitted no token yet"
+	if !fs.newest.IsZero() {
+		newest = "newest admitted token " + fs.Newest
+	}
+	var what string
+	switch fs.State {
+	case "free":
+		what = "nobody holds the lock"
+	case "none":
+		what = fmt.Sprintf("the holder (token %d) has written nothing through it yet", fs.holder.Seq)
+	case "current":
+		what = "the current holder's: its writes reach the resource"
+	case "behind":
+		what = fmt.Sprintf("older than the holder's %d: the holder has written nothing through the fence yet, or writes without it", fs.holder.Seq)
+	case "ahead":
+		what = fmt.Sprintf("NEWER than the holder's %d: a token from outside this queue (a restored or rebuilt cluster?)", fs.holder.Seq)
+	}
+	fmt.Fprintf(w, "fence %s: %s; %s\n", fs.Key, newest, what)
 }
 
 type statusEntry struct {
@@ -259,6 +348,9 @@ func sinceIn(holder string) time.Time {
 }
 
 func (st *lockStatus) writeText(w io.Writer) {
+	if st.Fence != nil {
+		defer st.Fence.writeText(w)
+	}
 	if st.Free {
 		fmt.Fprintf(w, "lock %s: free (no holder, no waiters)\n", st.Lock)
 		return
@@ -296,7 +388,7 @@ var errEnough = errors.New("enough changes shown")
 
 // watchStatus is status --watch: the queue now, then after every change,
 // until interrupted or changes have been shown (0: no limit).
-func watchStatus(conn *connFlags, name string, asJSON bool, changes int, stdout io.Writer) error {
+func watchStatus(conn *connFlags, name, fence string, asJSON bool, changes int, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	octx, ocancel := context.WithTimeout(ctx, 2*conn.timeout)
@@ -311,9 +403,11 @@ func watchStatus(conn *connFlags, name string, asJSON bool, changes int, stdout 
 	var (
 		mu     sync.Mutex
 		last   []distlock.QueueEntry
-		shown  = -1 // changes shown; the first snapshot is not one
+		audit  *fenceStatus // the fence as read at the last change
+		shown  = -1         // changes shown; the first snapshot is not one
 		redraw = func(q []distlock.QueueEntry) {
 			st := newStatus(name, b.Kind(), q, time.Now())
+			st.Fence = audit
 			switch {
 			case asJSON:
 				json.NewEncoder(stdout).Encode(st) // one line per snapshot
@@ -354,6 +448,13 @@ func watchStatus(conn *connFlags, name string, asJSON bool, changes int, stdout 
 			return nil // a notification that changed nothing shown (a directory made or removed)
 		}
 		last = q
+		if fence != "" {
+			st := newStatus(name, b.Kind(), q, time.Now())
+			if err := st.readFence(ctx, b, fence); err != nil {
+				return fmt.Errorf("fence %s: %w", fence, err)
+			}
+			audit = st.Fence
+		}
 		redraw(q)
 		shown++
 		if changes > 0 && shown >= changes {

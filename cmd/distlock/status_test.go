@@ -17,6 +17,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/fencing/etcdfence"
+	"github.com/distlock/distlock/fencing/zkfence"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -492,4 +494,69 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestStatusFence: --fence shows the fence's newest token beside the
+// holder's, and says whether the holder's writes reach the resource.
+func TestStatusFence(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		ctx := testCtx(t)
+		const name = "fenced/audit"
+		var key string
+		var admit func(distlock.Token) error
+		if b.name == "etcd" {
+			key = b.prefix + "fences/audit"
+			f, err := etcdfence.New(b.etcd, key, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			admit = func(tok distlock.Token) error { return f.Admit(ctx, tok) }
+		} else {
+			key = b.prefix + "-fences/audit"
+			f, err := zkfence.New(b.zk, key, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			admit = func(tok distlock.Token) error { return f.Admit(ctx, tok) }
+		}
+		state := func(what string) lockStatus {
+			t.Helper()
+			st := parseStatus(t, cli(ctx, t, nil, b.args("status", "--json", "--fence", key, name)...))
+			if st.Fence == nil || st.Fence.Key != key {
+				t.Fatalf("%s: no fence audit in %+v", what, st)
+			}
+			return st
+		}
+		if st := state("free"); st.Fence.State != "free" || st.Fence.Newest != "" {
+			t.Errorf("free lock: fence %+v, want free and nothing admitted", st.Fence)
+		}
+		first, err := b.mutex(t, name, "first").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := state("held, nothing admitted"); st.Fence.State != "none" {
+			t.Errorf("held, nothing admitted: fence %+v, want none", st.Fence)
+		}
+		if err := admit(first.Token()); err != nil {
+			t.Fatal(err)
+		}
+		if st := state("held, admitted"); st.Fence.State != "current" || st.Fence.Newest != first.Token().String() {
+			t.Errorf("held, its token admitted: fence %+v, want current with %v", st.Fence, first.Token())
+		}
+		if err := first.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		second, err := b.mutex(t, name, "second").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer second.Unlock(context.Background())
+		if st := state("new holder"); st.Fence.State != "behind" || st.Fence.Newest != first.Token().String() {
+			t.Errorf("a new holder that has not written: fence %+v, want behind, still %v", st.Fence, first.Token())
+		}
+		r := cli(ctx, t, nil, b.args("status", "--fence", key, name)...)
+		if !strings.Contains(r.stdout, "fence "+key+": newest admitted token "+first.Token().String()+"; older than the holder's") {
+			t.Errorf("text output:\n%s", r.stdout)
+		}
+	})
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/fencing/etcdfence"
+	"github.com/distlock/distlock/fencing/zkfence"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -274,6 +276,23 @@ func (c *Client) WatchQueue(ctx context.Context, name string, f func([]distlock.
 		return etcdlock.WatchQueue(ctx, c.etcd, c.prefix, name, f)
 	}
 	return zklock.WatchQueue(ctx, c.zk, c.prefix, name, f)
+}
+
+// FenceNewest returns the newest token the fence stored at key (an etcd
+// key, a znode path) has admitted for lock, or the zero Token if none.
+func (c *Client) FenceNewest(ctx context.Context, key, lock string) (distlock.Token, error) {
+	if c.etcd != nil {
+		f, err := etcdfence.New(c.etcd, key, lock)
+		if err != nil {
+			return distlock.Token{}, err
+		}
+		return f.Newest(ctx)
+	}
+	f, err := zkfence.New(c.zk, key, lock)
+	if err != nil {
+		return distlock.Token{}, err
+	}
+	return f.Newest(ctx)
 }
 
 // AuthHint explains a ZooKeeper NoAuth (nothing for other errors): the
