@@ -169,7 +169,9 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 		if c.wait > 0 {
 			lctx, cancel = context.WithTimeoutCause(wctx, c.wait, errWaitElapsed)
 		}
+		endProgress := showProgress(b, c.name, holder, stderr)
 		lease, err = m.Lock(lctx)
+		endProgress()
 		elapsed = c.wait > 0 && errors.Is(context.Cause(lctx), errWaitElapsed)
 		cancel()
 	}
