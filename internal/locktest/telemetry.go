@@ -37,6 +37,7 @@ var telemetryCases = []struct {
 	{"TelemetryTryLockAndCancel", telemetryTryAndCancel},
 	{"TelemetryLost", telemetryLost},
 	{"TelemetryElection", telemetryElection},
+	{"TelemetryReadWrite", telemetryReadWrite},
 }
 
 // telemetry is one test's SDK: a manual metric reader and a span recorder.
@@ -333,5 +334,45 @@ func telemetryElection(t *testing.T, b Backend) {
 	}
 	if n := len(tel.ended("distlock.Resign")); n != 2 {
 		t.Errorf("%d distlock.Resign spans, want 2", n)
+	}
+}
+
+// telemetryReadWrite: a readers-writer lock's readers and writers are
+// told apart by distlock.kind (read, write), and its spans are RLock and
+// Lock.
+func telemetryReadWrite(t *testing.T, b Backend) {
+	tel := newTelemetry(nil)
+	const name = "tel-rw"
+	s1, s2 := b.ObservedSession(t, tel.obs), b.ObservedSession(t, tel.obs)
+	r1, r2 := rwmutex(t, s1, name), rwmutex(t, s2, name)
+	read := attribute.String("distlock.kind", "read")
+	write := attribute.String("distlock.kind", "write")
+	ra, err := r1.RLock(Ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := r2.RLock(Ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tel.expect(t, "distlock.lock.held", 2, read)
+	writer := LockAsync(Ctx(t), r1)
+	b.WaitEntries(t, name, 3)
+	tel.expect(t, "distlock.lock.waiting", 1, write)
+	MustUnlock(t, ra)
+	MustUnlock(t, rb)
+	w := <-writer
+	if w.Err != nil {
+		t.Fatal(w.Err)
+	}
+	tel.expect(t, "distlock.lock.held", 0, read)
+	tel.expect(t, "distlock.lock.held", 1, write)
+	tel.expect(t, "distlock.lock.wait.duration", 1, write, outcomeIs("acquired"))
+	MustUnlock(t, w.Lease)
+	if n := len(tel.ended("distlock.RLock")); n != 2 {
+		t.Errorf("%d distlock.RLock spans, want 2", n)
+	}
+	if n := len(tel.ended("distlock.Lock")); n != 1 {
+		t.Errorf("%d distlock.Lock spans, want 1", n)
 	}
 }
