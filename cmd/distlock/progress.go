@@ -42,18 +42,11 @@ func showProgress(b *backend.Client, name, holder string, stderr io.Writer) (sto
 		})
 	})
 	wg.Go(func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				mu.Lock()
-				draw()
-				mu.Unlock()
-			}
-		}
+		everySecond(ctx, func() {
+			mu.Lock()
+			draw()
+			mu.Unlock()
+		})
 	})
 	return func() {
 		cancel()
@@ -95,4 +88,19 @@ func progressLine(name, holder string, q []distlock.QueueEntry, start, now time.
 		break
 	}
 	return fmt.Sprintf("%s; waited %v", line, waited)
+}
+
+// everySecond calls f every second until ctx ends: the redraws of a live
+// display, whose times move on between the store's changes.
+func everySecond(ctx context.Context, f func()) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
 }

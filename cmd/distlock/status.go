@@ -424,22 +424,13 @@ func watchStatus(conn *connFlags, name, fence string, asJSON bool, changes int, 
 	if tty && !asJSON {
 		// Ages move on between changes: redraw them from the last
 		// snapshot every second (the store is not read again).
-		go func() {
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					mu.Lock()
-					if last != nil || shown >= 0 {
-						redraw(last)
-					}
-					mu.Unlock()
-				}
+		go everySecond(ctx, func() {
+			mu.Lock()
+			if shown >= 0 {
+				redraw(last)
 			}
-		}()
+			mu.Unlock()
+		})
 	}
 	err = b.WatchQueue(ctx, name, func(q []distlock.QueueEntry) error {
 		mu.Lock()

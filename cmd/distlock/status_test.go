@@ -560,3 +560,43 @@ func TestStatusFence(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusWatchTerminal: on a terminal, --watch clears the screen and
+// draws the table with a footer, and redraws it on a change.
+func TestStatusWatchTerminal(t *testing.T) {
+	b := etcdBackend(t)
+	ctx := testCtx(t)
+	const name = "watched/tty"
+	master, slave := openPTY(t)
+	cmd := exec.CommandContext(ctx, binary(t), b.args("status", "--watch", "--changes", "1", name)...)
+	cmd.Stdout = slave
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	r := bufio.NewReader(master)
+	var seen strings.Builder
+	readUntil := func(s string) {
+		t.Helper()
+		for !strings.Contains(seen.String(), s) {
+			line, err := r.ReadString('\n')
+			seen.WriteString(line)
+			if err != nil {
+				t.Fatalf("the terminal never showed %q: %q (%v)", s, seen.String(), err)
+			}
+		}
+	}
+	readUntil("watching lock " + name + " on etcd")
+	if !strings.Contains(seen.String(), "\x1b[H\x1b[2J") || !strings.Contains(seen.String(), "lock "+name+": free") {
+		t.Fatalf("first screen: %q", seen.String())
+	}
+	l, err := b.mutex(t, name, "tty holder").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	readUntil("tty holder")
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
