@@ -164,6 +164,12 @@ func (t *telemetry) forLock(name, what string) *lockTel {
 		add(Shared, "read")
 	case "election":
 		add(Candidate, "election")
+	default:
+		// A recipe not named above (the counted semaphore to come) is
+		// its own kind, whatever its entries are.
+		for _, k := range []Kind{Exclusive, Shared, Candidate, Counted} {
+			add(k, what)
+		}
 	}
 	return lt
 }
