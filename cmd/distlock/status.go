@@ -184,7 +184,9 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	st := newStatus(name, b.Kind(), q, time.Now())
 	if fence != "" {
-		if err := st.readFence(qctx, b, fence); err != nil {
+		if err := st.readFence(qctx, b, fence); errors.Is(err, backend.ErrFenceKey) {
+			return usageErr("status: --fence %q: %v", fence, err)
+		} else if err != nil {
 			return exit(exitUnreachable, fmt.Errorf("status of lock %q: fence %s: %w%s", name, fence, err, b.AuthHint(err)))
 		}
 	}
@@ -456,6 +458,8 @@ func watchStatus(conn *connFlags, name, fence string, asJSON bool, changes int, 
 	switch {
 	case errors.Is(err, errEnough), ctx.Err() != nil:
 		return nil
+	case errors.Is(err, backend.ErrFenceKey):
+		return usageErr("status: --fence %q: %v", fence, err)
 	case err != nil:
 		return exit(exitUnreachable, fmt.Errorf("status --watch of lock %q: %w%s", name, err, b.AuthHint(err)))
 	}

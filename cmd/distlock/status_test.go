@@ -600,3 +600,16 @@ func TestStatusWatchTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStatusFenceBadKey: a --fence that is no fence's key is a usage
+// error, with and without --watch.
+func TestStatusFenceBadKey(t *testing.T) {
+	b := zkBackend(t)
+	ctx := testCtx(t)
+	for _, args := range [][]string{{"--fence", "not/absolute"}, {"--watch", "--fence", "not/absolute"}} {
+		r := cli(ctx, t, nil, b.args("status", append(args, "some/lock")...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--fence") {
+			t.Errorf("status %v: exit %d, stderr %q; want a usage error naming --fence", args, r.code, r.stderr)
+		}
+	}
+}

@@ -278,19 +278,23 @@ func (c *Client) WatchQueue(ctx context.Context, name string, f func([]distlock.
 	return zklock.WatchQueue(ctx, c.zk, c.prefix, name, f)
 }
 
+// ErrFenceKey is wrapped by FenceNewest's error for a key that is no
+// fence's (an empty key, a znode path that is not absolute, ...).
+var ErrFenceKey = errors.New("not a fence key")
+
 // FenceNewest returns the newest token the fence stored at key (an etcd
 // key, a znode path) has admitted for lock, or the zero Token if none.
 func (c *Client) FenceNewest(ctx context.Context, key, lock string) (distlock.Token, error) {
 	if c.etcd != nil {
 		f, err := etcdfence.New(c.etcd, key, lock)
 		if err != nil {
-			return distlock.Token{}, err
+			return distlock.Token{}, fmt.Errorf("%w: %w", ErrFenceKey, err)
 		}
 		return f.Newest(ctx)
 	}
 	f, err := zkfence.New(c.zk, key, lock)
 	if err != nil {
-		return distlock.Token{}, err
+		return distlock.Token{}, fmt.Errorf("%w: %w", ErrFenceKey, err)
 	}
 	return f.Newest(ctx)
 }
