@@ -203,7 +203,6 @@ func telemetryHandoff(t *testing.T, b Backend) {
 		t.Fatalf("%d distlock.Lock spans, want 2", len(locks))
 	}
 	tokens := map[int64]bool{first.Token().Seq: true, r.Lease.Token().Seq: true}
-	waitedOn := 0
 	for _, s := range locks {
 		tok, _ := spanAttr(s, "distlock.token")
 		if !tokens[tok.AsInt64()] {
@@ -218,16 +217,15 @@ func telemetryHandoff(t *testing.T, b Backend) {
 		w, _ := spanAttr(s, "distlock.queue.waited_on")
 		ahead, _ := spanAttr(s, "distlock.queue.ahead")
 		if tok.AsInt64() == r.Lease.Token().Seq {
-			waitedOn = int(w.AsInt64())
-			if ahead.AsInt64() != 1 {
-				t.Errorf("the waiter's span: %d entries ahead at enqueue, want 1", ahead.AsInt64())
+			// The waiter saw the holder ahead and waited on it — unless
+			// (ZooKeeper: create, then list) the holder's release came
+			// between its create and its listing, and it found nobody.
+			if ahead.AsInt64() != w.AsInt64() || ahead.AsInt64() > 1 {
+				t.Errorf("the waiter's span: %d entries ahead at enqueue, waited on %d; want 1 and 1", ahead.AsInt64(), w.AsInt64())
 			}
 		} else if w.AsInt64() != 0 || ahead.AsInt64() != 0 {
 			t.Errorf("the first holder's span: waited on %d, %d ahead; want 0 and 0", w.AsInt64(), ahead.AsInt64())
 		}
-	}
-	if waitedOn != 1 {
-		t.Errorf("the waiter's span: waited on %d entries, want 1", waitedOn)
 	}
 	if n := len(tel.ended("distlock.Unlock")); n != 2 {
 		t.Errorf("%d distlock.Unlock spans, want 2", n)
@@ -323,7 +321,20 @@ func telemetryElection(t *testing.T, b Backend) {
 	// One process per election in real use; here both candidates share
 	// the providers, so the last write (the new leader's 1) stands.
 	tel.expect(t, "distlock.election.leader", 1, kindElection)
-	tel.expect(t, "distlock.election.failovers", 1, kindElection)
+	// A failover is a campaign that won after waiting on another
+	// candidate. The second one nearly always did; it did not when the
+	// first resigned between its create and its read of the queue (then
+	// it found nobody ahead): its span tells which.
+	waited := 0.0
+	for _, s := range tel.ended("distlock.Campaign") {
+		if w, _ := spanAttr(s, "distlock.queue.waited_on"); w.AsInt64() > 0 {
+			waited++
+		}
+	}
+	if waited > 1 {
+		t.Errorf("%v campaigns waited, want at most the second", waited)
+	}
+	tel.expect(t, "distlock.election.failovers", waited, kindElection)
 	if err := c.Leadership.Resign(Ctx(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -213,22 +214,25 @@ func (e *Engine) waitAny(ctx context.Context, n *Node, w []Entry) (Entry, error)
 func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 	t := distlock.Token{Name: n.Name, Seq: n.Token, Owner: e.d.Owner()}
 	start := time.Now()
-	// The hold's end is measured when its entry's life ends, which a
-	// release ends first: Unlock waits for that, so that what the metrics
-	// say (held, hold.duration) is true once Unlock returns.
-	measured := make(chan struct{})
+	// The hold's end is measured once: by Unlock before it deletes the
+	// entry (so that the metrics are true once Unlock returns, and a
+	// successor's hold, which the delete starts, is counted after this
+	// one's end), or when the entry's life ends otherwise (a loss).
+	var once sync.Once
+	end := func(cause error) { once.Do(func() { lt.ended(n.Kind, start, n.Token, cause) }) }
 	release := func(ctx context.Context) error {
 		ctx, span := lt.release(ctx, distlock.OpUnlock, n.Kind, n.Token)
 		defer span.End()
+		cause := error(distlock.ErrReleased)
+		if n.alive.Err() != nil {
+			cause = context.Cause(n.alive) // lost before the Unlock
+		}
+		end(cause)
 		err := e.release(ctx, n)
-		<-measured // release ended n's life, so this does not wait long
 		endSpan(span, err)
 		return err
 	}
-	return holdWhile(t, n.alive, release, func(cause error) {
-		lt.ended(n.Kind, start, n.Token, cause)
-		close(measured)
-	}, func(cause error) {
+	return holdWhile(t, n.alive, release, end, func(cause error) {
 		e.d.Log().Info(e.d.Shared().pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
 	})
 }
