@@ -42,7 +42,7 @@ func (s *semLocker) lease() *distlock.Lease {
 		s.releaseErr0 = append(s.releaseErr0, ctx.Err())
 		<-s.sem
 		return s.releaseErr
-	})
+	}, nil)
 	s.lose = lose
 	return l
 }

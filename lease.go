@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/distlock/distlock/internal/leasehook"
 )
@@ -31,23 +32,25 @@ type Locker interface {
 //
 // A Lease is safe for concurrent use.
 type Lease struct {
-	token   Token
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	release func(context.Context) error
+	token    Token
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	release  func(context.Context) error
+	deadline func() time.Time
 
 	mu       sync.Mutex
 	released bool
 }
 
 // newLease returns a held Lease for token t, whose Unlock calls release
-// (once), and the function the engine calls when it learns the lock is
-// lost: lose(reason) ends the Lease with a LockError whose Err is reason
-// (the engine makes reason match ErrLost); calls after the first, or after
-// Unlock, do nothing. It reaches the engine through internal/leasehook.
-func newLease(t Token, release func(ctx context.Context) error) (l *Lease, lose func(reason error)) {
+// (once) and whose Deadline is deadline's, and the function the engine
+// calls when it learns the lock is lost: lose(reason) ends the Lease with
+// a LockError whose Err is reason (the engine makes reason match
+// ErrLost); calls after the first, or after Unlock, do nothing. It reaches
+// the engine through internal/leasehook.
+func newLease(t Token, release func(ctx context.Context) error, deadline func() time.Time) (l *Lease, lose func(reason error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	l = &Lease{token: t, ctx: ctx, cancel: cancel, release: release}
+	l = &Lease{token: t, ctx: ctx, cancel: cancel, release: release, deadline: deadline}
 	return l, func(reason error) {
 		cancel(&LockError{Name: t.Name, Op: OpHold, Err: reason})
 	}
@@ -62,6 +65,25 @@ func (l *Lease) Token() Token { return l.token }
 
 // Done returns a channel closed when the lock is lost or released.
 func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Deadline returns the time until which the lock is surely still this
+// acquisition's: its session's conservative client-side deadline, which
+// every confirmed keepalive moves on (see the backends' Session docs for
+// how it is computed). If no keepalive is confirmed before it, the session
+// ends there and Done closes (within a timer's scheduling delay). Use it
+// not to start a step that cannot finish before the deadline: a holder
+// that still works past it may be working alongside a successor, and only
+// a fence stops that. Once Done is closed, Deadline is the zero Time.
+func (l *Lease) Deadline() time.Time {
+	if l.ctx.Err() != nil || l.deadline == nil {
+		return time.Time{}
+	}
+	d := l.deadline()
+	if l.ctx.Err() != nil {
+		return time.Time{}
+	}
+	return d
+}
 
 // Err returns nil while the lock is held. After Done is closed it returns
 // why: an error wrapping ErrLost (and the reason, e.g. ErrSessionExpired) or

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
@@ -34,8 +35,11 @@ func (b *etcdBackend) Session(t *testing.T) locktest.Session {
 func (b *etcdBackend) ObservedSession(t *testing.T, o locktest.Observed) locktest.Session {
 	cli := newClient(t, b.clus, b.n%3)
 	b.n++
-	s := newSession(t, cli, etcdlock.WithMeterProvider(o.MeterProvider), etcdlock.WithTracerProvider(o.TracerProvider), etcdlock.WithNameNormalizer(o.NameNormalizer))
-	return &etcdSession{s: s, admin: b.clus.Client(0)}
+	opts := []etcdlock.Option{etcdlock.WithMeterProvider(o.MeterProvider), etcdlock.WithTracerProvider(o.TracerProvider), etcdlock.WithNameNormalizer(o.NameNormalizer)}
+	if o.Short {
+		opts = append(opts, etcdlock.WithTTL(3*time.Second))
+	}
+	return &etcdSession{s: newSession(t, cli, opts...), admin: b.clus.Client(0)}
 }
 
 func (b *etcdBackend) Entries(t *testing.T, name string) []string {
@@ -87,6 +91,9 @@ func (s *etcdSession) End(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Cut closes the session's own client (made for it alone by Session).
+func (s *etcdSession) Cut(t *testing.T) { s.s.Client().Close() }
 
 func (s *etcdSession) Close(t *testing.T) {
 	if err := s.s.Close(testCtx(t)); err != nil {

@@ -223,7 +223,17 @@ func (b *zkBackend) Session(t *testing.T) locktest.Session {
 }
 
 func (b *zkBackend) ObservedSession(t *testing.T, o locktest.Observed) locktest.Session {
-	conn, events := connect(t, b.ens, b.n%3)
+	var conn *zk.Conn
+	var events <-chan zk.Event
+	if o.Short {
+		var err error
+		if conn, events, err = b.ens.ConnectTimeout(testCtx(t), 3*time.Second, b.n%3); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(conn.Close)
+	} else {
+		conn, events = connect(t, b.ens, b.n%3)
+	}
 	drain(events)
 	b.n++
 	s := newSession(t, conn, zklock.WithPrefix(b.prefix), zklock.WithMeterProvider(o.MeterProvider), zklock.WithTracerProvider(o.TracerProvider), zklock.WithNameNormalizer(o.NameNormalizer))
@@ -252,6 +262,9 @@ func (s *zkSession) End(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Cut closes the session's connection.
+func (s *zkSession) Cut(t *testing.T) { s.conn.Close() }
 
 func (s *zkSession) Close(t *testing.T) {
 	if err := s.s.Close(testCtx(t)); err != nil {

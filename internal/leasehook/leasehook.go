@@ -7,5 +7,5 @@
 package leasehook
 
 // NewLease is distlock's newLease, of type
-// func(distlock.Token, func(context.Context) error) (*distlock.Lease, func(error)).
+// func(distlock.Token, func(context.Context) error, func() time.Time) (*distlock.Lease, func(error)).
 var NewLease any

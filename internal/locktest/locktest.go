@@ -53,6 +53,10 @@ type Session interface {
 	End(t *testing.T)
 	// Close closes the session as its owner would.
 	Close(t *testing.T)
+	// Cut closes the session's client (etcd) or connection (ZooKeeper)
+	// under it, as a client that loses every server at once: nothing
+	// confirms the session any more.
+	Cut(t *testing.T)
 }
 
 // Run runs every case of the contract, each on a new Backend.
@@ -73,6 +77,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"Do", do},
 		{"InvalidNames", invalidNames},
 		{"TokensNameTheirOwner", tokensNameTheirOwner},
+		{"LeaseDeadline", leaseDeadline},
 	}
 	cases = append(cases, rwCases...)
 	cases = append(cases, electionCases...)

@@ -24,6 +24,10 @@ type Observed struct {
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
 	NameNormalizer func(string) string
+	// Short asks for a session that lives only seconds without keepalives
+	// (a TTL or session timeout of about 3 s), for cases that wait for
+	// keepalives and deadlines.
+	Short bool
 }
 
 // telemetryCases are the contract's metrics and traces: the same

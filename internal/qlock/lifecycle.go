@@ -56,7 +56,7 @@ type Engine struct {
 func New(d Driver) *Engine { return &Engine{d: d} }
 
 // newLease is distlock's unexported Lease constructor (see leasehook).
-var newLease = leasehook.NewLease.(func(distlock.Token, func(context.Context) error) (*distlock.Lease, func(error)))
+var newLease = leasehook.NewLease.(func(distlock.Token, func(context.Context) error, func() time.Time) (*distlock.Lease, func(error)))
 
 // Lost returns an error that matches both distlock.ErrLost and reason with
 // errors.Is, for reporting why a held lock was lost; Lost(nil) is ErrLost
@@ -232,7 +232,7 @@ func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 		endSpan(span, err)
 		return err
 	}
-	return holdWhile(t, n.alive, release, end, func(cause error) {
+	return holdWhile(t, n.alive, release, e.d.Shared().Deadline, end, func(cause error) {
 		e.d.Log().Info(e.d.Shared().pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
 	})
 }
@@ -242,8 +242,8 @@ func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 // cancels it with before deleting the entry. ended, if not nil, is told
 // the cause of every end, release included (for metrics); lost, if not
 // nil, is told the cause of a loss first (for logging).
-func holdWhile(t distlock.Token, alive context.Context, release func(ctx context.Context) error, ended, lost func(cause error)) *distlock.Lease {
-	l, lose := newLease(t, release)
+func holdWhile(t distlock.Token, alive context.Context, release func(ctx context.Context) error, deadline func() time.Time, ended, lost func(cause error)) *distlock.Lease {
+	l, lose := newLease(t, release, deadline)
 	context.AfterFunc(alive, func() {
 		cause := context.Cause(alive)
 		if ended != nil {

@@ -127,6 +127,11 @@ func (s *Session) monitor(started time.Time, p *prober, answered <-chan struct{}
 	defer p.leave(s)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
+	// The deadline has a timer of its own, so that the session ends (and
+	// its Leases' Done closes) when the deadline passes, not up to a poll
+	// interval later.
+	expire := time.NewTimer(time.Until(s.Deadline()))
+	defer expire.Stop()
 	lastOK := started // send time of the last Sync that confirmed the session
 	failed := false   // a Sync failed after lastOK
 	for {
@@ -137,6 +142,7 @@ func (s *Session) monitor(started time.Time, p *prober, answered <-chan struct{}
 		case <-tick.C:
 			ticked = true
 		case <-answered:
+		case <-expire.C:
 		}
 		r := p.state()
 		if r.err != nil && r.errSent.After(started) && r.errID == s.id {
@@ -167,6 +173,7 @@ func (s *Session) monitor(started time.Time, p *prober, answered <-chan struct{}
 			return
 		}
 		now := time.Now()
+		expire.Reset(time.Until(s.Deadline()))
 		if deadline := s.Deadline(); !now.Before(deadline) {
 			s.expired(fmt.Sprintf("not confirmed alive before the client-side deadline %s (the %v session timeout minus %v after the last answered request was sent)",
 				deadline.Format(time.RFC3339Nano), s.timeout, s.margin))
