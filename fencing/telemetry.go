@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -74,10 +75,18 @@ func NewTelemetry(kind, lock string, opts ...Option) *Telemetry {
 	if lock != "" {
 		t.base = append(t.base, attrLock.String(lock))
 	}
-	t.admitted, _ = m.Int64Counter("distlock.fence.admitted", metric.WithUnit("{token}"),
+	var err1, err2 error
+	t.admitted, err1 = m.Int64Counter("distlock.fence.admitted", metric.WithUnit("{token}"),
 		metric.WithDescription("Tokens a fence admitted (a write it let through)."))
-	t.refused, _ = m.Int64Counter("distlock.fence.refused", metric.WithUnit("{token}"),
+	t.refused, err2 = m.Int64Counter("distlock.fence.refused", metric.WithUnit("{token}"),
 		metric.WithDescription("Tokens a fence refused, by reason: stale, fork, foreign, malformed."))
+	// A provider that cannot make them must not stop a fence.
+	if err1 != nil || t.admitted == nil {
+		t.admitted = noop.Int64Counter{}
+	}
+	if err2 != nil || t.refused == nil {
+		t.refused = noop.Int64Counter{}
+	}
 	t.admitOpt = metric.WithAttributeSet(attribute.NewSet(t.base...))
 	for _, r := range []string{"stale", "fork", "foreign", "malformed"} {
 		t.byReason[r] = metric.WithAttributeSet(attribute.NewSet(append(t.base[:len(t.base):len(t.base)], attrReason.String(r))...))

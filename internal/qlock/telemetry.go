@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -78,8 +79,7 @@ type telemetry struct {
 
 // newTelemetry makes the instruments of a session of backend ("etcd",
 // "zookeeper"). An instrument the provider cannot make is replaced by a
-// no-op one (the API returns one with the error), so telemetry never
-// stops a lock.
+// no-op one, so telemetry never stops a lock.
 func newTelemetry(backend string, o Observe) *telemetry {
 	mp, tp := o.MeterProvider, o.TracerProvider
 	if mp == nil {
@@ -93,23 +93,23 @@ func newTelemetry(backend string, o Observe) *telemetry {
 	// Waits and holds span milliseconds to hours; the default buckets
 	// (0–10,000) would put them all in one.
 	secs := metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
-	t.wait, _ = m.Float64Histogram("distlock.lock.wait.duration", metric.WithUnit("s"), secs,
-		metric.WithDescription("Time from a Lock, RLock, TryLock or Campaign call to its return, by outcome."))
-	t.hold, _ = m.Float64Histogram("distlock.lock.hold.duration", metric.WithUnit("s"), secs,
-		metric.WithDescription("Time a lock (or leadership) was held, ended by its release or its loss."))
-	t.held, _ = m.Int64UpDownCounter("distlock.lock.held", metric.WithUnit("{lock}"),
-		metric.WithDescription("Locks (and leaderships) held now."))
-	t.waiting, _ = m.Int64UpDownCounter("distlock.lock.waiting", metric.WithUnit("{call}"),
-		metric.WithDescription("Lock, RLock, TryLock and Campaign calls in progress."))
-	t.lost, _ = m.Int64Counter("distlock.lock.lost", metric.WithUnit("{lock}"),
-		metric.WithDescription("Held locks (and leaderships) lost before their release, by reason."))
-	t.slack, _ = m.Float64Histogram("distlock.session.deadline.slack", metric.WithUnit("s"),
+	t.wait = or[metric.Float64Histogram](noop.Float64Histogram{})(m.Float64Histogram("distlock.lock.wait.duration", metric.WithUnit("s"), secs,
+		metric.WithDescription("Time from a Lock, RLock, TryLock or Campaign call to its return, by outcome.")))
+	t.hold = or[metric.Float64Histogram](noop.Float64Histogram{})(m.Float64Histogram("distlock.lock.hold.duration", metric.WithUnit("s"), secs,
+		metric.WithDescription("Time a lock (or leadership) was held, ended by its release or its loss.")))
+	t.held = or[metric.Int64UpDownCounter](noop.Int64UpDownCounter{})(m.Int64UpDownCounter("distlock.lock.held", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks (and leaderships) held now.")))
+	t.waiting = or[metric.Int64UpDownCounter](noop.Int64UpDownCounter{})(m.Int64UpDownCounter("distlock.lock.waiting", metric.WithUnit("{call}"),
+		metric.WithDescription("Lock, RLock, TryLock and Campaign calls in progress.")))
+	t.lost = or[metric.Int64Counter](noop.Int64Counter{})(m.Int64Counter("distlock.lock.lost", metric.WithUnit("{lock}"),
+		metric.WithDescription("Held locks (and leaderships) lost before their release, by reason.")))
+	t.slack = or[metric.Float64Histogram](noop.Float64Histogram{})(m.Float64Histogram("distlock.session.deadline.slack", metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60),
-		metric.WithDescription("Time left before the session's client-side deadline when a keepalive was confirmed: the early warning of pauses and slow networks that precede a lost lock."))
-	t.leader, _ = m.Int64Gauge("distlock.election.leader", metric.WithUnit("{leader}"),
-		metric.WithDescription("1 while this process leads the election, 0 once it no longer does."))
-	t.failovers, _ = m.Int64Counter("distlock.election.failovers", metric.WithUnit("{failover}"),
-		metric.WithDescription("Campaigns of this process that won after waiting behind another leader."))
+		metric.WithDescription("Time left before the session's client-side deadline when a keepalive was confirmed: the early warning of pauses and slow networks that precede a lost lock.")))
+	t.leader = or[metric.Int64Gauge](noop.Int64Gauge{})(m.Int64Gauge("distlock.election.leader", metric.WithUnit("{leader}"),
+		metric.WithDescription("1 while this process leads the election, 0 once it no longer does.")))
+	t.failovers = or[metric.Int64Counter](noop.Int64Counter{})(m.Int64Counter("distlock.election.failovers", metric.WithUnit("{failover}"),
+		metric.WithDescription("Campaigns of this process that won after waiting behind another leader.")))
 	t.slackAttr = metric.WithAttributeSet(attribute.NewSet(attrBackend.String(backend)))
 	return t
 }
@@ -330,5 +330,17 @@ func endSpan(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
+	}
+}
+
+// or returns a function that passes an instrument on, or fallback when
+// the provider could not make it (an error, or nil from a provider that
+// does not follow the API's rule of returning a usable instrument).
+func or[T any](fallback T) func(v T, err error) T {
+	return func(v T, err error) T {
+		if err != nil || any(v) == nil {
+			return fallback
+		}
+		return v
 	}
 }
