@@ -15,6 +15,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/internal/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -377,7 +378,13 @@ func waitersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 		log := slog.New(signalOn("etcdlock: enqueued", enqueued, taps.handler(debugLog(t, fmt.Sprintf("waiter %d", i)).Handler())))
 		sessions[i] = newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(log))
 		results[i] = lockAsync(testCtx(t), newMutex(t, sessions[i], name))
-		recv(t, enqueued, fmt.Sprintf("waiter %d enqueued", i))
+		select {
+		case <-enqueued:
+		case r := <-results[i]:
+			t.Fatalf("waiter %d's Lock returned before the fault, its lock held: %v", i, r.Err)
+		case <-time.After(locktest.Timeout):
+			t.Fatalf("waiter %d not enqueued after %v, before any fault (session: %v; %s)", i, locktest.Timeout, sessions[i].Err(), raftState(c))
+		}
 	}
 	// Healed however the test ends, also when apply finds that the fault
 	// did not take effect.
@@ -559,9 +566,42 @@ func (w tlog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// debugLog is the debug log of one session of a member-fault test: with
+// DISTLOCK_DEBUG set, written to the test's log as it happens; otherwise
+// kept (the last 64 KiB) and written to the test's log only if the test
+// fails, so that a failure on CI says what the session did.
 func debugLog(t *testing.T, who string) *slog.Logger {
-	if os.Getenv("DISTLOCK_DEBUG") == "" {
-		return slog.New(slog.DiscardHandler)
+	if os.Getenv("DISTLOCK_DEBUG") != "" {
+		return slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})).With("who", who)
 	}
-	return slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})).With("who", who)
+	kept := &tailBuffer{max: 64 << 10}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("debug log of %s:\n%s", who, kept.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(kept, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (w *tailBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b = append(w.b, p...)
+	if over := len(w.b) - w.max; over > 0 {
+		w.b = append(w.b[:0], w.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.b)
 }
