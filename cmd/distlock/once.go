@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -24,8 +25,9 @@ func init() {
 }
 
 const onceUsage = `Usage:
-  distlock once --lock NAME --slot SLOT [--etcd ENDPOINTS | --zk SERVERS]
-                [--at-most-once] [--wait D] [--grace D] [--shell] -- COMMAND [ARGS...]
+  distlock once --lock NAME (--slot SLOT | --every SCHEDULE [--tz ZONE])
+                [--etcd ENDPOINTS | --zk SERVERS] [--at-most-once] [--wait D]
+                [--grace D] [--shell] -- COMMAND [ARGS...]
 
 Runs COMMAND once per SLOT across every server that runs the same line:
 put the same cron entry on all of them, and the first to get the lock NAME
@@ -45,6 +47,15 @@ runs. Otherwise it runs COMMAND and writes the marker, in one of two modes:
       write the marker first, then run COMMAND. If COMMAND fails or the
       server dies midway, the slot still counts as done: nobody retries.
       distlock still exits with COMMAND's exit code.
+
+--every names the slot from the schedule the job runs on, so that servers
+whose clocks differ a little, or whose cron starts them a little late,
+agree on it: "hourly" (slots like 2026-12-01T08), "daily" (2026-12-01),
+or a five-field cron expression (its latest fire time at or before now,
+in UTC minutes: 2026-12-01T05:30Z). --tz is the zone the schedule is in
+(default UTC): give the fleet's business zone, the same on every server.
+A run that starts early, before its slot by the server's clock, names
+the previous slot: keep clocks synchronized.
 
 The marker is written through a fence with the lock's fencing token, in
 the same transaction as a check that the lock entry still exists: a
@@ -74,6 +85,7 @@ Examples:
 
   # send the invoices at most once per month, even if sending fails midway
   distlock once --lock invoices --slot "$(date +%Y-%m)" --zk zk1:2181 --at-most-once -- ./send-invoices
+  30 6 * * * distlock once --lock reports/daily --every '30 6 * * *' --tz Europe/Berlin -- ./daily-report
 
   # give up after 10 minutes if another server holds the lock that long (exit 75)
   distlock once --lock rebuild --slot 2026-11-30 --wait 10m --shell -- 'make -C /srv/site && rsync ...'
@@ -83,30 +95,6 @@ otherwise COMMAND's own code, or one of the codes below.
 
 Flags:
 `
-
-// maxSlotLen is the longest slot accepted.
-const maxSlotLen = 128
-
-// validateSlot checks a slot name (see onceUsage).
-func validateSlot(s string) error {
-	switch {
-	case s == "":
-		return errors.New("empty")
-	case len(s) > maxSlotLen:
-		return fmt.Errorf("longer than %d bytes", maxSlotLen)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-		if i == 0 && !alnum {
-			return fmt.Errorf("must start with a letter or digit, not %q", c)
-		}
-		if !alnum && c != '.' && c != '_' && c != '-' && c != ':' {
-			return fmt.Errorf("character %q: only ASCII letters, digits, '.', '_', '-' and ':' are allowed", c)
-		}
-	}
-	return nil
-}
 
 // onceMarker is the value of a done-marker.
 type onceMarker struct {
@@ -301,10 +289,12 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 	c := &lockCmd{cmd: "once"}
 	c.register(fs, "reports/daily", false)
 	var (
-		slot       string
-		atMostOnce bool
+		slot, every, tz string
+		atMostOnce      bool
 	)
-	fs.StringVar(&slot, "slot", "", "the slot COMMAND runs once for (required), e.g. 2026-11-30")
+	fs.StringVar(&slot, "slot", "", "the slot COMMAND runs once for, e.g. 2026-11-30 (or --every)")
+	fs.StringVar(&every, "every", "", "name the slot from this schedule instead: hourly, daily or a cron expression")
+	fs.StringVar(&tz, "tz", "UTC", "with --every: the time zone of the schedule")
 	fs.BoolVar(&atMostOnce, "at-most-once", false, "mark the slot done before running COMMAND: a failure or crash midway is not retried")
 	argv, help, err := c.parse(fs, args, onceUsage, stdout)
 	if help || err != nil {
@@ -314,16 +304,29 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case name == "":
 		return usageErr("once: no --lock NAME; e.g. distlock once --lock reports/daily --slot 2026-11-30 -- CMD")
-	case !c.set["slot"]:
-		return usageErr("once: no --slot SLOT; e.g. --slot \"$(date +%%F)\"")
+	case c.set["slot"] && c.set["every"]:
+		return usageErr("once: --slot and --every both given; the slot is one or the other")
+	case c.set["tz"] && !c.set["every"]:
+		return usageErr("once: --tz goes with --every")
+	case !c.set["slot"] && !c.set["every"]:
+		return usageErr("once: no --slot SLOT or --every SCHEDULE; e.g. --slot \"$(date +%%F)\" or --every daily")
 	case len(argv) == 0:
 		return usageErr("once: no command; put it after --, e.g. distlock once --lock %s --slot %s -- CMD ARGS", name, slot)
 	}
 	if err := c.check(); err != nil {
 		return err
 	}
-	if err := validateSlot(slot); err != nil {
-		return usageErr("once: --slot %q: %v", slot, err)
+	if c.set["every"] {
+		s, err := schedule(every, tz)
+		if err != nil {
+			return usageErr("once: %v", err)
+		}
+		if slot = s.Slot(time.Now()); slot == "" {
+			return usageErr("once: --every %q: no fire time in the last five years", every)
+		}
+	}
+	if err := distlock.ValidateSlot(slot); err != nil {
+		return usageErr("once: --slot %q: %v", slot, strings.TrimPrefix(err.Error(), fmt.Sprintf("distlock: slot %q: ", slot)))
 	}
 	mode := "at-least-once"
 	if atMostOnce {
@@ -388,4 +391,23 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 		return exit(exitUnreachable, fmt.Errorf("the command succeeded, but slot %q could not be marked done, so it may run again: %w", slot, err))
 	}
 	return nil
+}
+
+// schedule is the distlock.Schedule --every and --tz name.
+func schedule(every, tz string) (distlock.Schedule, error) {
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("--tz %q: %v", tz, err)
+	}
+	switch every {
+	case "hourly":
+		return distlock.Hourly(loc), nil
+	case "daily":
+		return distlock.Daily(loc), nil
+	}
+	s, err := distlock.Cron(every, loc)
+	if err != nil {
+		return nil, fmt.Errorf("--every %q: not hourly, daily or a cron expression: %v", every, err)
+	}
+	return s, nil
 }

@@ -318,3 +318,36 @@ func TestOnceMarkFenced(t *testing.T) {
 		}
 	})
 }
+
+// TestOnceEvery: --every names the slot from the schedule (here daily in
+// UTC, today's date), so that a second server's run of the same line finds
+// it done; bad combinations are usage errors.
+func TestOnceEvery(t *testing.T) {
+	b := etcdBackend(t)
+	ctx := testCtx(t)
+	log := filepath.Join(t.TempDir(), "every.log")
+	cmd := `echo "$DISTLOCK_SLOT" >> ` + log
+	before := time.Now().UTC().Format("2006-01-02")
+	for run := range 2 {
+		r := cli(ctx, t, nil, b.args("once", "--lock", "every/job", "--every", "daily", "--", "sh", "-c", cmd)...)
+		if r.code != 0 {
+			t.Fatalf("run %d: exit %d, stderr %q", run, r.code, r.stderr)
+		}
+	}
+	after := time.Now().UTC().Format("2006-01-02")
+	got := lines(t, log)
+	if before == after && (len(got) != 1 || got[0] != before) {
+		t.Errorf("two runs of --every daily wrote %q, want one run for slot %s", got, before)
+	}
+	for _, args := range [][]string{
+		{"--slot", "x", "--every", "daily"},
+		{"--slot", "x", "--tz", "Europe/Berlin"},
+		{"--every", "fortnightly"},
+		{"--every", "daily", "--tz", "Mars/Olympus"},
+	} {
+		r := cli(ctx, t, nil, b.args("once", append(append([]string{"--lock", "every/bad"}, args...), "--", "true")...)...)
+		if r.code != exitUsage {
+			t.Errorf("once %v: exit %d, stderr %q; want a usage error", args, r.code, r.stderr)
+		}
+	}
+}
