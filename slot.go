@@ -65,7 +65,9 @@ type Schedule interface {
 // UTC), named like "2026-12-01T08". In loc's repeated hour at the end of
 // daylight saving time both hours are one slot (Start gives the start of
 // the wall-clock hour the time is in).
-func Hourly(loc *time.Location) Schedule { return period{loc: orUTC(loc), layout: "2006-01-02T15", hour: true} }
+func Hourly(loc *time.Location) Schedule {
+	return period{loc: orUTC(loc), layout: "2006-01-02T15", hour: true}
+}
 
 // Daily returns the schedule of one slot per calendar day in loc (nil:
 // UTC), named like "2026-12-01". Give the fleet's business time zone, not
