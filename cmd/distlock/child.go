@@ -137,6 +137,11 @@ func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o chil
 		return startErr(argv[0], cmd.Err)
 	}
 	cmd.Env = append(os.Environ(), "DISTLOCK_LOCK="+tok.Name, "DISTLOCK_TOKEN="+tok.String())
+	if d := lease.Deadline(); !d.IsZero() {
+		// As of COMMAND's start: keepalives only move it later, and a
+		// loss before it reaches COMMAND as SIGTERM.
+		cmd.Env = append(cmd.Env, "DISTLOCK_DEADLINE="+d.UTC().Format(time.RFC3339Nano))
+	}
 	cmd.Env = append(cmd.Env, o.env...)
 	cmd.Stdin = os.Stdin
 	cmd.Stdout, cmd.Stderr = o.stdout, o.stderr

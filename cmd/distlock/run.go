@@ -17,8 +17,11 @@ Runs COMMAND only while holding the lock NAME, then releases it. COMMAND
 gets DISTLOCK_LOCK (the name), DISTLOCK_TOKEN (the fencing token,
 NAME@SEQ.OWNER, e.g. deploy@1042.694d7f0c8a1b2c3d: the sequence number in
 decimal, the etcd lease or ZooKeeper session that acquired in hex; pass it
-with every write to the protected resource) and DISTLOCK_HOLDER
-(what the lock entry says about its holder) in its environment.
+with every write to the protected resource), DISTLOCK_HOLDER
+(what the lock entry says about its holder) and DISTLOCK_DEADLINE (RFC
+3339, UTC: the lock is surely held until then as of COMMAND's start;
+keepalives move the real deadline on, and a loss before it reaches
+COMMAND as SIGTERM) in its environment.
 
 If the lock is lost while COMMAND runs, COMMAND's process group gets
 SIGTERM, then SIGKILL after --grace, and distlock exits 76. SIGINT, SIGTERM

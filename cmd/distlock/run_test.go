@@ -410,3 +410,22 @@ func TestRunSignalWhileWaiting(t *testing.T) {
 		}
 	})
 }
+
+// TestRunDeadlineEnv: COMMAND gets DISTLOCK_DEADLINE, the lease's
+// deadline as it started: ahead of it, and no further than the TTL.
+func TestRunDeadlineEnv(t *testing.T) {
+	b := etcdBackend(t)
+	ctx := testCtx(t)
+	start := time.Now()
+	r := cli(ctx, t, nil, b.args("run", "--lock", "deadline/env", "--ttl", "10s", "--", "sh", "-c", `echo "$DISTLOCK_DEADLINE"`)...)
+	if r.code != 0 {
+		t.Fatalf("run: exit %d, stderr %q", r.code, r.stderr)
+	}
+	d, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(r.stdout))
+	if err != nil {
+		t.Fatalf("DISTLOCK_DEADLINE %q: %v", r.stdout, err)
+	}
+	if !d.After(start) || d.After(start.Add(10*time.Second+time.Second)) {
+		t.Errorf("DISTLOCK_DEADLINE %v: want after the run's start %v and within its 10 s TTL", d, start)
+	}
+}
