@@ -125,6 +125,22 @@ func (p *bgProc) waitLine(ctx context.Context, want string) {
 	}
 }
 
+// nextLine returns the next stdout line; what names it for the failure.
+func (p *bgProc) nextLine(ctx context.Context, what string) string {
+	p.t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			<-p.done
+			p.t.Fatalf("%s: distlock exited (code %d) first; stderr: %s", what, p.code, p.stderr)
+		}
+		return l
+	case <-ctx.Done():
+		p.t.Fatalf("%s: no line: %v; stderr: %s", what, ctx.Err(), p.stderr)
+		return ""
+	}
+}
+
 // wait waits (at most d) for distlock to exit and returns its exit code.
 func (p *bgProc) wait(d time.Duration) int {
 	p.t.Helper()
@@ -379,7 +395,7 @@ func TestRunSignalWhileWaiting(t *testing.T) {
 		holder.waitLine(ctx, "ready")
 
 		waiter := start(ctx, t, b.args("run", "--lock", lock, "--", "echo", "ran")...)
-		until(t, 20*time.Second, "two entries (the waiter enqueued)", func() bool { return len(b.entries(t, lock)) == 2 })
+		b.waitQueued(t, lock, 2) // the waiter enqueued
 		if err := waiter.cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing/etcdfence"
 	"github.com/distlock/distlock/fencing/zkfence"
+	"github.com/distlock/distlock/internal/locktest"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -163,11 +165,26 @@ func (b *testBackend) remove(t *testing.T, name string) {
 	}
 }
 
-// waitQueued waits until lock name has n entries in its queue. It polls:
-// the condition is what the test waits for, not a guess at timing.
+// waitQueued waits until lock name has at least n entries in its queue,
+// on the store's notifications (the library's WatchQueue).
 func (b *testBackend) waitQueued(t *testing.T, name string, n int) {
 	t.Helper()
-	until(t, time.Minute, fmt.Sprintf("%d entries queued for lock %s", n, name), func() bool { return len(b.inspect(t, name)) >= n })
+	enough := errors.New("enough entries")
+	f := func(q []distlock.QueueEntry) error {
+		if len(q) >= n {
+			return enough
+		}
+		return nil
+	}
+	var err error
+	if b.name == "etcd" {
+		err = etcdlock.WatchQueue(testCtx(t), b.etcd, b.prefix, name, f)
+	} else {
+		err = zklock.WatchQueue(testCtx(t), b.zk, b.prefix, name, f)
+	}
+	if !errors.Is(err, enough) {
+		t.Fatalf("waiting for %d entries queued for lock %s: %v", n, name, err)
+	}
 }
 
 func TestStatus(t *testing.T) {
@@ -390,25 +407,13 @@ func TestStatusWatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *testBackend) {
 		ctx := testCtx(t)
 		const name = "watched/lock"
-		cmd := exec.CommandContext(ctx, binary(t), b.args("status", "--watch", "--json", "--changes", "3", name)...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := bufio.NewScanner(out)
+		p := start(ctx, t, b.args("status", "--watch", "--json", "--changes", "3", name)...)
 		next := func(what string) lockStatus {
 			t.Helper()
-			if !lines.Scan() {
-				t.Fatalf("%s: no line (stderr %q, err %v)", what, stderr.String(), lines.Err())
-			}
+			line := p.nextLine(ctx, what)
 			var st lockStatus
-			if err := json.Unmarshal(lines.Bytes(), &st); err != nil {
-				t.Fatalf("%s: %q: %v", what, lines.Text(), err)
+			if err := json.Unmarshal([]byte(line), &st); err != nil {
+				t.Fatalf("%s: %q: %v", what, line, err)
 			}
 			return st
 		}
@@ -422,30 +427,23 @@ func TestStatusWatch(t *testing.T) {
 		if st := next("after Lock"); st.Holders != 1 || st.Waiters != 0 || st.Entries[0].Seq != first.Token().Seq {
 			t.Fatalf("after Lock: %+v, want held by token %d", st, first.Token().Seq)
 		}
-		waiting := make(chan *distlock.Lease, 1)
-		go func() {
-			l, err := b.mutex(t, name, "second").Lock(ctx)
-			if err != nil {
-				t.Error(err)
-			}
-			waiting <- l
-		}()
+		waiting := locktest.LockAsync(ctx, b.mutex(t, name, "second"))
 		if st := next("after a waiter joined"); st.Holders != 1 || st.Waiters != 1 || st.Entries[1].Holder != "second" {
 			t.Fatalf("after a waiter joined: %+v", st)
 		}
 		if err := first.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		second := <-waiting
-		if second == nil {
-			t.FailNow()
+		r := <-waiting
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
-		defer second.Unlock(context.Background())
-		if st := next("after the handoff"); st.Holders != 1 || st.Waiters != 0 || st.Entries[0].Seq != second.Token().Seq {
-			t.Fatalf("after the handoff: %+v, want held by token %d", st, second.Token().Seq)
+		defer r.Lease.Unlock(context.Background())
+		if st := next("after the handoff"); st.Holders != 1 || st.Waiters != 0 || st.Entries[0].Seq != r.Lease.Token().Seq {
+			t.Fatalf("after the handoff: %+v, want held by token %d", st, r.Lease.Token().Seq)
 		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("status --watch --changes 3 did not exit cleanly after 3 changes: %v (stderr %q)", err, stderr.String())
+		if code := p.wait(time.Minute); code != 0 {
+			t.Fatalf("status --watch --changes 3 exited %d after 3 changes; stderr %s", code, p.stderr)
 		}
 	})
 }
@@ -456,44 +454,39 @@ func TestStatusWatchText(t *testing.T) {
 	b := etcdBackend(t)
 	ctx := testCtx(t)
 	const name = "watched/text"
-	cmd := exec.CommandContext(ctx, binary(t), b.args("status", "--watch", "--changes", "1", name)...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(out)
+	p := start(ctx, t, b.args("status", "--watch", "--changes", "1", name)...)
 	var got []string
-	for lines.Scan() {
-		got = append(got, lines.Text())
-		if strings.HasPrefix(lines.Text(), "lock "+name+": free") {
-			break
-		}
+	for !strings.HasPrefix(last(got), "lock "+name+": free") {
+		got = append(got, p.nextLine(ctx, "the free lock's table"))
 	}
 	l, err := b.mutex(t, name, "texter").Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Unlock(context.Background())
-	for lines.Scan() {
-		got = append(got, lines.Text())
+	for line := range p.lines {
+		got = append(got, line)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
+	if code := p.wait(time.Minute); code != 0 {
+		t.Fatalf("exit %d; stderr %s", code, p.stderr)
+	}
+	var tables int
+	for _, line := range got {
+		if strings.HasPrefix(line, "--- ") {
+			tables++
+		}
 	}
 	text := strings.Join(got, "\n")
-	if n := strings.Count(text, "\n--- ") + btoi(strings.HasPrefix(text, "--- ")); n != 2 || !strings.Contains(text, "lock "+name+": held (1 holder, 0 waiting)") || !strings.Contains(text, "texter") {
+	if tables != 2 || !strings.Contains(text, "lock "+name+": held (1 holder, 0 waiting)") || !strings.Contains(text, "texter") {
 		t.Errorf("status --watch (text) printed:\n%s\nwant two tables, free then held by texter", text)
 	}
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
+func last(lines []string) string {
+	if len(lines) == 0 {
+		return ""
 	}
-	return 0
+	return lines[len(lines)-1]
 }
 
 // TestStatusFence: --fence shows the fence's newest token beside the

@@ -286,17 +286,23 @@ type zkClient struct {
 // implementations. It waits until the connection has a session.
 func (e *zkEnv) connect(ctx context.Context, server int) (*zk.Conn, *zkCounter, error) {
 	c := &zkCounter{}
+	hasSession := make(chan struct{})
+	var once sync.Once
 	conn, _, err := zk.Connect([]string{e.ens.Servers[server%len(e.ens.Servers)].Addr()}, sessionTTL,
-		zk.WithDialer(c.dial), zk.WithLogger(zkNopLogger{}), zk.WithLogInfo(false))
+		zk.WithDialer(c.dial), zk.WithLogger(zkNopLogger{}), zk.WithLogInfo(false),
+		zk.WithEventCallback(func(ev zk.Event) {
+			if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
+				once.Do(func() { close(hasSession) })
+			}
+		}))
 	if err != nil {
 		return nil, nil, err
 	}
-	for conn.State() != zk.StateHasSession {
-		if err := ctx.Err(); err != nil {
-			conn.Close()
-			return nil, nil, fmt.Errorf("connect to server %d: state %v: %w", server, conn.State(), err)
-		}
-		time.Sleep(2 * time.Millisecond)
+	select {
+	case <-hasSession:
+	case <-ctx.Done():
+		conn.Close()
+		return nil, nil, fmt.Errorf("connect to server %d: state %v: %w", server, conn.State(), context.Cause(ctx))
 	}
 	return conn, c, nil
 }
@@ -401,21 +407,26 @@ func (e *zkEnv) countChildren(dir string) (int, error) {
 	return len(ch), err
 }
 
-// waitChildren polls until dir has exactly want children.
+// waitChildren waits until dir has exactly want children, on a child
+// watch (an exists watch while dir does not exist).
 func (e *zkEnv) waitChildren(ctx context.Context, dir string, want int) error {
 	last := -1
 	for {
-		n, err := e.countChildren(dir)
-		if err == nil && n == want {
-			return nil
+		kids, _, ch, err := e.observer.ChildrenW(dir)
+		if errors.Is(err, zk.ErrNoNode) {
+			kids = nil
+			_, _, ch, err = e.observer.ExistsW(dir)
 		}
-		if err == nil {
-			last = n
+		if err != nil {
+			return fmt.Errorf("waiting for %d children of %s: %w", want, dir, err)
+		}
+		if last = len(kids); last == want {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %d children of %s: %d there when %w", want, dir, last, context.Cause(ctx))
-		case <-time.After(10 * time.Millisecond):
+		case <-ch:
 		}
 	}
 }
