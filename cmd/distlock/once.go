@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -326,7 +325,7 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if err := distlock.ValidateSlot(slot); err != nil {
-		return usageErr("once: --slot %q: %v", slot, strings.TrimPrefix(err.Error(), fmt.Sprintf("distlock: slot %q: ", slot)))
+		return usageErr("once: %v", err)
 	}
 	mode := "at-least-once"
 	if atMostOnce {

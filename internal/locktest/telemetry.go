@@ -139,6 +139,14 @@ func (tel *telemetry) describe(t *testing.T, name string) string {
 	return b.String()
 }
 
+// expectSpans checks that want spans called name have ended.
+func (tel *telemetry) expectSpans(t *testing.T, name string, want int) {
+	t.Helper()
+	if n := len(tel.ended(name)); n != want {
+		t.Errorf("%d %s spans, want %d", n, name, want)
+	}
+}
+
 // ended returns the ended spans called name.
 func (tel *telemetry) ended(name string) []sdktrace.ReadOnlySpan {
 	var out []sdktrace.ReadOnlySpan
@@ -231,9 +239,7 @@ func telemetryHandoff(t *testing.T, b Backend) {
 			t.Errorf("the first holder's span: waited on %d, %d ahead; want 0 and 0", w.AsInt64(), ahead.AsInt64())
 		}
 	}
-	if n := len(tel.ended("distlock.Unlock")); n != 2 {
-		t.Errorf("%d distlock.Unlock spans, want 2", n)
-	}
+	tel.expectSpans(t, "distlock.Unlock", 2)
 }
 
 // telemetryTryAndCancel: a TryLock that finds the lock held and a Lock
@@ -344,12 +350,8 @@ func telemetryElection(t *testing.T, b Backend) {
 	}
 	tel.expect(t, "distlock.election.leader", 0, kindElection)
 	tel.expect(t, "distlock.lock.held", 0, kindElection)
-	if n := len(tel.ended("distlock.Campaign")); n != 2 {
-		t.Errorf("%d distlock.Campaign spans, want 2", n)
-	}
-	if n := len(tel.ended("distlock.Resign")); n != 2 {
-		t.Errorf("%d distlock.Resign spans, want 2", n)
-	}
+	tel.expectSpans(t, "distlock.Campaign", 2)
+	tel.expectSpans(t, "distlock.Resign", 2)
 }
 
 // telemetryReadWrite: a readers-writer lock's readers and writers are
@@ -384,10 +386,6 @@ func telemetryReadWrite(t *testing.T, b Backend) {
 	tel.expect(t, "distlock.lock.held", 1, write)
 	tel.expect(t, "distlock.lock.wait.duration", 1, write, outcomeIs("acquired"))
 	MustUnlock(t, w.Lease)
-	if n := len(tel.ended("distlock.RLock")); n != 2 {
-		t.Errorf("%d distlock.RLock spans, want 2", n)
-	}
-	if n := len(tel.ended("distlock.Lock")); n != 1 {
-		t.Errorf("%d distlock.Lock spans, want 1", n)
-	}
+	tel.expectSpans(t, "distlock.RLock", 2)
+	tel.expectSpans(t, "distlock.Lock", 1)
 }

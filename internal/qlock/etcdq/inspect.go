@@ -51,19 +51,20 @@ func WatchQueue(ctx context.Context, cli *clientv3.Client, prefix, name string, 
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	wch := cli.Watch(wctx, QueueDir(prefix, name), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	// ended says why a response (or the channel's close) ends the watch.
+	ended := func(resp clientv3.WatchResponse, ok bool) error {
+		switch {
+		case !ok && ctx.Err() != nil:
+			return context.Cause(ctx)
+		case !ok:
+			return errors.New("watch closed (client closed?)")
+		}
+		return resp.Err()
+	}
 	next := func() error {
 		select {
 		case resp, ok := <-wch:
-			switch {
-			case !ok:
-				if ctx.Err() != nil {
-					return context.Cause(ctx)
-				}
-				return errors.New("watch closed (client closed?)")
-			case resp.Err() != nil:
-				return resp.Err()
-			}
-			return nil
+			return ended(resp, ok)
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
@@ -82,15 +83,17 @@ func WatchQueue(ctx context.Context, cli *clientv3.Client, prefix, name string, 
 		if err := next(); err != nil {
 			return err
 		}
-		// Take the rest of a burst with it.
-		for drained := false; !drained; {
+		// Take the rest of a burst with it; a watch that ended in it
+		// ends this too, with its own error.
+	drain:
+		for {
 			select {
 			case resp, ok := <-wch:
-				if !ok || resp.Err() != nil {
-					drained = true
+				if err := ended(resp, ok); err != nil {
+					return err
 				}
 			default:
-				drained = true
+				break drain
 			}
 		}
 	}
