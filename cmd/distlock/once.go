@@ -325,7 +325,7 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if err := distlock.ValidateSlot(slot); err != nil {
-		return usageErr("once: %v", err)
+		return usageErr("once: --slot: %v", err)
 	}
 	mode := "at-least-once"
 	if atMostOnce {
