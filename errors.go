@@ -64,6 +64,15 @@ var (
 	// ErrTTLTooShort reports a session TTL too short for the keepalive to
 	// keep the session alive with a safety margin.
 	ErrTTLTooShort = errors.New("session TTL too short")
+
+	// ErrPermitsMismatch reports a semaphore whose other users were made
+	// with another permit count: two callers that disagree on N would
+	// otherwise admit up to the larger N between them.
+	ErrPermitsMismatch = errors.New("semaphore permit count differs from the one its holders and waiters use")
+
+	// ErrInvalidPermits reports a semaphore permit count out of range (1 to
+	// MaxPermits).
+	ErrInvalidPermits = errors.New("invalid semaphore permit count")
 )
 
 // Op names the operation a LockError is about.
@@ -80,6 +89,9 @@ const (
 	OpProclaim Op = "proclaim" // Leadership.Proclaim
 	OpResign   Op = "resign"   // Leadership.Resign
 	OpLeader   Op = "leader"   // an election's Leader
+
+	OpAcquire    Op = "acquire"    // Semaphore.Acquire
+	OpTryAcquire Op = "tryacquire" // Semaphore.TryAcquire
 )
 
 // LockError says which lock an error is about and during which operation.

@@ -107,3 +107,49 @@ func (s *etcdSession) Close(t *testing.T) {
 func TestDeadlineSweep(t *testing.T) {
 	locktest.DeadlineSweep(t, &etcdBackend{clus: newCluster(t)}, locktest.SweepConfig{})
 }
+
+func (s *etcdSession) Semaphore(name string, n int) (locktest.Semaphore, error) {
+	return etcdlock.NewSemaphore(s.s, name, n)
+}
+
+// SemaphoreEntries reads the line ("c" keys) and the slots ("p" keys).
+func (b *etcdBackend) SemaphoreEntries(t *testing.T, name string) (line, slots []string) {
+	for _, k := range queueKeys(t, b.clus.Client(0), name) {
+		switch k[len(etcdlock.DefaultPrefix+name+"/@")] {
+		case 'c':
+			line = append(line, k)
+		case 'p':
+			slots = append(slots, k)
+		}
+	}
+	return line, slots
+}
+
+// WaitLine watches the line's keys from the revision it read.
+func (b *etcdBackend) WaitLine(t *testing.T, name string, n int) {
+	t.Helper()
+	cli := b.clus.Client(0)
+	line := etcdlock.DefaultPrefix + name + "/@c"
+	ctx := testCtx(t)
+	resp, err := cli.Get(ctx, line, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := resp.Count
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := cli.Watch(wctx, line, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	for have < int64(n) {
+		r, ok := <-wch
+		if !ok {
+			t.Fatalf("semaphore %q: %d in line, want %d: %v", name, have, n, ctx.Err())
+		}
+		for _, ev := range r.Events {
+			if ev.Type == clientv3.EventTypePut {
+				have++
+			} else {
+				have--
+			}
+		}
+	}
+}

@@ -297,3 +297,62 @@ func (s *zkSession) Election(name string) (locktest.Elector, error) {
 	}
 	return e, nil
 }
+
+func (s *zkSession) Semaphore(name string, n int) (locktest.Semaphore, error) {
+	return zklock.NewSemaphore(s.s, name, n)
+}
+
+// SemaphoreEntries lists the line ("@c-" children) and the slots (the
+// children of @permits).
+func (b *zkBackend) SemaphoreEntries(t *testing.T, name string) (line, slots []string) {
+	t.Helper()
+	dir := b.prefix + "/" + name
+	kids, _, err := b.admin.Children(dir)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+	for _, c := range kids {
+		if strings.HasPrefix(c, "@c-") {
+			line = append(line, c)
+		}
+	}
+	slots, _, err = b.admin.Children(dir + "/@permits")
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+	return line, slots
+}
+
+// WaitLine waits on child watches until the line has n entries.
+func (b *zkBackend) WaitLine(t *testing.T, name string, n int) {
+	t.Helper()
+	dir := b.prefix + "/" + name
+	ctx := testCtx(t)
+	for {
+		children, _, ch, err := b.admin.ChildrenW(dir)
+		if errors.Is(err, zk.ErrNoNode) {
+			var ok bool
+			ok, _, ch, err = b.admin.ExistsW(dir)
+			if err == nil && ok {
+				continue
+			}
+		}
+		if err != nil {
+			t.Fatalf("watch %s: %v", dir, err)
+		}
+		have := 0
+		for _, c := range children {
+			if strings.HasPrefix(c, "@c-") {
+				have++
+			}
+		}
+		if have >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%s: %d in line, want %d: %v", dir, have, n, ctx.Err())
+		}
+	}
+}

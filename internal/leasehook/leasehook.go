@@ -9,3 +9,7 @@ package leasehook
 // NewLease is distlock's newLease, of type
 // func(distlock.Token, func(context.Context) error, func() time.Time) (*distlock.Lease, func(error)).
 var NewLease any
+
+// NewPermit is distlock's newPermit, of type
+// func(*distlock.Lease, int) *distlock.Permit.
+var NewPermit any

@@ -35,6 +35,12 @@ type Backend interface {
 	// WaitEntries blocks until name has at least n entries (as Entries
 	// counts them), waiting on the store's notifications, not on time.
 	WaitEntries(t *testing.T, name string, n int)
+	// SemaphoreEntries lists semaphore name's line entries (oldest first)
+	// and its slot keys or znodes.
+	SemaphoreEntries(t *testing.T, name string) (line, slots []string)
+	// WaitLine blocks until semaphore name's line has at least n entries,
+	// waiting on the store's notifications.
+	WaitLine(t *testing.T, name string, n int)
 }
 
 // Session is one backend session.
@@ -47,6 +53,9 @@ type Session interface {
 	// candidates count as entries of name for Backend.Entries and
 	// WaitEntries.
 	Election(name string) (Elector, error)
+	// Semaphore returns the semaphore called name, of n permits, on this
+	// session.
+	Semaphore(name string, n int) (Semaphore, error)
 	// End ends the session on the server, as if it had expired (etcd:
 	// revoke its lease; ZooKeeper: expire its session), without telling the
 	// client first.
@@ -82,6 +91,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	cases = append(cases, rwCases...)
 	cases = append(cases, electionCases...)
 	cases = append(cases, telemetryCases...)
+	cases = append(cases, semaphoreCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
 	}

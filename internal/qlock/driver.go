@@ -38,6 +38,8 @@ type Node struct {
 	// Token is the fencing sequence number the entry holds with (etcd
 	// create revision, ZooKeeper czxid).
 	Token int64
+	// Slot is a semaphore permit's slot (0 to N-1); 0 for other entries.
+	Slot int
 	// Waited says the entry had a conflicting entry ahead when it
 	// enqueued: its holding rests on their deletes, not on the enqueue's
 	// own answer.
@@ -117,6 +119,22 @@ type Driver interface {
 	// Abandon removes n's entry after a failed acquisition, retrying in
 	// the background if the store cannot be reached.
 	Abandon(n *Node)
+	// Claim takes the lowest free slot of semaphore name's r.Limit
+	// permits. With line nil it claims only if no entry waits in the
+	// semaphore's line (so that no waiter is overtaken); with line, the
+	// line's head, only while line's entry is still this acquisition's,
+	// deleting that entry in the same write. It returns the slot's entry,
+	// with Slot set, to be followed like any entry. When no slot is free,
+	// or (line nil) the line is not empty, it writes nothing and returns
+	// an error wrapping distlock.ErrLocked that says so; an error wrapping
+	// distlock.ErrPermitsMismatch when the semaphore's other entries were
+	// made with another permit count. On failure nothing is left behind.
+	Claim(ctx context.Context, name string, line *Node, r Request) (*Node, error)
+	// WaitSlot returns once a slot of the semaphore of line (its head) may
+	// have been freed since line's last Claim, or when ctx ends. Only the
+	// head of a line waits here: that is what keeps a release from waking
+	// more than one waiter.
+	WaitSlot(ctx context.Context, line *Node) error
 	// Proclaim sets a leading candidate's value, only while its entry is
 	// still this acquisition's.
 	Proclaim(ctx context.Context, n *Node, value string) error

@@ -3,6 +3,7 @@ package etcdq
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -70,8 +71,13 @@ type follower struct {
 
 // followed is one entry registered with a follower.
 type followed struct {
-	gone    func(error) // nil until Follow
-	deleted bool        // the deletion came before Follow
+	gone func(error) // nil until Follow
+	// seq is the entry's create revision, once Follow knows it. A
+	// semaphore's slot keys are reused by one holder after another, so a
+	// deletion of the key at or before seq was an earlier holder's.
+	seq int64
+	// deletedAt is the revision of the newest deletion seen before Follow.
+	deletedAt int64
 	// unsure: a resync read found no key, but the put may not have been
 	// applied yet; Follow looks again.
 	unsure bool
@@ -117,12 +123,13 @@ func (s *Session) Follow(n *qlock.Node, gone func(error)) {
 		f.mu.Unlock()
 		return
 	}
+	e.seq = n.Seq
 	e.gone = func(err error) {
 		if n.Alive().Err() == nil {
 			gone(err)
 		}
 	}
-	deleted, unsure := e.deleted, e.unsure
+	deleted, unsure := e.deletedAt > n.Seq, e.unsure
 	f.mu.Unlock()
 	t := time.AfterFunc(followDelay, func() {
 		if n.Alive().Err() == nil {
@@ -207,13 +214,17 @@ func (f *follower) ensure(rev int64) {
 	}
 }
 
-// deleted records that key was deleted, and reports it if followed.
-func (f *follower) deleted(key string) {
+// deleted records that key was deleted at revision rev, and reports it if
+// followed and newer than the entry.
+func (f *follower) deleted(key string, rev int64) {
 	f.mu.Lock()
 	e := f.entries[key]
 	var gone func(error)
-	if e != nil {
-		e.deleted = true
+	switch {
+	case e == nil:
+	case e.gone == nil:
+		e.deletedAt = max(e.deletedAt, rev)
+	case rev > e.seq:
 		gone = e.gone
 	}
 	f.mu.Unlock()
@@ -321,7 +332,7 @@ func (f *follower) watch(ctx, wctx context.Context, opened <-chan clientv3.Watch
 			}
 			for _, ev := range resp.Events {
 				if ev.Type == clientv3.EventTypeDelete {
-					f.deleted(string(ev.Kv.Key))
+					f.deleted(string(ev.Kv.Key), ev.Kv.ModRevision)
 				}
 				next = max(next, ev.Kv.ModRevision+1)
 			}
@@ -371,15 +382,16 @@ func (f *follower) resync(ctx context.Context, rev int64) int64 {
 	for {
 		resp, err := f.s.client.Get(ctx, f.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err == nil {
-			present := map[string]bool{}
+			present := map[string]int64{} // key: create revision
 			for _, kv := range resp.Kvs {
-				present[string(kv.Key)] = true
+				present[string(kv.Key)] = kv.CreateRevision
 			}
 			f.mu.Lock()
 			var gone []string
 			for k, e := range f.entries {
 				switch {
-				case present[k]:
+				case e.gone != nil && present[k] == e.seq:
+				case e.gone == nil && present[k] != 0:
 				case e.gone != nil:
 					gone = append(gone, k)
 				default:
@@ -389,7 +401,7 @@ func (f *follower) resync(ctx context.Context, rev int64) int64 {
 			}
 			f.mu.Unlock()
 			for _, k := range gone {
-				f.deleted(k)
+				f.deleted(k, math.MaxInt64)
 			}
 			return resp.Header.Revision + 1
 		}

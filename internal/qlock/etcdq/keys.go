@@ -1,6 +1,7 @@
 package etcdq
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/distlock/distlock/internal/qlock"
@@ -24,6 +25,12 @@ var (
 	exclusiveMark = string(qlock.Exclusive.Mark())
 	sharedMark    = string(qlock.Shared.Mark())
 	electionMark  = string(qlock.Candidate.Mark())
+	lineMark      = string(qlock.Counted.Mark())
+	// slotMark starts a semaphore's slot keys, dir + "p" + slot + "_":
+	// one fixed key per slot, so that "create if absent" claims it. 'p'
+	// sorts outside the lock entries' range ("r" to "w…") and apart from
+	// the line ("c") and the candidates ("e").
+	slotMark = "p"
 )
 
 // Dir returns the prefix under which lock name keeps its entries.
@@ -41,6 +48,8 @@ func conflictRange(dir string, k qlock.Kind) (key, end string) {
 	switch k {
 	case qlock.Candidate:
 		key = dir + electionMark
+	case qlock.Counted:
+		key = dir + lineMark
 	case qlock.Shared:
 		key = dir + exclusiveMark
 	default:
@@ -65,6 +74,8 @@ func entryKind(dir, key string) (k qlock.Kind, ok bool) {
 		k = qlock.Shared
 	case electionMark:
 		k = qlock.Candidate
+	case lineMark:
+		k = qlock.Counted
 	default:
 		return 0, false
 	}
@@ -99,6 +110,29 @@ func queueKind(dir, key string) qlock.Kind {
 		return qlock.Shared
 	case strings.HasPrefix(key, dir+electionMark):
 		return qlock.Candidate
+	case strings.HasPrefix(key, dir+lineMark):
+		return qlock.Counted
 	}
 	return qlock.Exclusive
+}
+
+// slotPrefix returns the prefix of semaphore dir's slot keys.
+func slotPrefix(dir string) string { return dir + slotMark }
+
+// slotKey returns the key of slot i of semaphore dir. It ends in '_', so
+// that its follower (followPrefix) watches this one key.
+func slotKey(dir string, i int) string { return dir + slotMark + strconv.Itoa(i) + "_" }
+
+// parseSlot returns the slot of a slot key of dir.
+func parseSlot(dir, key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, dir+slotMark)
+	if !ok {
+		return 0, false
+	}
+	rest, ok = strings.CutSuffix(rest, "_")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(rest)
+	return i, err == nil && i >= 0 && strconv.Itoa(i) == rest
 }

@@ -24,6 +24,9 @@ var (
 	// waiters must not take a Proclaim (a data change) for a release, as a
 	// lock's waiters do (see WaitGone).
 	electionMark = qlock.Candidate.Mark()
+	// lineMark marks a semaphore's line entries ("@c-..."); its slots are
+	// the children of the "@permits" child (see claim.go).
+	lineMark = qlock.Counted.Mark()
 )
 
 const guidLen = 32
@@ -50,6 +53,8 @@ func parseEntry(child string) (kind qlock.Kind, guid string, seq int64, ok bool)
 		kind = qlock.Exclusive
 	case sharedMark:
 		kind = qlock.Shared
+	case lineMark:
+		kind = qlock.Counted
 	default:
 		return 0, "", 0, false
 	}
@@ -97,13 +102,14 @@ func newGUID() string {
 }
 
 // entries returns the entries of an entry of kind k's queue among dir's
-// children: candidates for a candidate, lock entries (readers and
-// writers) otherwise; anything else there is ignored.
+// children: candidates for a candidate, a semaphore's line for a counted
+// entry, lock entries (readers and writers) otherwise; anything else
+// there is ignored.
 func entries(dir string, k qlock.Kind, children []string) []qlock.Entry {
 	all := make([]qlock.Entry, 0, len(children))
 	for _, c := range children {
 		kind, _, sq, ok := parseAny(c)
-		if ok && (kind == qlock.Candidate) == (k == qlock.Candidate) {
+		if ok && queueOf(kind) == queueOf(k) {
 			all = append(all, qlock.Entry{Key: dir + "/" + c, Seq: sq, Kind: kind})
 		}
 	}
@@ -119,4 +125,16 @@ func lowest(dir string, children []string) (string, bool) {
 		}
 	}
 	return path, path != ""
+}
+
+// queueOf names the queue an entry of kind k is in: lock entries (0),
+// candidates (1) or a semaphore's line (2).
+func queueOf(k qlock.Kind) int {
+	switch k {
+	case qlock.Candidate:
+		return 1
+	case qlock.Counted:
+		return 2
+	}
+	return 0
 }

@@ -17,6 +17,9 @@ type node struct {
 	version int32
 	// own is the node's first data watch, until Follow takes it over.
 	own <-chan zk.Event
+	// slots is a semaphore line head's watch on the slots, set by its
+	// last Claim for WaitSlot.
+	slots <-chan zk.Event
 }
 
 func state(n *qlock.Node) *node { return n.Store.(*node) }

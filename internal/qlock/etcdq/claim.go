@@ -1,0 +1,228 @@
+package etcdq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/qlock"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A semaphore's slots on etcd (see qlock's semaphore.go): slot i of
+// semaphore dir is the key slotKey(dir, i), bound to its holder's lease,
+// its value the permit count and the holder: "N holder". A claim is one
+// Txn: put the slot key if it does not exist — and, for the line's head,
+// if its line entry is still there, which the same Txn deletes; for a
+// direct claim, if the line is empty — guarded like an enqueue (guard.go).
+// Its Then branch reads the slots, to check everyone's N; its Else branch
+// reads what made it fail: the slots, the line's oldest entry, the guard.
+
+// claimState is a line head's state between Claims (qlock.Node.Store):
+// the revision of its last read of the slots, which WaitSlot watches
+// from, and the lowest free slot that read showed.
+type claimState struct {
+	rev  int64
+	free int
+}
+
+// slotValue is a slot key's value.
+func slotValue(n int, holder string) string { return strconv.Itoa(n) + " " + holder }
+
+// parseSlotValue splits a slot key's value into the permit count and the
+// holder; n is 0 for a value distlock did not write.
+func parseSlotValue(v []byte) (n int, holder string) {
+	ns, h, _ := strings.Cut(string(v), " ")
+	n, err := strconv.Atoi(ns)
+	if err != nil || n < 1 {
+		return 0, string(v)
+	}
+	return n, h
+}
+
+// Claim takes the lowest free slot of semaphore name (qlock.Driver).
+func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r qlock.Request) (*qlock.Node, error) {
+	dir := s.Dir(name)
+	sp := slotPrefix(dir)
+	lkey, lend := conflictRange(dir, qlock.Counted)
+	readSlots := clientv3.OpGet(sp, clientv3.WithPrefix())
+	var cond clientv3.Cmp
+	if line == nil {
+		cond = clientv3.Compare(clientv3.CreateRevision(lkey), "=", 0).WithRange(lend)
+	} else {
+		cond = clientv3.Compare(clientv3.CreateRevision(line.Key), "=", line.Seq)
+	}
+	i := 0
+	if line != nil {
+		if cs, ok := line.Store.(*claimState); ok {
+			i = cs.free
+		}
+	}
+	value := slotValue(r.Limit, string(r.Value))
+	for {
+		key := slotKey(dir, i)
+		then := []clientv3.Op{clientv3.OpPut(key, value, clientv3.WithLease(s.id)), readSlots}
+		if line != nil {
+			then = append(then, clientv3.OpDelete(line.Key))
+		}
+		els := []clientv3.Op{readSlots, s.guardGet(),
+			clientv3.OpGet(lkey, append(clientv3.WithFirstCreate(), clientv3.WithRange(lend))...)}
+		if line != nil {
+			els[2] = clientv3.OpGet(line.Key, clientv3.WithKeysOnly())
+		}
+		forget := s.expect(key)
+		floor := s.maxRev.Load()
+		guard := s.guardRev()
+		resp, err := s.client.Txn(ctx).
+			If(cond, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), s.guardIs(guard)).
+			Then(then...).Else(els...).Commit()
+		if err != nil {
+			// The put may or may not have been applied, or be still on
+			// its way: the guard stops it, and the key goes if it is ours.
+			forget()
+			s.abandonSlot(key)
+			err = s.storeErr(err)
+			if ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
+			return nil, err
+		}
+		if resp.Succeeded {
+			rev := resp.Header.Revision
+			n := &qlock.Node{Entry: qlock.Entry{Key: key, Seq: rev, Kind: qlock.Counted}, Token: rev, Slot: i, Waited: line != nil}
+			if err := s.checkRev(key, rev, floor); err != nil {
+				forget()
+				return nil, err
+			}
+			if err := checkPermits(dir, name, r.Limit, resp.Responses[1].GetResponseRange().Kvs); err != nil {
+				forget()
+				s.dropSlot(n)
+				return nil, err
+			}
+			return n, nil
+		}
+		forget()
+		slots := resp.Responses[0].GetResponseRange().Kvs
+		if err := checkPermits(dir, name, r.Limit, slots); err != nil {
+			return nil, err
+		}
+		s.sawGuardIn(resp.Responses[1].GetResponseRange(), resp.Header.Revision)
+		if other := resp.Responses[2].GetResponseRange().Kvs; line == nil && len(other) > 0 {
+			return nil, fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, other[0].Key)
+		} else if line != nil && (len(other) == 0 || other[0].CreateRevision != line.Seq) {
+			return nil, fmt.Errorf("%w: key %s", distlock.ErrEntryGone, line.Key)
+		}
+		free, held := lowestFree(dir, r.Limit, slots)
+		if line != nil {
+			line.Store = &claimState{rev: resp.Header.Revision, free: max(free, 0)}
+		}
+		if free < 0 {
+			return nil, fmt.Errorf("%w (all %d permits held%s)", distlock.ErrLocked, r.Limit, held)
+		}
+		i = free // the slot went, or the guard moved: go again
+	}
+}
+
+// lowestFree returns the lowest slot below n that slots (a read of the
+// slot keys) leaves free, -1 if none, and who holds the oldest slot for a
+// "held" message.
+func lowestFree(dir string, n int, slots []*mvccpb.KeyValue) (int, string) {
+	taken := make([]bool, n)
+	held := ""
+	var oldest int64
+	for _, kv := range slots {
+		if i, ok := parseSlot(dir, string(kv.Key)); ok && i < n {
+			taken[i] = true
+			if _, h := parseSlotValue(kv.Value); h != "" && (oldest == 0 || kv.CreateRevision < oldest) {
+				oldest, held = kv.CreateRevision, fmt.Sprintf(", oldest by %q", h)
+			}
+		}
+	}
+	for i, t := range taken {
+		if !t {
+			return i, held
+		}
+	}
+	return -1, held
+}
+
+// checkPermits returns an error wrapping distlock.ErrPermitsMismatch if a
+// slot key was made for another count than n, or is beyond it.
+func checkPermits(dir, name string, n int, slots []*mvccpb.KeyValue) error {
+	for _, kv := range slots {
+		i, ok := parseSlot(dir, string(kv.Key))
+		if !ok {
+			continue
+		}
+		if m, _ := parseSlotValue(kv.Value); m != n || i >= n {
+			return fmt.Errorf("%w: semaphore %q: slot key %s was made for %d permits, this Semaphore has %d", distlock.ErrPermitsMismatch, name, kv.Key, m, n)
+		}
+	}
+	return nil
+}
+
+// WaitSlot waits for a slot key of line's semaphore to go after line's
+// last Claim read them (qlock.Driver). Only the line's head watches: one
+// prefix watch, deletions only. It looks again after half a TTL in any
+// case, so that a watch stuck on a member that lost the cluster costs a
+// delay, not the wake-up.
+func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
+	cs, _ := line.Store.(*claimState)
+	if cs == nil {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 3*s.watchCheck())
+	defer cancel()
+	sp := slotPrefix(s.Dir(line.Name))
+	for resp := range s.client.Watch(clientv3.WithRequireLeader(wctx), sp, clientv3.WithPrefix(), clientv3.WithRev(cs.rev+1), clientv3.WithFilterPut()) {
+		if len(resp.Events) > 0 || resp.CompactRevision != 0 || resp.Err() != nil || resp.Canceled {
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// dropSlot deletes a slot this session claimed but will not hold.
+func (s *Session) dropSlot(n *qlock.Node) {
+	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
+	defer cancel()
+	if _, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(n.Key), "=", n.Seq)).Then(clientv3.OpDelete(n.Key)).Commit(); err != nil {
+		s.abandonSlot(n.Key)
+	}
+}
+
+// abandonSlot is abandon for a slot key, which another session may hold:
+// the guard moves, and the key is deleted only if it is bound to this
+// session's lease.
+func (s *Session) abandonSlot(key string) {
+	bury := func(ctx context.Context) error {
+		resp, err := s.client.Txn(ctx).Then(s.guardPut(), clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", s.id)},
+			[]clientv3.Op{clientv3.OpDelete(key)}, nil)).Commit()
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				s.storeErr(err)
+				return nil
+			}
+			return err
+		}
+		s.sawGuard(resp.Header.Revision, resp.Header.Revision)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
+	defer cancel()
+	if err := bury(ctx); err != nil {
+		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "key", key, "err", err)
+		s.Go(func(ctx context.Context) {
+			qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool { return bury(ctx) == nil })
+		})
+	}
+}

@@ -1,0 +1,182 @@
+package qlock
+
+import (
+	"context"
+	"errors"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/leasehook"
+)
+
+// The semaphore: a line and N numbered slots.
+//
+// A semaphore of N permits keeps two things beside a lock's queue: its
+// line, a FIFO queue of Counted entries that is exactly a Mutex's (each
+// waiter watches only the entry just ahead of it), and its slots, keys or
+// znodes 0 to N-1, each held by at most one permit. The head of the line —
+// the one entry with nothing ahead of it — is the only waiter that looks
+// at the slots: it claims the lowest free one in a single write that also
+// deletes its line entry (Driver.Claim), or, when all are held, waits for
+// a slot to go (Driver.WaitSlot) and tries again.
+//
+// Why not one queue where an entry holds while fewer than N entries are
+// ahead of it: holders release in any order, so a waiter would have to
+// watch every one of the N entries ahead of it, and each release would
+// wake up to N waiters (watching only the entry N places ahead loses
+// wake-ups when another holder goes first). Here a release (a slot
+// deleted) wakes the head alone, which takes the slot; its claim deletes
+// its line entry, which wakes the next in line alone (the Mutex handoff),
+// which becomes the head and reads the slots once. No other waiter hears
+// of either, whatever the line's length and N: per handoff one delete (the
+// release), one claim write, one event to the new holder and one to the
+// new head, and the new head's read of the slots (with its watch).
+//
+// FIFO: only the head claims while anyone waits, and an acquisition that
+// finds the line empty claims directly only if the line is still empty
+// when it writes (etcd: a compare in the claim's Txn; ZooKeeper, which
+// cannot compare children: it looks after its create and gives the slot
+// back if a line entry appeared), so no waiter is overtaken.
+//
+// The slots are what make permits fenceable: each slot's successive
+// holders have strictly growing tokens (see distlock.Permit).
+
+// newPermit is distlock's unexported Permit constructor (see leasehook).
+var newPermit = leasehook.NewPermit.(func(*distlock.Lease, int) *distlock.Permit)
+
+// acquirePermit claims a slot of semaphore name for r, waiting in the
+// line when none is free or others wait. On failure nothing is left
+// behind.
+func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *acquisition) (*Node, error) {
+	fail := func(err error) error { return &distlock.LockError{Name: name, Op: r.Op, Err: err} }
+	st := e.d.Shared()
+	if err := st.Err(); err != nil {
+		return nil, fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fail(context.Cause(ctx))
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(st.Context(), func() { cancel(st.Err()) })
+	defer stop()
+
+	// The direct claim: one write when a slot is free and nobody waits.
+	slot, err := e.d.Claim(ctx, name, nil, r)
+	switch {
+	case err == nil:
+		a.enqueued(0, false)
+		return e.permitHeld(ctx, name, slot, fail)
+	case r.Try || !errors.Is(err, distlock.ErrLocked):
+		return nil, fail(err)
+	}
+
+	// Wait in the line until this entry is its head (the Mutex path, with
+	// its failure handling), then claim as the head.
+	lr := r
+	lr.Kind, lr.Try, lr.Limit = Counted, false, 1
+	line, err := e.acquire(ctx, name, lr, a)
+	if err != nil {
+		return nil, err
+	}
+	lctx, lcancel := context.WithCancelCause(ctx)
+	defer lcancel(nil)
+	lstop := context.AfterFunc(line.alive, func() { lcancel(context.Cause(line.alive)) })
+	defer lstop()
+	for {
+		slot, err := e.d.Claim(lctx, name, line, r)
+		if err == nil {
+			// The claim deleted the line entry: end its life as a
+			// release, so that its follower reports nothing.
+			line.kill(distlock.ErrReleased)
+			return e.permitHeld(ctx, name, slot, fail)
+		}
+		if !errors.Is(err, distlock.ErrLocked) {
+			return nil, e.lineFailed(line, err, fail)
+		}
+		a.waitedOn++
+		if err := e.d.WaitSlot(lctx, line); err != nil {
+			return nil, e.lineFailed(line, err, fail)
+		}
+	}
+}
+
+// lineFailed abandons the line entry of a failed acquisition and returns
+// its error: the entry's own end (deleted, session over) before ctx's.
+func (e *Engine) lineFailed(line *Node, err error, fail func(error) error) error {
+	if line.alive.Err() != nil && !errors.Is(context.Cause(line.alive), distlock.ErrReleased) {
+		err = context.Cause(line.alive)
+	}
+	e.abandon(line, err)
+	return fail(err)
+}
+
+// permitHeld starts following a claimed slot's entry and makes the last
+// check before it is reported held.
+func (e *Engine) permitHeld(ctx context.Context, name string, slot *Node, fail func(error) error) (*Node, error) {
+	slot.Name = distlock.SlotName(name, slot.Slot)
+	st := e.d.Shared()
+	slot.Begin(st.Context())
+	if st.Err() != nil {
+		slot.kill(st.Err())
+	}
+	e.d.Follow(slot, slot.kill)
+	if err := e.d.Confirm(ctx, slot); err != nil {
+		e.abandon(slot, err)
+		return nil, fail(err)
+	}
+	e.d.Log().Debug(st.pkg+": permit acquired", "lock", name, "key", slot.Key, "slot", slot.Slot, "token", slot.Token)
+	return slot, nil
+}
+
+// Semaphore is a fair FIFO counting semaphore of N fenced permits: at most
+// N acquisitions hold one at a time, waiters are granted in the order they
+// came, and each permit is bound to a numbered slot whose tokens grow from
+// one holder to the next (see distlock.Permit). A Semaphore is a handle,
+// safe for concurrent use; every Acquire takes its own permit.
+type Semaphore struct {
+	lock
+	n int
+}
+
+// NewSemaphore returns the semaphore called name, of n permits, on d's
+// session; pkg names the backend in errors. Every user of one semaphore
+// must give the same n: one that finds entries made with another count
+// gets an error wrapping distlock.ErrPermitsMismatch.
+func NewSemaphore(pkg string, d Driver, name string, n int) (*Semaphore, error) {
+	if err := distlock.ValidatePermits(name, n); err != nil {
+		return nil, err
+	}
+	return newRecipe(pkg, "semaphore", d, name, func(l lock) *Semaphore { return &Semaphore{lock: l, n: n} })
+}
+
+// Permits returns the semaphore's permit count, N.
+func (s *Semaphore) Permits() int { return s.n }
+
+// Acquire waits until it holds a permit: at once when one is free and
+// nobody waits, else after every earlier waiter. It fails, leaving nothing
+// behind, as Mutex.Lock does, and with distlock.ErrPermitsMismatch when
+// the semaphore is in use with another permit count.
+func (s *Semaphore) Acquire(ctx context.Context) (*distlock.Permit, error) {
+	return s.acquirePermit(ctx, false)
+}
+
+// TryAcquire takes a permit only if one is free and nobody waits;
+// otherwise it returns an error wrapping distlock.ErrLocked, leaving
+// nothing behind.
+func (s *Semaphore) TryAcquire(ctx context.Context) (*distlock.Permit, error) {
+	return s.acquirePermit(ctx, true)
+}
+
+func (s *Semaphore) acquirePermit(ctx context.Context, try bool) (*distlock.Permit, error) {
+	r := Request{Op: distlock.OpAcquire, Kind: Counted, Limit: s.n, Try: try, Value: []byte(s.e.d.Holder())}
+	if try {
+		r.Op = distlock.OpTryAcquire
+	}
+	tctx, a := s.tel.begin(ctx, r.Op, r.Kind)
+	n, err := s.e.acquirePermit(tctx, s.name, r, a)
+	a.end(n, ctx.Err() != nil, err)
+	if err != nil {
+		return nil, err
+	}
+	return newPermit(s.e.hold(n, s.tel), n.Slot), nil
+}

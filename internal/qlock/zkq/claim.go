@@ -1,0 +1,279 @@
+package zkq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/zkctx"
+	"github.com/go-zookeeper/zk"
+)
+
+// A semaphore's slots on ZooKeeper (see qlock's semaphore.go): slot i of
+// a semaphore of N permits is the ephemeral znode DIR/@permits/<i>-of-<N>,
+// its data the holder. The count is in the name so that one listing of
+// @permits shows everyone's N. The line's head lists @permits with a
+// child watch — the only watch on it, so a release wakes the head alone —
+// and claims with one multi that creates the slot and deletes its line
+// entry. ZooKeeper cannot compare a directory's children inside a write,
+// so a direct claim (nobody in the line) looks at the line after its
+// create and gives the slot back if someone is queued.
+
+// permitsChild is the child of a semaphore's directory that holds its
+// slots; '@' keeps it apart from sub-lock directories.
+const permitsChild = "@permits"
+
+// slotName returns slot i's znode name for a count of n.
+func slotName(i, n int) string { return strconv.Itoa(i) + "-of-" + strconv.Itoa(n) }
+
+// parseSlotName parses a slot znode name.
+func parseSlotName(c string) (i, n int, ok bool) {
+	is, ns, found := strings.Cut(c, "-of-")
+	if !found {
+		return 0, 0, false
+	}
+	i, err1 := strconv.Atoi(is)
+	n, err2 := strconv.Atoi(ns)
+	return i, n, err1 == nil && err2 == nil && i >= 0 && n > 0
+}
+
+// slotsOf checks the slot names kids against a count of n and returns the
+// lowest free slot (-1 if none).
+func slotsOf(name string, n int, kids []string) (int, error) {
+	taken := make([]bool, n)
+	for _, c := range kids {
+		i, m, ok := parseSlotName(c)
+		if !ok {
+			continue
+		}
+		if m != n || i >= n {
+			return 0, fmt.Errorf("%w: semaphore %q: slot znode %s/%s was made for %d permits, this Semaphore has %d", distlock.ErrPermitsMismatch, name, permitsChild, c, m, n)
+		}
+		taken[i] = true
+	}
+	for i, t := range taken {
+		if !t {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+// Claim takes the lowest free slot of semaphore name (qlock.Driver).
+func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r qlock.Request) (*qlock.Node, error) {
+	if !s.ours() {
+		return nil, s.expired("expired (the connection reports another session)")
+	}
+	dir := s.Dir(name)
+	sdir := dir + "/" + permitsChild
+	if line == nil && r.Try {
+		// As TryLock: a release that completed before the call is seen.
+		if _, err := retry(ctx, func() (string, error) { return s.conn.Sync("/") }); err != nil {
+			return nil, s.storeErr(err)
+		}
+	}
+	for {
+		if line == nil {
+			if w, err := s.lineHead(ctx, dir); err != nil || w != "" {
+				if err == nil {
+					err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
+				}
+				return nil, err
+			}
+		}
+		kids, ch, err := s.listSlots(ctx, sdir, line != nil)
+		if err != nil {
+			return nil, err
+		}
+		free, err := slotsOf(name, r.Limit, kids)
+		if err != nil {
+			return nil, err
+		}
+		if line != nil {
+			state(line).slots = ch
+		}
+		if free < 0 {
+			return nil, fmt.Errorf("%w (all %d permits held)", distlock.ErrLocked, r.Limit)
+		}
+		path := sdir + "/" + slotName(free, r.Limit)
+		made, err := s.createSlot(ctx, path, line, r.Value)
+		switch {
+		case errors.Is(err, zk.ErrNodeExists):
+			continue // taken meanwhile: look again
+		case errors.Is(err, zk.ErrNoNode) && line != nil && !made:
+			// The multi failed on one of its two parts.
+			if ok, _ := s.exists(ctx, line.Key); !ok {
+				return nil, s.goneCause(ctx, line.Key)
+			}
+			if err := s.ensureDir(ctx, sdir); err != nil {
+				return nil, err
+			}
+			continue
+		case errors.Is(err, zk.ErrNoNode):
+			if err := s.ensureDir(ctx, sdir); err != nil {
+				return nil, err
+			}
+			continue
+		case err != nil:
+			return nil, err
+		}
+		n, err := s.own(ctx, path, 0, qlock.Counted)
+		if err != nil {
+			return nil, err
+		}
+		n.Slot, n.Waited, n.Seq = free, line != nil, n.Token
+		if line == nil {
+			// Give the slot back if the line has an entry (it may be older
+			// than the slot), or the count was disagreed on meanwhile.
+			w, err := s.lineHead(ctx, dir)
+			if err == nil && w == "" {
+				var kids []string
+				if kids, _, err = s.listSlots(ctx, sdir, false); err == nil {
+					_, err = slotsOf(name, r.Limit, kids)
+				}
+			} else if err == nil {
+				err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
+			}
+			if err != nil {
+				s.abandon(path)
+				return nil, err
+			}
+		}
+		return n, nil
+	}
+}
+
+// lineHead returns the oldest entry of the semaphore dir's line, "" if
+// none.
+func (s *Session) lineHead(ctx context.Context, dir string) (string, error) {
+	kids, err := retry(ctx, func() ([]string, error) {
+		c, _, err := s.conn.Children(dir)
+		return c, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", s.storeErr(err)
+	}
+	if all := entries(dir, qlock.Counted, kids); len(all) > 0 {
+		return qlock.Ahead(qlock.Entry{Seq: 1<<63 - 1}, all)[0].Key, nil
+	}
+	return "", nil
+}
+
+// listSlots lists the slots, with a child watch when watch is set (ch is
+// nil when the directory does not exist: a claim then creates it).
+func (s *Session) listSlots(ctx context.Context, sdir string, watch bool) ([]string, <-chan zk.Event, error) {
+	type listing struct {
+		kids []string
+		ch   <-chan zk.Event
+	}
+	l, err := retry(ctx, func() (listing, error) {
+		if watch {
+			c, _, ch, err := s.conn.ChildrenW(sdir)
+			return listing{c, ch}, err
+		}
+		c, _, err := s.conn.Children(sdir)
+		return listing{c, nil}, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, s.storeErr(err)
+	}
+	return l.kids, l.ch, nil
+}
+
+// createSlot creates slot path (with line's entry deleted in the same
+// multi). A request cut off by a connection loss may have been applied:
+// made then says the slot is this session's.
+func (s *Session) createSlot(ctx context.Context, path string, line *qlock.Node, data []byte) (made bool, err error) {
+	for {
+		var err error
+		if line == nil {
+			_, err = ctxCall(ctx, func() error {
+				_, err := s.conn.Create(path, data, zk.FlagEphemeral, s.acl)
+				return err
+			})
+		} else {
+			_, err = ctxCall(ctx, func() error {
+				rs, err := s.conn.Multi(
+					&zk.CreateRequest{Path: path, Data: data, Acl: s.acl, Flags: zk.FlagEphemeral},
+					&zk.DeleteRequest{Path: line.Key, Version: -1})
+				for _, r := range rs {
+					if errors.Is(r.Error, zk.ErrNodeExists) {
+						return r.Error
+					}
+				}
+				return multiErr(rs, err)
+			})
+		}
+		switch {
+		case err == nil:
+			s.remember(path)
+			return true, nil
+		case errors.Is(err, zk.ErrConnectionClosed):
+			// Sent, maybe applied: the slot is ours if its owner is.
+			st, serr := retry(ctx, func() (*zk.Stat, error) {
+				ok, st, err := s.conn.Exists(path)
+				if err == nil && !ok {
+					return nil, nil
+				}
+				return st, err
+			})
+			if serr != nil {
+				return false, s.storeErr(serr)
+			}
+			if st != nil && st.EphemeralOwner == s.id {
+				s.remember(path)
+				return true, nil
+			}
+			if !s.ours() {
+				return false, s.expired("expired (a claim was cut off by a connection loss)")
+			}
+		case transient(err):
+			if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
+				return false, err
+			}
+		default:
+			return false, s.storeErr(err)
+		}
+	}
+}
+
+// ctxCall is zkctx.Call for a function with no value.
+func ctxCall(ctx context.Context, f func() error) (struct{}, error) {
+	return zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, f() })
+}
+
+// exists reports whether path exists.
+func (s *Session) exists(ctx context.Context, path string) (bool, error) {
+	return retry(ctx, func() (bool, error) {
+		ok, _, err := s.conn.Exists(path)
+		return ok, err
+	})
+}
+
+// WaitSlot waits on the child watch of line's last Claim (qlock.Driver).
+func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
+	ch := state(line).slots
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case ev := <-ch:
+		if ev.Type == zk.EventNotWatching {
+			return s.watchErr(ev)
+		}
+		return nil
+	}
+}
