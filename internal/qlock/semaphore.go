@@ -83,7 +83,9 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *a
 	lstop := context.AfterFunc(line.alive, func() { lcancel(context.Cause(line.alive)) })
 	defer lstop()
 	for {
-		slot, err := e.d.Claim(lctx, name, line, r)
+		// Not lctx: the claim's own write deletes the line entry, which
+		// ends line.alive while the claim may still read its slot.
+		slot, err := e.d.Claim(ctx, name, line, r)
 		if err == nil {
 			// The claim deleted the line entry: end its life as a
 			// release, so that its follower reports nothing.
