@@ -71,11 +71,17 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 	}
 	dir := s.Dir(name)
 	sdir := dir + "/" + permitsChild
+	sync := func() error {
+		_, err := retry(ctx, func() (string, error) { return s.conn.Sync("/") })
+		return s.storeErr(err)
+	}
+	synced := false
 	if line == nil && r.Try {
 		// As TryLock: a release that completed before the call is seen.
-		if _, err := retry(ctx, func() (string, error) { return s.conn.Sync("/") }); err != nil {
-			return nil, s.storeErr(err)
+		if err := sync(); err != nil {
+			return nil, err
 		}
+		synced = true
 	}
 	for {
 		if line == nil {
@@ -91,6 +97,15 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			return nil, err
 		}
 		free, err := slotsOf(name, r.Limit, kids)
+		if err != nil && !synced {
+			// The server may lag behind the releases of the other
+			// count's last holders: make sure before refusing.
+			if err := sync(); err != nil {
+				return nil, err
+			}
+			synced = true
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -129,10 +144,17 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		n.Slot, n.Waited, n.Seq = free, line != nil, n.Token
 		if line == nil {
 			// Give the slot back if the line has an entry (it may be older
-			// than the slot), or the count was disagreed on meanwhile.
-			w, err := s.lineHead(ctx, dir)
+			// than the slot), or the count was disagreed on meanwhile. The
+			// sync first: an entry created on another server before the
+			// slot is then seen here.
+			err := sync()
+			var w string
+			if err == nil {
+				w, err = s.lineHead(ctx, dir)
+			}
 			if err == nil && w == "" {
 				var kids []string
+				synced = true
 				if kids, _, err = s.listSlots(ctx, sdir, false); err == nil {
 					_, err = slotsOf(name, r.Limit, kids)
 				}
