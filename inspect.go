@@ -43,4 +43,10 @@ type QueueEntry struct {
 	// Created is when the store created the entry; zero when the store
 	// keeps no such time (etcd).
 	Created time.Time
+	// Permits is, for a semaphore's holder, the semaphore's permit count
+	// N; 0 for lock entries and a semaphore's waiters.
+	Permits int
+	// Slot is a semaphore holder's slot (its Token's Name is the slot's,
+	// see SlotName); 0 otherwise.
+	Slot int
 }

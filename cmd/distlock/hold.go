@@ -24,7 +24,10 @@ type lockCmd struct {
 	noWait bool
 	shell  bool
 	grace  time.Duration
-	set    map[string]bool // the flags given
+	// permits, when above 0, makes the lock a semaphore of that many
+	// permits (run --permits).
+	permits int
+	set     map[string]bool // the flags given
 }
 
 // register adds the flags to fs; noWait says whether --no-wait is offered.
@@ -154,7 +157,12 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 		defer cancel()
 		_ = s.Close(ctx)
 	})
-	m, err := mutex(s, c.name)
+	var m distlock.Locker
+	if c.permits > 0 {
+		m, err = semaphore(s, c.name, c.permits)
+	} else {
+		m, err = mutex(s, c.name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +194,8 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 	case err == nil:
 	case errors.Is(err, distlock.ErrLocked):
 		return nil, exit(exitNotAcquired, fmt.Errorf("lock %q not acquired (--no-wait): %s%s", c.name, lockCause(err), zkHolder(b, c.name, c.conn.timeout)))
+	case errors.Is(err, distlock.ErrPermitsMismatch):
+		return nil, exit(exitUnreachable, fmt.Errorf("semaphore %q not acquired: %s", c.name, lockCause(err)))
 	case errors.Is(err, errWaitElapsed) || elapsed:
 		return nil, exit(exitNotAcquired, fmt.Errorf("lock %q not acquired: still held after --wait %v", c.name, c.wait))
 	default:

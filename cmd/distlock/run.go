@@ -2,7 +2,10 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
+
+	"github.com/distlock/distlock"
 )
 
 func init() {
@@ -11,7 +14,8 @@ func init() {
 
 const runUsage = `Usage:
   distlock run --lock NAME [--etcd ENDPOINTS | --zk SERVERS] [--ttl D]
-               [--wait D | --no-wait] [--grace D] [--shell] -- COMMAND [ARGS...]
+               [--permits N] [--wait D | --no-wait] [--grace D] [--shell]
+               -- COMMAND [ARGS...]
 
 Runs COMMAND only while holding the lock NAME, then releases it. COMMAND
 gets DISTLOCK_LOCK (the name), DISTLOCK_TOKEN (the fencing token,
@@ -22,6 +26,13 @@ with every write to the protected resource), DISTLOCK_HOLDER
 3339, UTC: the lock is surely held until then as of COMMAND's start;
 keepalives move the real deadline on, and a loss before it reaches
 COMMAND as SIGTERM) in its environment.
+
+With --permits N, NAME is a semaphore of N permits instead: up to N
+COMMANDs run at once across the fleet, the others wait their turn (FIFO).
+Every line using NAME must give the same N (a different one exits 69).
+COMMAND then also gets DISTLOCK_PERMIT, its permit's slot (0 to N-1), and
+DISTLOCK_TOKEN is the slot's token, NAME/slot-K@SEQ.OWNER: fence a
+resource that belongs to slot K (a shard, a worker id) with it.
 
 If the lock is lost while COMMAND runs, COMMAND's process group gets
 SIGTERM, then SIGKILL after --grace, and distlock exits 76. SIGINT, SIGTERM
@@ -35,6 +46,9 @@ Examples:
   # skip this run if another host is at it (exit 75)
   distlock run --lock reindex --zk zk1:2181 --no-wait -- ./reindex.sh
 
+  # at most 4 migrations at a time, each told its slot
+  distlock run --lock migrations --permits 4 --shell -- './migrate --worker "$DISTLOCK_PERMIT"'
+
   # give up after a minute; a shell pipeline with the token
   distlock run --lock deploy --wait 1m --shell -- 'echo "$DISTLOCK_TOKEN" | deploy --fence -'
 
@@ -45,6 +59,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	c := &lockCmd{cmd: "run"}
 	c.register(fs, "backup or team/job", true)
+	fs.IntVar(&c.permits, "permits", 0, "treat NAME as a semaphore of this many permits: up to N holders at once (default: a lock, one holder)")
 	argv, help, err := c.parse(fs, args, runUsage, stdout)
 	if help || err != nil {
 		return err
@@ -54,6 +69,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return usageErr("run: no --lock NAME; say which lock to hold, e.g. distlock run --lock backup -- CMD")
 	case len(argv) == 0:
 		return usageErr("run: no command; put it after --, e.g. distlock run --lock %s -- CMD ARGS", c.name)
+	case c.set["permits"] && (c.permits < 1 || c.permits > distlock.MaxPermits):
+		return usageErr("run: --permits %d: want 1 to %d", c.permits, distlock.MaxPermits)
 	}
 	if err := c.check(); err != nil {
 		return err
@@ -63,5 +80,10 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer h.release()
-	return c.run(h, argv, nil, stdout, stderr)
+	var env []string
+	if c.permits > 0 {
+		_, slot, _ := distlock.ParseSlotName(h.lease.Token().Name)
+		env = append(env, fmt.Sprintf("DISTLOCK_PERMIT=%d", slot))
+	}
+	return c.run(h, argv, env, stdout, stderr)
 }

@@ -202,11 +202,14 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 // lockStatus is the --json document (see statusUsage); its field names are
 // a stable interface.
 type lockStatus struct {
-	Lock    string        `json:"lock"`
-	Backend string        `json:"backend"`
-	Free    bool          `json:"free"`
-	Holders int           `json:"holders"`
-	Waiters int           `json:"waiters"`
+	Lock    string `json:"lock"`
+	Backend string `json:"backend"`
+	Free    bool   `json:"free"`
+	Holders int    `json:"holders"`
+	Waiters int    `json:"waiters"`
+	// Permits is N for a semaphore that has holders (run --permits), 0
+	// for a lock.
+	Permits int           `json:"permits,omitempty"`
 	Fence   *fenceStatus  `json:"fence,omitempty"`
 	Entries []statusEntry `json:"entries"`
 }
@@ -286,6 +289,7 @@ type statusEntry struct {
 	Seq        int64      `json:"seq"`
 	Owner      string     `json:"owner"`
 	Holder     string     `json:"holder"`
+	Slot       *int       `json:"slot,omitempty"`
 	Created    *time.Time `json:"created"`
 	AgeSeconds *int64     `json:"age_seconds"`
 
@@ -313,6 +317,12 @@ func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time
 			Owner:     e.Owner,
 			Holder:    e.Holder,
 			ownerKind: ownerKind,
+		}
+		if e.Permits > 0 {
+			st.Permits = e.Permits
+			slot := e.Slot
+			se.Slot = &slot
+			se.Kind = fmt.Sprintf("slot %d", slot)
 		}
 		if holding[i] {
 			se.Role = "holder"
@@ -361,7 +371,11 @@ func (st *lockStatus) writeText(w io.Writer) {
 	if st.Holders == 0 { // cannot happen with a non-empty queue; be plain
 		state = "not held"
 	}
-	fmt.Fprintf(w, "lock %s: %s (%d %s, %d waiting)\n", st.Lock, state, st.Holders, plural(st.Holders, "holder", "holders"), st.Waiters)
+	if st.Permits > 0 {
+		fmt.Fprintf(w, "semaphore %s: %d of %d permits held, %d waiting\n", st.Lock, st.Holders, st.Permits, st.Waiters)
+	} else {
+		fmt.Fprintf(w, "lock %s: %s (%d %s, %d waiting)\n", st.Lock, state, st.Holders, plural(st.Holders, "holder", "holders"), st.Waiters)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POS\tROLE\tKIND\tTOKEN\tOWNER\tAGE\tHOLDER")
 	for _, e := range st.Entries {

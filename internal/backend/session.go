@@ -18,6 +18,7 @@ type Session struct {
 	mutex    func(name string) (*etcdlock.Mutex, error)
 	rwmutex  func(name string) (*etcdlock.RWMutex, error)
 	election func(name string) (*etcdlock.Election, error)
+	sem      func(name string, n int) (*etcdlock.Semaphore, error)
 }
 
 // session is what both backends' sessions have.
@@ -40,6 +41,7 @@ func (c *Client) NewSession(ctx context.Context, holder string) (*Session, error
 			mutex:    func(name string) (*etcdlock.Mutex, error) { return etcdlock.NewMutex(s, name) },
 			rwmutex:  func(name string) (*etcdlock.RWMutex, error) { return etcdlock.NewRWMutex(s, name) },
 			election: func(name string) (*etcdlock.Election, error) { return etcdlock.NewElection(s, name) },
+			sem:      func(name string, n int) (*etcdlock.Semaphore, error) { return etcdlock.NewSemaphore(s, name, n) },
 		}, nil
 	}
 	opts := []zklock.Option{zklock.WithPrefix(c.prefix), zklock.WithHolder(holder), zklock.WithACL(c.acl), zklock.WithLogger(c.cfg.Logger)}
@@ -54,6 +56,7 @@ func (c *Client) NewSession(ctx context.Context, holder string) (*Session, error
 		mutex:    func(name string) (*zklock.Mutex, error) { return zklock.NewMutex(s, name) },
 		rwmutex:  func(name string) (*zklock.RWMutex, error) { return zklock.NewRWMutex(s, name) },
 		election: func(name string) (*zklock.Election, error) { return zklock.NewElection(s, name) },
+		sem:      func(name string, n int) (*zklock.Semaphore, error) { return zklock.NewSemaphore(s, name, n) },
 	}, nil
 }
 
@@ -76,3 +79,6 @@ func (s *Session) RWMutex(name string) (RWLocker, error) { return s.rwmutex(name
 
 // Election returns the election called name.
 func (s *Session) Election(name string) (distlock.Elector, error) { return s.election(name) }
+
+// Semaphore returns the semaphore called name, of n permits.
+func (s *Session) Semaphore(name string, n int) (*etcdlock.Semaphore, error) { return s.sem(name, n) }

@@ -21,11 +21,31 @@ func Inspect(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]
 		return nil, err
 	}
 	out := make([]distlock.QueueEntry, 0, len(resp.Kvs))
-	var kinds []qlock.Kind
+	var (
+		kinds         []qlock.Kind
+		permits, line []distlock.QueueEntry
+	)
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
+		if i, ok := parseSlot(dir, key); ok {
+			// A semaphore's permit: a holder.
+			n, h := parseSlotValue(kv.Value)
+			permits = append(permits, distlock.QueueEntry{
+				Key: key, Holding: true, Permits: n, Slot: i, Holder: h, Owner: strconv.FormatInt(kv.Lease, 16),
+				Token: distlock.Token{Name: distlock.SlotName(name, i), Seq: kv.CreateRevision, Owner: uint64(kv.Lease)},
+			})
+			continue
+		}
 		kind, ok := entryKind(dir, key)
 		if !ok {
+			continue
+		}
+		if kind == qlock.Counted {
+			// A semaphore's waiter, in line.
+			line = append(line, distlock.QueueEntry{
+				Key: key, Holder: string(kv.Value), Owner: strconv.FormatInt(kv.Lease, 16),
+				Token: distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)},
+			})
 			continue
 		}
 		kinds = append(kinds, kind)
@@ -40,7 +60,8 @@ func Inspect(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]
 	for i, h := range qlock.Holding(kinds) {
 		out[i].Holding = h
 	}
-	return out, nil
+	// A semaphore's holders first, then its line, oldest first.
+	return append(append(permits, line...), out...), nil
 }
 
 // WatchQueue calls f with lock name's queue (as Inspect reads it) now and

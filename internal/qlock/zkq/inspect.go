@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -38,6 +40,31 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 	// An Election's candidates are listed too, as exclusive entries: the
 	// first one leads, Holder is its value.
 	nodes := qlock.Ahead(qlock.Entry{Seq: math.MaxInt64}, append(entries(dir, qlock.Exclusive, children), entries(dir, qlock.Candidate, children)...))
+	// A semaphore's permits (the children of @permits, as holders, in
+	// slot order) and its line, oldest first.
+	line := qlock.Ahead(qlock.Entry{Seq: math.MaxInt64}, entries(dir, qlock.Counted, children))
+	var slots []string
+	if slices.Contains(children, permitsChild) {
+		slots, err = retry(ctx, func() ([]string, error) {
+			c, _, err := conn.Children(dir + "/" + permitsChild)
+			return c, err
+		})
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, fail("list", err)
+		}
+		slices.SortFunc(slots, func(a, b string) int {
+			i, _, _ := parseSlotName(a)
+			j, _, _ := parseSlotName(b)
+			return i - j
+		})
+	}
+	sem := make([]qlock.Entry, 0, len(slots)+len(line))
+	for _, c := range slots {
+		if _, _, ok := parseSlotName(c); ok {
+			sem = append(sem, qlock.Entry{Key: dir + "/" + permitsChild + "/" + c, Kind: qlock.Counted, Seq: -1})
+		}
+	}
+	nodes = append(append(sem, line...), nodes...)
 	type read struct {
 		data []byte
 		stat *zk.Stat
@@ -64,10 +91,29 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 		return nil, err
 	}
 	out := make([]distlock.QueueEntry, 0, len(nodes))
-	var kinds []qlock.Kind
+	var (
+		kinds  []qlock.Kind
+		semOut []distlock.QueueEntry
+	)
 	for i, n := range nodes {
 		r := reads[i]
 		if r.stat == nil {
+			continue
+		}
+		if n.Kind == qlock.Counted {
+			e := distlock.QueueEntry{
+				Key:     n.Key,
+				Token:   distlock.Token{Name: name, Seq: r.stat.Czxid, Owner: uint64(r.stat.EphemeralOwner)},
+				Owner:   strconv.FormatInt(r.stat.EphemeralOwner, 16),
+				Holder:  string(r.data),
+				Created: time.UnixMilli(r.stat.Ctime),
+			}
+			if n.Seq < 0 { // a permit
+				i, m, _ := parseSlotName(n.Key[strings.LastIndexByte(n.Key, '/')+1:])
+				e.Holding, e.Slot, e.Permits = true, i, m
+				e.Token.Name = distlock.SlotName(name, i)
+			}
+			semOut = append(semOut, e)
 			continue
 		}
 		kinds = append(kinds, n.Kind)
@@ -83,7 +129,7 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 	for i, h := range qlock.Holding(kinds) {
 		out[i].Holding = h
 	}
-	return out, nil
+	return append(semOut, out...), nil
 }
 
 // WatchQueue calls f with lock name's queue (as Inspect reads it) now and
