@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -444,4 +445,71 @@ func TestRunDeadlineEnv(t *testing.T) {
 	if !d.After(start) || d.After(start.Add(10*time.Second+time.Second)) {
 		t.Errorf("DISTLOCK_DEADLINE %v: want after the run's start %v and within its 10 s TTL", d, start)
 	}
+}
+
+// TestRunPermits runs three commands on a semaphore of two permits: two
+// hold at once (slots 0 and 1, in DISTLOCK_PERMIT), the third waits, and
+// status shows them; a line with another N is refused, and a bad N is a
+// usage error.
+func TestRunPermits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		ctx := testCtx(t)
+		lock := lockName(t)
+		done := filepath.Join(t.TempDir(), "done")
+		hold := `echo "slot=$DISTLOCK_PERMIT token=$DISTLOCK_TOKEN"; while [ ! -f ` + done + ` ]; do sleep 0.05; done`
+		var (
+			procs []*bgProc
+			out   []string
+		)
+		for i := range 3 {
+			procs = append(procs, start(ctx, t, b.args("run", "--lock", lock, "--permits", "2", "--shell", "--", hold)...))
+			if i < 2 {
+				out = append(out, procs[i].nextLine(ctx, "a holder's slot"))
+			}
+		}
+		watch := start(ctx, t, b.args("status", "--watch", "--json", lock)...)
+		for {
+			var st lockStatus
+			line := watch.nextLine(ctx, "a status with the third in line")
+			if err := json.Unmarshal([]byte(line), &st); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			if st.Permits == 2 && st.Holders == 2 && st.Waiters == 1 {
+				break
+			}
+		}
+		watch.cmd.Process.Kill()
+		r := cli(ctx, t, nil, b.args("status", lock)...)
+		if !strings.Contains(r.stdout, "semaphore "+lock+": 2 of 2 permits held, 1 waiting") {
+			t.Errorf("status: %q", r.stdout)
+		}
+		if r := cli(ctx, t, nil, b.args("run", "--lock", lock, "--permits", "3", "--", "true")...); r.code != exitUnreachable || !strings.Contains(r.stderr, "permit count") {
+			t.Errorf("another N: code %d, stderr %q; want %d and the mismatch", r.code, r.stderr, exitUnreachable)
+		}
+		if err := os.WriteFile(done, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, procs[2].nextLine(ctx, "the third's slot"))
+		for i, p := range procs {
+			if code := p.wait(time.Minute); code != 0 {
+				t.Fatalf("run %d exited %d; stderr %s", i, code, p.stderr)
+			}
+		}
+		slots := map[string]bool{}
+		for _, o := range out[:2] {
+			slots[o[:len("slot=0")]] = true
+			if !strings.Contains(o, "token="+lock+"/slot-") {
+				t.Errorf("DISTLOCK_TOKEN is not the slot's: %q", o)
+			}
+		}
+		if !slots["slot=0"] || !slots["slot=1"] {
+			t.Errorf("the two holders' slots: %v, want 0 and 1", slots)
+		}
+		if e := b.entries(t, lock); len(e) != 0 {
+			t.Errorf("entries left behind: %v", e)
+		}
+		if r := cli(ctx, t, nil, b.args("run", "--lock", lock, "--permits", "0", "--", "true")...); r.code != exitUsage {
+			t.Errorf("--permits 0: code %d, want %d", r.code, exitUsage)
+		}
+	})
 }

@@ -84,17 +84,21 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		synced = true
 	}
 	for {
-		if line == nil {
-			if w, err := s.lineHead(ctx, dir); err != nil || w != "" {
-				if err == nil {
-					err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
-				}
-				return nil, err
-			}
-		}
+		// The slots first: a count that differs is reported before
+		// anything else (and not after a wait in the line).
 		kids, ch, err := s.listSlots(ctx, sdir, line != nil)
 		if err != nil {
 			return nil, err
+		}
+		if line == nil {
+			if _, merr := slotsOf(name, r.Limit, kids); merr == nil {
+				if w, err := s.lineHead(ctx, dir); err != nil || w != "" {
+					if err == nil {
+						err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
+					}
+					return nil, err
+				}
+			}
 		}
 		free, err := slotsOf(name, r.Limit, kids)
 		if err != nil && !synced {
