@@ -230,6 +230,9 @@ func Once(ctx context.Context, l Locker, marks SlotMarks, slot string, fn func(c
 	if err := checkOnce(name, marks, slot, fn); err != nil {
 		return false, err
 	}
+	if _, err := onceConfigOf(opts); err != nil {
+		return false, &OnceError{Name: name, Slot: slot, Op: OpValidate, Err: err}
+	}
 	lease, err := l.Lock(ctx)
 	if err != nil {
 		return false, &OnceError{Name: name, Slot: slot, Op: OpLock, Err: err}
@@ -268,6 +271,20 @@ func OnceHeld(ctx context.Context, lease *Lease, marks SlotMarks, slot string, f
 	return ran, err
 }
 
+func onceConfigOf(opts []OnceOption) (onceConfig, error) {
+	c := onceConfig{mode: AtLeastOnce, timeout: DefaultOnceTimeout}
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case c.mode != AtLeastOnce && c.mode != AtMostOnce:
+		return c, fmt.Errorf("unknown mode %q (want %q or %q)", c.mode, AtLeastOnce, AtMostOnce)
+	case c.timeout <= 0:
+		return c, fmt.Errorf("timeout %v: want a positive duration", c.timeout)
+	}
+	return c, nil
+}
+
 func checkOnce(name string, marks SlotMarks, slot string, fn func(context.Context) error) error {
 	fail := func(err error) error { return &OnceError{Name: name, Slot: slot, Op: OpValidate, Err: err} }
 	switch {
@@ -285,10 +302,6 @@ func checkOnce(name string, marks SlotMarks, slot string, fn func(context.Contex
 // onceHeld is OnceHeld, also saying whether the lock was proven held
 // until after fn ended: by an AtLeastOnce marker written after it.
 func onceHeld(ctx context.Context, lease *Lease, marks SlotMarks, slot string, fn func(context.Context) error, opts []OnceOption) (ran, proven bool, err error) {
-	c := onceConfig{mode: AtLeastOnce, timeout: DefaultOnceTimeout}
-	for _, o := range opts {
-		o(&c)
-	}
 	name := ""
 	if marks != nil {
 		name = marks.Name()
@@ -304,10 +317,10 @@ func onceHeld(ctx context.Context, lease *Lease, marks SlotMarks, slot string, f
 		return fail(OpValidate, false, errors.New("nil Lease"))
 	case lease.Token().Name != name:
 		return fail(OpValidate, false, fmt.Errorf("the marks are lock %q's, the lease is lock %q's", name, lease.Token().Name))
-	case c.mode != AtLeastOnce && c.mode != AtMostOnce:
-		return fail(OpValidate, false, fmt.Errorf("unknown mode %q (want %q or %q)", c.mode, AtLeastOnce, AtMostOnce))
-	case c.timeout <= 0:
-		return fail(OpValidate, false, fmt.Errorf("timeout %v: want a positive duration", c.timeout))
+	}
+	c, err := onceConfigOf(opts)
+	if err != nil {
+		return fail(OpValidate, false, err)
 	}
 
 	// The read ends with the lock: a marker read by a holder that lost the
