@@ -100,10 +100,11 @@ type SlotMarks interface {
 var ErrSlotDone = errors.New("slot already done")
 
 // SlotDoneError reports a slot that already had a done-marker. Once and
-// OnceHeld return it, with ran false, for a slot found done before fn
-// ran; with ran true for a slot that another run marked while fn ran (a
-// marker written by hand, or by a holder of a lock of the same name on
-// another prefix): fn ran, and the slot counts as done either way.
+// OnceHeld return it with ran false for a slot found done before fn ran.
+// They return it with ran true when, after fn succeeded, the marker's
+// write found one: a holder of the lock cannot have written it meanwhile
+// (the fence and the lock entry's check forbid it), so it was written by
+// hand or by another tool. The slot counts as done either way.
 type SlotDoneError struct {
 	// Name is the lock's name.
 	Name string
@@ -132,8 +133,10 @@ const (
 // marker was written matches ErrLost.
 //
 // What it means for the slot:
-//   - Ran false: fn did not run and, but for Op OpMark with an error that
-//     is not ErrLost (the write's outcome unknown), the slot is not marked.
+//   - Ran false: fn did not run. The slot is not marked, but possibly
+//     after an OpMark error that is not ErrLost: the store may have
+//     written the marker before the answer was lost, and the slot then
+//     counts as done without fn having run (AtMostOnce's risk anyway).
 //   - Ran true (only with Op OpMark, in AtLeastOnce mode): fn succeeded
 //     but the slot is NOT marked done, so it may run again.
 type OnceError struct {
