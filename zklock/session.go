@@ -114,7 +114,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 	if err != nil {
 		return nil, err
 	}
-	return &Session{Session: d.User(), d: d}, nil
+	return &Session{Session: d.User(), d: d, acl: o.ACL}, nil
 }
 
 // Session follows one ZooKeeper session of a *zk.Conn the caller owns. Lock
@@ -138,7 +138,8 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 // A Session is safe for concurrent use. Use one session for many locks.
 type Session struct {
 	qlock.Session
-	d *zkq.Session
+	d   *zkq.Session
+	acl []zk.ACL // of the znodes it creates, for its locks' slot markers too
 }
 
 // Conn returns the connection the session follows.

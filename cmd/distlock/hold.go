@@ -88,6 +88,7 @@ func (c *lockCmd) check() error {
 type held struct {
 	lease  *distlock.Lease
 	b      *backend.Client
+	sess   *backend.Session
 	holder string
 	// sigs are the signals caught since acquire began, for underLock.
 	sigs <-chan os.Signal
@@ -201,7 +202,7 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 	default:
 		return nil, exit(exitUnreachable, fmt.Errorf("lock %q not acquired: %s%s", c.name, lockCause(err), b.AuthHint(err)))
 	}
-	return &held{lease: lease, b: b, holder: holder, sigs: sigs, release: func() {
+	return &held{lease: lease, b: b, sess: s, holder: holder, sigs: sigs, release: func() {
 		for i := len(cleanup) - 1; i >= 0; i-- {
 			cleanup[i]()
 		}

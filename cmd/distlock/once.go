@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,13 +9,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/fencing/etcdfence"
-	"github.com/distlock/distlock/fencing/zkfence"
-	"github.com/distlock/distlock/internal/backend"
-	"github.com/distlock/distlock/internal/zkctx"
-	"github.com/go-zookeeper/zk"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func init() {
@@ -95,194 +87,6 @@ otherwise COMMAND's own code, or one of the codes below.
 Flags:
 `
 
-// onceMarker is the value of a done-marker.
-type onceMarker struct {
-	Slot   string    `json:"slot"`
-	Token  string    `json:"token"`
-	Holder string    `json:"holder"`
-	Mode   string    `json:"mode"`
-	Marked time.Time `json:"marked"`
-}
-
-func (m *onceMarker) String() string {
-	return fmt.Sprintf("%s (token %s, %s, marked %s)", m.Holder, m.Token, m.Mode, m.Marked.UTC().Format(time.RFC3339))
-}
-
-// parseMarker reads a marker's value; one not written by distlock is
-// described as it is.
-func parseMarker(v []byte) *onceMarker {
-	var m onceMarker
-	if err := json.Unmarshal(v, &m); err != nil || m.Token == "" {
-		return &onceMarker{Holder: fmt.Sprintf("%q", v), Token: "unknown", Mode: "unknown mode"}
-	}
-	return &m
-}
-
-// errMarked is a marker write that found the slot marked by someone else.
-type errMarked struct{ m *onceMarker }
-
-func (e *errMarked) Error() string { return "already marked by " + e.m.String() }
-
-// slotStore reads and writes the done-markers of one lock. The markers
-// are written through the backend's own fence (etcdfence, zkfence) in
-// the backend's own transaction, so this is the one part of the command
-// that has code for each backend.
-type slotStore struct {
-	b      *backend.Client
-	name   string
-	base   string // PREFIX@once/NAME (etcd) or PREFIX/@once/NAME (ZooKeeper)
-	marker string // base/@slot/SLOT
-}
-
-func newSlotStore(b *backend.Client, name, slot string) *slotStore {
-	base := b.Prefix() + "@once/" + name
-	if b.Kind() != backend.Etcd {
-		base = b.Prefix() + "/@once/" + name
-	}
-	return &slotStore{b: b, name: name, base: base, marker: base + "/@slot/" + slot}
-}
-
-func (s *slotStore) fenceKey() string { return s.base + "/@fence" }
-
-// done returns the slot's marker, or nil if there is none. The read sees
-// every write committed before it (etcd: linearizable; ZooKeeper: after a
-// sync).
-func (s *slotStore) done(ctx context.Context) (*onceMarker, error) {
-	if s.b.Kind() == backend.Etcd {
-		resp, err := s.b.Etcd().Get(ctx, s.marker)
-		if err != nil {
-			return nil, err
-		}
-		if len(resp.Kvs) == 0 {
-			return nil, nil
-		}
-		return parseMarker(resp.Kvs[0].Value), nil
-	}
-	conn := s.b.ZK()
-	if _, err := zkctx.Call(ctx, func() (string, error) { return conn.Sync(s.marker) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return nil, err
-	}
-	data, err := zkctx.Call(ctx, func() ([]byte, error) {
-		d, _, err := conn.Get(s.marker)
-		return d, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return parseMarker(data), nil
-}
-
-// errNotHolder is a marker write refused because the lock is no longer
-// ours: its entry is gone or a newer token passed the fence.
-var errNotHolder = errors.New("the lock is no longer held by this distlock")
-
-// mark writes the slot's marker through the fence with the lease's token,
-// in one transaction that also requires the lock entry to still exist. It
-// returns an error wrapping errNotHolder when the lock was lost, and an
-// *errMarked when the marker exists already.
-func (s *slotStore) mark(ctx context.Context, lease *distlock.Lease, m *onceMarker) error {
-	tok := lease.Token()
-	if err := lease.Err(); err != nil {
-		return fmt.Errorf("%w: %w", errNotHolder, err)
-	}
-	value, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	if s.b.Kind() == backend.Etcd {
-		return s.markEtcd(ctx, tok, value)
-	}
-	return s.markZK(ctx, tok, value)
-}
-
-func (s *slotStore) markEtcd(ctx context.Context, tok distlock.Token, value []byte) error {
-	cli := s.b.Etcd()
-	f, err := etcdfence.New(cli, s.fenceKey(), s.name)
-	if err != nil {
-		return err
-	}
-	lockKey, err := etcdfence.HolderKey(ctx, cli, s.b.Prefix(), tok)
-	if errors.Is(err, etcdfence.ErrNotHeld) {
-		return fmt.Errorf("%w: %w", errNotHolder, err)
-	}
-	if err != nil {
-		return err
-	}
-	put := clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.marker), "=", 0)},
-		[]clientv3.Op{clientv3.OpPut(s.marker, string(value))},
-		[]clientv3.Op{clientv3.OpGet(s.marker)})
-	resp, err := f.WriteHeld(ctx, tok, lockKey, put)
-	if errors.Is(err, etcdfence.ErrNotHeld) || errors.Is(err, fencing.ErrStale) || errors.Is(err, fencing.ErrFork) {
-		return fmt.Errorf("%w: %w", errNotHolder, err)
-	}
-	if err != nil {
-		return err
-	}
-	in := resp.Responses[0].GetResponseTxn()
-	if !in.Succeeded {
-		var v []byte
-		if kvs := in.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			v = kvs[0].Value
-		}
-		return &errMarked{parseMarker(v)}
-	}
-	return nil
-}
-
-func (s *slotStore) markZK(ctx context.Context, tok distlock.Token, value []byte) error {
-	conn, acl := s.b.ZK(), s.b.ACL()
-	f, err := zkfence.New(conn, s.fenceKey(), s.name, zkfence.WithACL(acl...))
-	if err != nil {
-		return err
-	}
-	// The holder's node: the entry whose czxid is the token.
-	q, err := s.b.Inspect(ctx, s.name)
-	if err != nil {
-		return err
-	}
-	node := ""
-	for _, e := range q {
-		if e.Token == tok {
-			node = e.Key
-		}
-	}
-	if node == "" {
-		return fmt.Errorf("%w: no entry with token %v in the lock's queue", errNotHolder, tok)
-	}
-	// The marker's parent, and its own (the fence creates those of the
-	// fence node, which are the same up to base).
-	dir := s.base + "/@slot"
-	for i := 1; i <= len(dir); i++ {
-		if i < len(dir) && dir[i] != '/' {
-			continue
-		}
-		p := dir[:i]
-		if _, err := zkctx.Call(ctx, func() (string, error) { return conn.Create(p, nil, 0, acl) }); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create %s: %w", p, err)
-		}
-	}
-	_, err = f.Write(ctx, tok,
-		&zk.CheckVersionRequest{Path: node, Version: -1}, // the lock entry still exists
-		&zk.CreateRequest{Path: s.marker, Data: value, Acl: acl})
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, fencing.ErrStale), errors.Is(err, fencing.ErrFork), errors.Is(err, zk.ErrNoNode):
-		return fmt.Errorf("%w: %w", errNotHolder, err)
-	case errors.Is(err, zk.ErrNodeExists):
-		m, rerr := s.done(ctx)
-		if rerr != nil || m == nil {
-			m = &onceMarker{Holder: "another run", Token: "unknown", Mode: "unknown mode"}
-		}
-		return &errMarked{m}
-	}
-	return err
-}
-
 func onceCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("once", flag.ContinueOnError)
 	c := &lockCmd{cmd: "once"}
@@ -327,9 +131,9 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 	if err := distlock.ValidateSlot(slot); err != nil {
 		return usageErr("once: --slot: %v", err)
 	}
-	mode := "at-least-once"
+	mode := distlock.AtLeastOnce
 	if atMostOnce {
-		mode = "at-most-once"
+		mode = distlock.AtMostOnce
 	}
 
 	h, err := c.acquire(holderValue("distlock once --slot "+slot), stderr)
@@ -337,59 +141,55 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer h.release()
-	b, lease, holder, conn := h.b, h.lease, h.holder, &c.conn
-
-	store := newSlotStore(b, name, slot)
-	rctx, rcancel := context.WithTimeout(lease.Context(), conn.timeout)
-	prev, err := store.done(rctx)
-	rcancel()
+	marks, err := h.sess.Marks(name)
 	if err != nil {
-		if lerr := lease.Err(); lerr != nil {
-			return lostErr(name, lerr, false)
-		}
-		return exit(exitUnreachable, fmt.Errorf("once: read the marker of slot %q: %w%s", slot, err, b.AuthHint(err)))
+		return usageErr("once: %v", err)
 	}
-	if prev != nil {
-		fmt.Fprintf(stdout, "slot %s already done by %s\n", slot, prev)
-		return nil
-	}
-
-	marker := func() error {
-		mctx, mcancel := context.WithTimeout(context.Background(), conn.timeout)
-		defer mcancel()
-		return store.mark(mctx, lease, &onceMarker{Slot: slot, Token: lease.Token().String(), Holder: holder, Mode: mode, Marked: time.Now().UTC()})
-	}
-	run := func() error {
+	// The library decides (read the marker, run, mark, in the mode's
+	// order); the command says what happened in its own words and exit
+	// codes. The command's own error (its exit code, a lost lock while it
+	// ran) comes back from OnceHeld as it is.
+	ran, err := distlock.OnceHeld(context.Background(), h.lease, marks, slot, func(context.Context) error {
 		return c.run(h, argv, []string{"DISTLOCK_SLOT=" + slot}, stdout, stderr)
-	}
+	}, distlock.WithOnceMode(mode), distlock.WithOnceHolder(h.holder), distlock.WithOnceTimeout(c.conn.timeout))
+	return onceResult(h, slot, ran, err, stdout, stderr)
+}
 
-	if atMostOnce {
-		var done *errMarked
-		switch err := marker(); {
-		case errors.As(err, &done):
-			fmt.Fprintf(stdout, "slot %s already done by %s\n", slot, done.m)
-			return nil
-		case errors.Is(err, errNotHolder):
-			return exit(exitLost, fmt.Errorf("lock %q lost before slot %q was marked; the command was not run: %v", name, slot, err))
-		case err != nil:
-			return exit(exitUnreachable, fmt.Errorf("once: mark slot %q: %w; the command was not run", slot, err))
-		}
-		return run()
-	}
-
-	if err := run(); err != nil {
-		return err // no marker: the next run tries again
-	}
-	var done *errMarked
-	switch err := marker(); {
+// onceResult turns OnceHeld's outcome into the command's messages and
+// exit status.
+func onceResult(h *held, slot string, ran bool, err error, stdout, stderr io.Writer) error {
+	var (
+		done *distlock.SlotDoneError
+		oe   *distlock.OnceError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &done) && !ran:
+		fmt.Fprintf(stdout, "slot %s already done by %s\n", slot, done.Marker)
+		return nil
 	case errors.As(err, &done):
-		fmt.Fprintf(stderr, "distlock: warning: the command succeeded, but slot %s had been marked meanwhile by %s\n", slot, done.m)
-	case errors.Is(err, errNotHolder):
-		return exit(exitLost, fmt.Errorf("lock %q lost after the command succeeded; slot %q is NOT marked done, so it may run again: %v", name, slot, err))
-	case err != nil:
-		return exit(exitUnreachable, fmt.Errorf("the command succeeded, but slot %q could not be marked done, so it may run again: %w", slot, err))
+		fmt.Fprintf(stderr, "distlock: warning: the command succeeded, but slot %s had been marked meanwhile by %s\n", slot, done.Marker)
+		return nil
+	case !errors.As(err, &oe):
+		return err // the command's
 	}
-	return nil
+	name, lost := oe.Name, errors.Is(oe.Err, distlock.ErrLost)
+	switch {
+	case oe.Op == distlock.OpCheck && h.lease.Err() != nil:
+		return lostErr(name, h.lease.Err(), false)
+	case oe.Op == distlock.OpCheck:
+		return exit(exitUnreachable, fmt.Errorf("once: read the marker of slot %q: %w%s", slot, oe.Err, h.b.AuthHint(oe.Err)))
+	case oe.Op != distlock.OpMark:
+		return exit(exitUnreachable, fmt.Errorf("once: slot %q: %w", slot, oe.Err))
+	case !oe.Ran && lost:
+		return exit(exitLost, fmt.Errorf("lock %q lost before slot %q was marked; the command was not run: %v", name, slot, oe.Err))
+	case !oe.Ran:
+		return exit(exitUnreachable, fmt.Errorf("once: mark slot %q: %w; the command was not run%s", slot, oe.Err, h.b.AuthHint(oe.Err)))
+	case lost:
+		return exit(exitLost, fmt.Errorf("lock %q lost after the command succeeded; slot %q is NOT marked done, so it may run again: %v", name, slot, oe.Err))
+	}
+	return exit(exitUnreachable, fmt.Errorf("the command succeeded, but slot %q could not be marked done, so it may run again: %w%s", slot, oe.Err, h.b.AuthHint(oe.Err)))
 }
 
 // schedule is the distlock.Schedule --every and --tz name.

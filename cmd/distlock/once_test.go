@@ -257,8 +257,18 @@ func TestOnceMarkFenced(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer be.Close()
+		// The marks the command builds, from a session of that connection.
+		sess, err := be.NewSession(ctx, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close(context.Background())
 		marker := func(l *distlock.Lease, slot string) error {
-			return newSlotStore(be, l.Token().Name, slot).mark(ctx, l, &onceMarker{Slot: slot, Token: l.Token().String(), Holder: "test", Mode: "at-least-once", Marked: time.Now()})
+			marks, err := sess.Marks(l.Token().Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return marks.Mark(ctx, l, distlock.SlotMarker{Slot: slot, Token: l.Token().String(), Holder: "test", Mode: distlock.AtLeastOnce, Marked: time.Now()})
 		}
 
 		// A fence that has seen a newer token refuses the holder's.
@@ -270,23 +280,22 @@ func TestOnceMarkFenced(t *testing.T) {
 		if err := marker(lease, "s1"); err != nil {
 			t.Fatalf("mark by the holder: %v", err)
 		}
-		if err := marker(lease, "s1"); !errors.As(err, new(*errMarked)) {
-			t.Fatalf("mark of a marked slot: %v, want errMarked", err)
+		if err := marker(lease, "s1"); !errors.As(err, new(*distlock.SlotDoneError)) {
+			t.Fatalf("mark of a marked slot: %v, want a SlotDoneError", err)
 		}
 		newer := distlock.Token{Name: "fenced", Seq: lease.Token().Seq + 1000, Owner: lease.Token().Owner}
-		store := newSlotStore(be, "fenced", "s2")
 		if b.name == "etcd" {
-			f, _ := etcdfence.New(b.etcd, store.fenceKey(), "fenced")
+			f, _ := etcdfence.New(b.etcd, b.prefix+"@once/fenced/@fence", "fenced")
 			err = f.Admit(ctx, newer)
 		} else {
-			f, _ := zkfence.New(b.zk, store.fenceKey(), "fenced")
+			f, _ := zkfence.New(b.zk, b.prefix+"/@once/fenced/@fence", "fenced")
 			err = f.Admit(ctx, newer)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := marker(lease, "s2"); !errors.Is(err, errNotHolder) || !errors.Is(err, fencing.ErrStale) {
-			t.Fatalf("mark with a stale token: %v, want errNotHolder and ErrStale", err)
+		if err := marker(lease, "s2"); !errors.Is(err, distlock.ErrLost) || !errors.Is(err, fencing.ErrStale) {
+			t.Fatalf("mark with a stale token: %v, want ErrLost and ErrStale", err)
 		}
 		if v, ok := b.markerOf(t, "fenced", "s2"); ok {
 			t.Fatalf("stale mark wrote %q", v)
@@ -310,8 +319,8 @@ func TestOnceMarkFenced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := marker(lease2, "g1"); !errors.Is(err, errNotHolder) {
-			t.Fatalf("mark after the entry was deleted: %v, want errNotHolder", err)
+		if err := marker(lease2, "g1"); !errors.Is(err, distlock.ErrLost) {
+			t.Fatalf("mark after the entry was deleted: %v, want ErrLost", err)
 		}
 		if v, ok := b.markerOf(t, "fenced-gone", "g1"); ok {
 			t.Fatalf("mark without the lock wrote %q", v)

@@ -19,6 +19,7 @@ type Session struct {
 	rwmutex  func(name string) (*etcdlock.RWMutex, error)
 	election func(name string) (*etcdlock.Election, error)
 	sem      func(name string, n int) (*etcdlock.Semaphore, error)
+	marks    func(name string) (distlock.SlotMarks, error)
 }
 
 // session is what both backends' sessions have.
@@ -42,6 +43,13 @@ func (c *Client) NewSession(ctx context.Context, holder string) (*Session, error
 			rwmutex:  func(name string) (*etcdlock.RWMutex, error) { return etcdlock.NewRWMutex(s, name) },
 			election: func(name string) (*etcdlock.Election, error) { return etcdlock.NewElection(s, name) },
 			sem:      func(name string, n int) (*etcdlock.Semaphore, error) { return etcdlock.NewSemaphore(s, name, n) },
+			marks: func(name string) (distlock.SlotMarks, error) {
+				m, err := etcdlock.NewMarks(s, name)
+				if err != nil {
+					return nil, err // not a nil *Marks in the interface
+				}
+				return m, nil
+			},
 		}, nil
 	}
 	opts := []zklock.Option{zklock.WithPrefix(c.prefix), zklock.WithHolder(holder), zklock.WithACL(c.acl), zklock.WithLogger(c.cfg.Logger)}
@@ -57,6 +65,13 @@ func (c *Client) NewSession(ctx context.Context, holder string) (*Session, error
 		rwmutex:  func(name string) (*zklock.RWMutex, error) { return zklock.NewRWMutex(s, name) },
 		election: func(name string) (*zklock.Election, error) { return zklock.NewElection(s, name) },
 		sem:      func(name string, n int) (*zklock.Semaphore, error) { return zklock.NewSemaphore(s, name, n) },
+		marks: func(name string) (distlock.SlotMarks, error) {
+			m, err := zklock.NewMarks(s, name)
+			if err != nil {
+				return nil, err // not a nil *Marks in the interface
+			}
+			return m, nil
+		},
 	}, nil
 }
 
@@ -82,3 +97,7 @@ func (s *Session) Election(name string) (distlock.Elector, error) { return s.ele
 
 // Semaphore returns the semaphore called name, of n permits.
 func (s *Session) Semaphore(name string, n int) (*etcdlock.Semaphore, error) { return s.sem(name, n) }
+
+// Marks returns the done-markers of lock name's slots (see
+// distlock.Once), on the session's client, prefix and ACL.
+func (s *Session) Marks(name string) (distlock.SlotMarks, error) { return s.marks(name) }

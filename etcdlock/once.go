@@ -1,0 +1,146 @@
+package etcdlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/fencing/etcdfence"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Marks keeps the done-markers of one lock's slots for distlock.Once, in
+// etcd beside the lock's queue ('@' never occurs in lock names or slots,
+// so these keys never collide with a lock's entries or another lock's
+// markers; they are those the distlock once command has always used):
+//
+//	PREFIX@once/NAME/@slot/SLOT   a slot's marker (JSON, see distlock.SlotMarker)
+//	PREFIX@once/NAME/@fence       the fence the markers are written through
+//
+// A Marks is safe for concurrent use.
+type Marks struct {
+	cli    *clientv3.Client
+	prefix string
+	name   string
+	holder string
+	base   string // PREFIX@once/NAME
+}
+
+var _ distlock.SlotMarks = (*Marks)(nil)
+
+// NewMarks returns the done-markers of lock name, on s's client under s's
+// key prefix: those of the locks s takes. Markers outlive s (they are not
+// bound to its lease).
+func NewMarks(s *Session, name string) (*Marks, error) {
+	if s == nil {
+		return nil, fmt.Errorf("etcdlock: new marks %q: %w: *Session is nil", name, distlock.ErrNilClient)
+	}
+	if err := distlock.ValidateName(name); err != nil {
+		return nil, fmt.Errorf("etcdlock: new marks: %w", err)
+	}
+	return &Marks{cli: s.Client(), prefix: s.Prefix(), name: name, holder: s.Holder(), base: s.Prefix() + "@once/" + name}, nil
+}
+
+// Name returns the lock's name.
+func (m *Marks) Name() string { return m.name }
+
+func (m *Marks) key(slot string) string { return m.base + "/@slot/" + slot }
+
+func (m *Marks) fenceKey() string { return m.base + "/@fence" }
+
+// Marker returns slot's marker, or nil if it has none. The read is
+// linearizable.
+func (m *Marks) Marker(ctx context.Context, slot string) (*distlock.SlotMarker, error) {
+	if err := distlock.ValidateSlot(slot); err != nil {
+		return nil, fmt.Errorf("etcdlock: marker of lock %q: %w", m.name, err)
+	}
+	resp, err := m.cli.Get(ctx, m.key(slot))
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: lock %q: read the marker of slot %q: %w", m.name, slot, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	mk := distlock.ParseSlotMarker(resp.Kvs[0].Value)
+	return &mk, nil
+}
+
+// Mark writes mk as the marker of slot mk.Slot, as distlock.SlotMarks
+// says: through the fence with lease's token, in one Txn that also
+// requires lease's lock entry (its key, create revision and lease) and
+// no marker for the slot. An empty mk.Holder is filled in with the
+// session's holder value, or else the host name and process ID.
+func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.SlotMarker) error {
+	if err := checkMark(m.name, lease, &mk, m.holder); err != nil {
+		return fmt.Errorf("etcdlock: %w", err)
+	}
+	slot, tok := mk.Slot, lease.Token()
+	lost := func(err error) error {
+		return fmt.Errorf("etcdlock: lock %q: mark slot %q: %w: %w", m.name, slot, distlock.ErrLost, err)
+	}
+	if err := lease.Err(); err != nil {
+		return lost(err)
+	}
+	value, err := json.Marshal(mk)
+	if err != nil {
+		return err
+	}
+	f, err := etcdfence.New(m.cli, m.fenceKey(), m.name)
+	if err != nil {
+		return err
+	}
+	lockKey, err := etcdfence.HolderKey(ctx, m.cli, m.prefix, tok)
+	if errors.Is(err, etcdfence.ErrNotHeld) {
+		return lost(err)
+	}
+	if err != nil {
+		return fmt.Errorf("etcdlock: lock %q: mark slot %q: %w", m.name, slot, err)
+	}
+	key := m.key(slot)
+	put := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, string(value))},
+		[]clientv3.Op{clientv3.OpGet(key)})
+	resp, err := f.WriteHeld(ctx, tok, lockKey, put)
+	if errors.Is(err, etcdfence.ErrNotHeld) || errors.Is(err, fencing.ErrStale) || errors.Is(err, fencing.ErrFork) {
+		return lost(err)
+	}
+	if err != nil {
+		return fmt.Errorf("etcdlock: lock %q: mark slot %q: %w", m.name, slot, err)
+	}
+	in := resp.Responses[0].GetResponseTxn()
+	if !in.Succeeded {
+		var v []byte
+		if kvs := in.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			v = kvs[0].Value
+		}
+		return &distlock.SlotDoneError{Name: m.name, Slot: slot, Marker: distlock.ParseSlotMarker(v)}
+	}
+	return nil
+}
+
+// checkMark checks Mark's arguments, and fills in mk's holder. It is the
+// same in zklock's twin.
+func checkMark(name string, lease *distlock.Lease, mk *distlock.SlotMarker, holder string) error {
+	switch {
+	case lease == nil:
+		return fmt.Errorf("lock %q: mark slot %q: nil Lease", name, mk.Slot)
+	case lease.Token().Name != name:
+		return fmt.Errorf("lock %q: mark slot %q: the lease is lock %q's", name, mk.Slot, lease.Token().Name)
+	}
+	if err := distlock.ValidateSlot(mk.Slot); err != nil {
+		return fmt.Errorf("lock %q: mark: %w", name, err)
+	}
+	if mk.Holder == "" {
+		mk.Holder = holder
+	}
+	if mk.Holder == "" {
+		host, _ := os.Hostname()
+		mk.Holder = fmt.Sprintf("%s pid %d", host, os.Getpid())
+	}
+	return nil
+}

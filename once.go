@@ -1,0 +1,380 @@
+package distlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Once runs a job once per slot across a fleet (see Schedule for naming
+// slots): every instance calls it for the slot that is due, and the first
+// to hold the lock runs fn; the others, once they hold it, find the slot's
+// done-marker and return without running fn. It is what the distlock once
+// command does, as a library.
+//
+// The logic lives here, once, and the markers' storage in the backends
+// (etcdlock.NewMarks, zklock.NewMarks) behind the SlotMarks interface:
+// writing a marker safely needs the backend's own transaction (the fence
+// check, the lock entry's existence and the marker's creation in one
+// step), and the root package cannot import the backends or their fences,
+// which import it.
+
+// OnceMode says when Once writes a slot's done-marker: after fn succeeded,
+// or before fn runs.
+type OnceMode string
+
+// The modes of Once; the text is what a marker records.
+const (
+	// AtLeastOnce, the default, writes the marker only after fn returned
+	// nil. A failed fn, or an instance that dies midway, leaves no
+	// marker, so the next call (on any instance) runs fn again. fn may run
+	// more than once for a slot if the lock is lost between its end and
+	// the marker: make it safe to repeat.
+	AtLeastOnce OnceMode = "at-least-once"
+	// AtMostOnce writes the marker first, then runs fn. A failed fn, or an
+	// instance that dies midway, still counts as done: nobody retries.
+	AtMostOnce OnceMode = "at-most-once"
+)
+
+// SlotMarker is the done-marker of one slot, as stored (a JSON object
+// with these fields in lower case). Markers are never deleted by distlock:
+// an operator deletes one to let its slot run again.
+type SlotMarker struct {
+	// Slot is the slot the marker is for.
+	Slot string `json:"slot"`
+	// Token is the fencing token, in its text form, of the acquisition
+	// that marked the slot ("unknown" for a value distlock did not write).
+	// It is text, not a Token, so that a marker written by another tool or
+	// version still reads.
+	Token string `json:"token"`
+	// Holder says who marked it (the session's holder value by default).
+	Holder string `json:"holder"`
+	// Mode is the mode of the run that marked it.
+	Mode OnceMode `json:"mode"`
+	// Marked is when it was marked, by the marking instance's clock.
+	Marked time.Time `json:"marked"`
+}
+
+// String describes the marker for people: holder, token, mode and time.
+func (m SlotMarker) String() string {
+	return fmt.Sprintf("%s (token %s, %s, marked %s)", m.Holder, m.Token, m.Mode, m.Marked.UTC().Format(time.RFC3339))
+}
+
+// ParseSlotMarker reads a stored marker value. A value that is not a
+// marker distlock wrote (someone created the key or znode by hand) still
+// marks its slot done: it is described as it is, with token "unknown", so
+// that a run that finds it can say what it found.
+func ParseSlotMarker(value []byte) SlotMarker {
+	var m SlotMarker
+	if err := json.Unmarshal(value, &m); err != nil || m.Token == "" {
+		return SlotMarker{Holder: fmt.Sprintf("%q", value), Token: "unknown", Mode: "unknown mode"}
+	}
+	return m
+}
+
+// SlotMarks keeps the done-markers of the slots of one lock. The backends
+// implement it (etcdlock.NewMarks, zklock.NewMarks); Once and OnceHeld
+// need nothing else from the store.
+type SlotMarks interface {
+	// Name returns the name of the lock whose slots it keeps: Once and
+	// OnceHeld refuse a lock or lease of another name, whose token the
+	// fence would refuse anyway, after fn ran.
+	Name() string
+	// Marker returns slot's marker, or nil if the slot has none. The read
+	// must see every marker written before it started (linearizable),
+	// since under the lock it decides whether fn runs.
+	Marker(ctx context.Context, slot string) (*SlotMarker, error)
+	// Mark writes m as the marker of slot m.Slot through the lock's fence,
+	// with lease's token, in one atomic step that also requires lease's
+	// lock entry to still exist and the slot to have no marker yet. If the
+	// slot has one, nothing is written and the error is a
+	// *SlotDoneError. If the entry is gone or the fence refuses the token
+	// (a newer one passed it), nothing is written and the error wraps
+	// ErrLost (and the fence's reason, e.g. fencing.ErrStale).
+	Mark(ctx context.Context, lease *Lease, m SlotMarker) error
+}
+
+// ErrSlotDone is matched (errors.Is) by a *SlotDoneError.
+var ErrSlotDone = errors.New("slot already done")
+
+// SlotDoneError reports a slot that already had a done-marker. Once and
+// OnceHeld return it with ran false for a slot found done before fn ran.
+// They return it with ran true when, after fn succeeded, the marker's
+// write found one: a holder of the lock cannot have written it meanwhile
+// (the fence and the lock entry's check forbid it), so it was written by
+// hand or by another tool. The slot counts as done either way.
+type SlotDoneError struct {
+	// Name is the lock's name.
+	Name string
+	// Slot is the slot.
+	Slot string
+	// Marker is the marker found.
+	Marker SlotMarker
+}
+
+func (e *SlotDoneError) Error() string {
+	return fmt.Sprintf("distlock: lock %q: slot %q already done by %s", e.Name, e.Slot, e.Marker)
+}
+
+// Is makes errors.Is(err, ErrSlotDone) true.
+func (e *SlotDoneError) Is(target error) bool { return target == ErrSlotDone }
+
+// The operations a OnceError can name besides OpValidate and OpLock.
+const (
+	OpCheck Op = "check" // reading a slot's marker, under the lock
+	OpMark  Op = "mark"  // writing a slot's marker
+)
+
+// OnceError is a failure of Once or OnceHeld itself (not of fn, whose
+// error they return as it is). It says which lock and slot, at which step,
+// and whether fn ran. errors.Is sees through it: a lock lost before the
+// marker was written matches ErrLost.
+//
+// What it means for the slot:
+//   - Ran false: fn did not run. The slot is not marked, but possibly
+//     after an OpMark error that is not ErrLost: the store may have
+//     written the marker before the answer was lost, and the slot then
+//     counts as done without fn having run (AtMostOnce's risk anyway).
+//   - Ran true (only with Op OpMark, in AtLeastOnce mode): fn succeeded
+//     but the slot is NOT marked done, so it may run again.
+type OnceError struct {
+	// Name is the lock's name.
+	Name string
+	// Slot is the slot.
+	Slot string
+	// Op is the step that failed: OpValidate (the arguments), OpLock (Once
+	// acquiring the lock), OpCheck (reading the marker) or OpMark.
+	Op Op
+	// Ran reports whether fn ran (and, in AtLeastOnce mode, succeeded).
+	Ran bool
+	// Err is the cause.
+	Err error
+}
+
+func (e *OnceError) Error() string {
+	lost := errors.Is(e.Err, ErrLost)
+	switch {
+	case e.Op == OpMark && e.Ran && lost:
+		return fmt.Sprintf("distlock: lock %q lost after fn succeeded; slot %q is NOT marked done, so it may run again: %v", e.Name, e.Slot, e.Err)
+	case e.Op == OpMark && e.Ran:
+		return fmt.Sprintf("distlock: lock %q: fn succeeded, but slot %q could not be marked done, so it may run again: %v", e.Name, e.Slot, e.Err)
+	case e.Op == OpMark && lost:
+		return fmt.Sprintf("distlock: lock %q lost before slot %q was marked; fn was not run: %v", e.Name, e.Slot, e.Err)
+	case e.Op == OpMark:
+		return fmt.Sprintf("distlock: lock %q: mark slot %q: %v; fn was not run", e.Name, e.Slot, e.Err)
+	case e.Op == OpCheck:
+		return fmt.Sprintf("distlock: lock %q: read the marker of slot %q: %v; fn was not run", e.Name, e.Slot, e.Err)
+	}
+	return fmt.Sprintf("distlock: lock %q, slot %q: %s: %v; fn was not run", e.Name, e.Slot, e.Op, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *OnceError) Unwrap() error { return e.Err }
+
+// DefaultOnceTimeout bounds each of Once's requests to the store (the
+// marker's read and write) unless WithOnceTimeout says otherwise.
+const DefaultOnceTimeout = 10 * time.Second
+
+// OnceOption configures Once and OnceHeld.
+type OnceOption func(*onceConfig)
+
+type onceConfig struct {
+	mode    OnceMode
+	holder  string
+	timeout time.Duration
+}
+
+// WithOnceMode sets the mode (default AtLeastOnce).
+func WithOnceMode(m OnceMode) OnceOption { return func(c *onceConfig) { c.mode = m } }
+
+// WithOnceHolder sets the marker's Holder (default: the backend's
+// choice, the session's holder value).
+func WithOnceHolder(h string) OnceOption { return func(c *onceConfig) { c.holder = h } }
+
+// WithOnceTimeout bounds each request to the store (default
+// DefaultOnceTimeout). The bound matters most for the marker written after
+// fn succeeded, which is not cancelled with ctx: fn's work is done, and
+// a marker that a cancelled context cost would have it done again.
+func WithOnceTimeout(d time.Duration) OnceOption { return func(c *onceConfig) { c.timeout = d } }
+
+// Once acquires l (with l.Lock, so it waits), runs fn at most once for
+// slot as OnceHeld describes, and always releases l.
+//
+// It returns whether fn ran, and:
+//   - nil if fn ran, succeeded and the slot is marked done (in
+//     AtMostOnce mode: was marked before fn ran);
+//   - a *SlotDoneError (errors.Is(err, ErrSlotDone)) if the slot was done
+//     already: a success for a caller that wants the slot's work done;
+//   - fn's error, as it is, if fn failed;
+//   - a *OnceError for a failure of Once itself: acquiring (Op OpLock),
+//     reading or writing the marker, a lock lost before the marker was
+//     written (errors.Is(err, ErrLost)).
+//
+// The release's errors are joined to that, as Do does, but for a loss
+// after an AtLeastOnce marker was written: that write proved the lock was
+// still held after fn ended. (An AtMostOnce fn runs after the marker, so
+// a loss during it is reported.)
+func Once(ctx context.Context, l Locker, marks SlotMarks, slot string, fn func(ctx context.Context) error, opts ...OnceOption) (ran bool, err error) {
+	name := ""
+	if marks != nil {
+		name = marks.Name()
+	}
+	if l == nil {
+		return false, &OnceError{Name: name, Slot: slot, Op: OpValidate, Err: fmt.Errorf("%w: nil Locker", ErrNilClient)}
+	}
+	// A Locker that knows its name (the backends' Mutex) is checked
+	// before waiting for it; any other is checked by OnceHeld, by its
+	// lease's token.
+	if n, ok := l.(interface{ Name() string }); ok && marks != nil && n.Name() != name {
+		return false, &OnceError{Name: name, Slot: slot, Op: OpValidate, Err: fmt.Errorf("the marks are lock %q's, the Locker is lock %q", name, n.Name())}
+	}
+	if err := checkOnce(name, marks, slot, fn); err != nil {
+		return false, err
+	}
+	if _, err := onceConfigOf(opts); err != nil {
+		return false, &OnceError{Name: name, Slot: slot, Op: OpValidate, Err: err}
+	}
+	lease, err := l.Lock(ctx)
+	if err != nil {
+		return false, &OnceError{Name: name, Slot: slot, Op: OpLock, Err: err}
+	}
+	var proven bool
+	defer func() {
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+		defer ucancel()
+		uerr := lease.Unlock(uctx)
+		if proven && errors.Is(uerr, ErrLost) {
+			return
+		}
+		err = errors.Join(err, uerr)
+	}()
+	ran, proven, err = onceHeld(ctx, lease, marks, slot, fn, opts)
+	return ran, err
+}
+
+// OnceHeld is Once for a caller that holds the lock already (it shows
+// progress while waiting, say, or runs several slots in one acquisition);
+// it does not release lease. lease must be of the lock marks keeps.
+//
+// Under the lock it reads slot's marker; if there is one, it returns
+// false and a *SlotDoneError. Otherwise it runs fn and marks the slot, in
+// the order the mode says. The marker is written through the lock's
+// fence with lease's token, atomically with a check that lease's entry
+// still exists: a holder that lost the lock (paused, cut off, session
+// expired) cannot mark the slot, even before it noticed.
+//
+// fn's context is cancelled when ctx is, and also when the lock is lost;
+// context.Cause then tells why. fn's error is returned as it is; in
+// AtLeastOnce mode the slot then stays unmarked, in AtMostOnce mode it
+// stays marked. The results are Once's.
+func OnceHeld(ctx context.Context, lease *Lease, marks SlotMarks, slot string, fn func(ctx context.Context) error, opts ...OnceOption) (ran bool, err error) {
+	ran, _, err = onceHeld(ctx, lease, marks, slot, fn, opts)
+	return ran, err
+}
+
+func onceConfigOf(opts []OnceOption) (onceConfig, error) {
+	c := onceConfig{mode: AtLeastOnce, timeout: DefaultOnceTimeout}
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case c.mode != AtLeastOnce && c.mode != AtMostOnce:
+		return c, fmt.Errorf("unknown mode %q (want %q or %q)", c.mode, AtLeastOnce, AtMostOnce)
+	case c.timeout <= 0:
+		return c, fmt.Errorf("timeout %v: want a positive duration", c.timeout)
+	}
+	return c, nil
+}
+
+func checkOnce(name string, marks SlotMarks, slot string, fn func(context.Context) error) error {
+	fail := func(err error) error { return &OnceError{Name: name, Slot: slot, Op: OpValidate, Err: err} }
+	switch {
+	case marks == nil:
+		return fail(fmt.Errorf("%w: nil SlotMarks", ErrNilClient))
+	case fn == nil:
+		return fail(errors.New("nil fn"))
+	}
+	if err := ValidateSlot(slot); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// onceHeld is OnceHeld, also saying whether the lock was proven held
+// until after fn ended: by an AtLeastOnce marker written after it.
+func onceHeld(ctx context.Context, lease *Lease, marks SlotMarks, slot string, fn func(context.Context) error, opts []OnceOption) (ran, proven bool, err error) {
+	name := ""
+	if marks != nil {
+		name = marks.Name()
+	}
+	fail := func(op Op, ran bool, err error) (bool, bool, error) {
+		return ran, false, &OnceError{Name: name, Slot: slot, Op: op, Ran: ran, Err: err}
+	}
+	if err := checkOnce(name, marks, slot, fn); err != nil {
+		return false, false, err
+	}
+	switch {
+	case lease == nil:
+		return fail(OpValidate, false, errors.New("nil Lease"))
+	case lease.Token().Name != name:
+		return fail(OpValidate, false, fmt.Errorf("the marks are lock %q's, the lease is lock %q's", name, lease.Token().Name))
+	}
+	c, err := onceConfigOf(opts)
+	if err != nil {
+		return fail(OpValidate, false, err)
+	}
+
+	// The read ends with the lock: a marker read by a holder that lost the
+	// lock decides nothing.
+	rctx, rcancel := context.WithTimeout(ctx, c.timeout)
+	stopRead := context.AfterFunc(lease.Context(), rcancel)
+	prev, err := marks.Marker(rctx, slot)
+	stopRead()
+	rcancel()
+	if lerr := lease.Err(); lerr != nil {
+		return fail(OpCheck, false, lerr)
+	}
+	if err != nil {
+		return fail(OpCheck, false, err)
+	}
+	if prev != nil {
+		return false, false, &SlotDoneError{Name: name, Slot: slot, Marker: *prev}
+	}
+
+	mark := func(ctx context.Context) error {
+		mctx, mcancel := context.WithTimeout(ctx, c.timeout)
+		defer mcancel()
+		return marks.Mark(mctx, lease, SlotMarker{Slot: slot, Token: lease.Token().String(), Holder: c.holder, Mode: c.mode, Marked: time.Now().UTC()})
+	}
+	run := func() error {
+		fctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stop := context.AfterFunc(lease.Context(), func() { cancel(lease.Err()) })
+		defer stop()
+		return fn(fctx)
+	}
+
+	if c.mode == AtMostOnce {
+		if err := mark(ctx); err != nil {
+			if done := (*SlotDoneError)(nil); errors.As(err, &done) {
+				return false, false, err
+			}
+			return fail(OpMark, false, err)
+		}
+		return true, false, run()
+	}
+
+	if err := run(); err != nil {
+		return true, false, err // no marker: the next call tries again
+	}
+	// fn's work is done: mark it even if ctx ended meanwhile.
+	if err := mark(context.WithoutCancel(ctx)); err != nil {
+		if done := (*SlotDoneError)(nil); errors.As(err, &done) {
+			return true, false, err
+		}
+		return fail(OpMark, true, err)
+	}
+	return true, true, nil
+}

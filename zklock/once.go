@@ -1,0 +1,172 @@
+package zklock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/fencing/zkfence"
+	"github.com/distlock/distlock/internal/zkctx"
+	"github.com/go-zookeeper/zk"
+)
+
+// Marks keeps the done-markers of one lock's slots for distlock.Once, in
+// ZooKeeper beside the lock's directory ('@' never occurs in lock names
+// or slots, so these znodes never collide with a lock's entries or
+// another lock's markers; they are those the distlock once command has
+// always used):
+//
+//	PREFIX/@once/NAME/@slot/SLOT   a slot's marker (JSON data, see distlock.SlotMarker)
+//	PREFIX/@once/NAME/@fence       the fence the markers are written through
+//
+// A Marks is safe for concurrent use.
+type Marks struct {
+	conn   *zk.Conn
+	prefix string
+	name   string
+	holder string
+	acl    []zk.ACL
+	base   string // PREFIX/@once/NAME
+}
+
+var _ distlock.SlotMarks = (*Marks)(nil)
+
+// NewMarks returns the done-markers of lock name, on s's connection under
+// s's prefix and with s's ACL: those of the locks s takes. Markers are
+// persistent znodes: they outlive s.
+func NewMarks(s *Session, name string) (*Marks, error) {
+	if s == nil {
+		return nil, fmt.Errorf("zklock: new marks %q: %w: *Session is nil", name, distlock.ErrNilClient)
+	}
+	if err := distlock.ValidateName(name); err != nil {
+		return nil, fmt.Errorf("zklock: new marks: %w", err)
+	}
+	return &Marks{conn: s.Conn(), prefix: s.Prefix(), name: name, holder: s.Holder(), acl: s.acl, base: s.Prefix() + "/@once/" + name}, nil
+}
+
+// Name returns the lock's name.
+func (m *Marks) Name() string { return m.name }
+
+func (m *Marks) path(slot string) string { return m.base + "/@slot/" + slot }
+
+func (m *Marks) fencePath() string { return m.base + "/@fence" }
+
+// Marker returns slot's marker, or nil if it has none. The read follows a
+// sync, so it sees every marker written before it started.
+func (m *Marks) Marker(ctx context.Context, slot string) (*distlock.SlotMarker, error) {
+	if err := distlock.ValidateSlot(slot); err != nil {
+		return nil, fmt.Errorf("zklock: marker of lock %q: %w", m.name, err)
+	}
+	p := m.path(slot)
+	if _, err := zkctx.Call(ctx, func() (string, error) { return m.conn.Sync(p) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("zklock: lock %q: read the marker of slot %q: %w", m.name, slot, err)
+	}
+	data, err := zkctx.Call(ctx, func() ([]byte, error) {
+		d, _, err := m.conn.Get(p)
+		return d, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("zklock: lock %q: read the marker of slot %q: %w", m.name, slot, err)
+	}
+	mk := distlock.ParseSlotMarker(data)
+	return &mk, nil
+}
+
+// Mark writes mk as the marker of slot mk.Slot, as distlock.SlotMarks
+// says: through the fence with lease's token, in one multi that also
+// checks that lease's lock node exists and creates the marker (failing
+// if it exists). An empty mk.Holder is filled in with the session's
+// holder value, or else the host name and process ID.
+func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.SlotMarker) error {
+	if err := checkMark(m.name, lease, &mk, m.holder); err != nil {
+		return fmt.Errorf("zklock: %w", err)
+	}
+	slot, tok := mk.Slot, lease.Token()
+	fail := func(err error) error {
+		return fmt.Errorf("zklock: lock %q: mark slot %q: %w", m.name, slot, err)
+	}
+	lost := func(err error) error { return fail(fmt.Errorf("%w: %w", distlock.ErrLost, err)) }
+	if err := lease.Err(); err != nil {
+		return lost(err)
+	}
+	value, err := json.Marshal(mk)
+	if err != nil {
+		return err
+	}
+	f, err := zkfence.New(m.conn, m.fencePath(), m.name, zkfence.WithACL(m.acl...))
+	if err != nil {
+		return err
+	}
+	// The holder's node: the entry whose czxid is the token. The multi
+	// checks it again.
+	q, err := Inspect(ctx, m.conn, m.prefix, m.name)
+	if err != nil {
+		return fail(err)
+	}
+	node := ""
+	for _, e := range q {
+		if e.Token == tok {
+			node = e.Key
+		}
+	}
+	if node == "" {
+		return lost(fmt.Errorf("no entry with token %v in the lock's queue", tok))
+	}
+	// The marker's parents (the fence creates its own, which are the same
+	// up to base).
+	dir := m.base + "/@slot"
+	for i := 1; i <= len(dir); i++ {
+		if i < len(dir) && dir[i] != '/' {
+			continue
+		}
+		p := dir[:i]
+		if _, err := zkctx.Call(ctx, func() (string, error) { return m.conn.Create(p, nil, 0, m.acl) }); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fail(fmt.Errorf("create %s: %w", p, err))
+		}
+	}
+	_, err = f.Write(ctx, tok,
+		&zk.CheckVersionRequest{Path: node, Version: -1}, // the lock entry still exists
+		&zk.CreateRequest{Path: m.path(slot), Data: value, Acl: m.acl})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fencing.ErrStale), errors.Is(err, fencing.ErrFork), errors.Is(err, zk.ErrNoNode):
+		return lost(err)
+	case errors.Is(err, zk.ErrNodeExists):
+		prev, rerr := m.Marker(ctx, slot)
+		if rerr != nil || prev == nil {
+			prev = &distlock.SlotMarker{Holder: "another run", Token: "unknown", Mode: "unknown mode"}
+		}
+		return &distlock.SlotDoneError{Name: m.name, Slot: slot, Marker: *prev}
+	}
+	return fail(err)
+}
+
+// checkMark checks Mark's arguments, and fills in mk's holder. It is the
+// same in etcdlock's twin.
+func checkMark(name string, lease *distlock.Lease, mk *distlock.SlotMarker, holder string) error {
+	switch {
+	case lease == nil:
+		return fmt.Errorf("lock %q: mark slot %q: nil Lease", name, mk.Slot)
+	case lease.Token().Name != name:
+		return fmt.Errorf("lock %q: mark slot %q: the lease is lock %q's", name, mk.Slot, lease.Token().Name)
+	}
+	if err := distlock.ValidateSlot(mk.Slot); err != nil {
+		return fmt.Errorf("lock %q: mark: %w", name, err)
+	}
+	if mk.Holder == "" {
+		mk.Holder = holder
+	}
+	if mk.Holder == "" {
+		host, _ := os.Hostname()
+		mk.Holder = fmt.Sprintf("%s pid %d", host, os.Getpid())
+	}
+	return nil
+}
