@@ -34,6 +34,40 @@ var semaphoreCases = []struct {
 	{"SemaphorePermitsMismatch", semMismatch},
 	{"SemaphoreFencedSlots", semFencedSlots},
 	{"SemaphoreBadInput", semBadInput},
+	{"SemaphoreSameSession", semSameSession},
+}
+
+// semSameSession takes every permit from one session, concurrently: each
+// Acquire gets a slot of its own, one more waits, and a release lets it in
+// with the freed slot.
+func semSameSession(t *testing.T, b Backend) {
+	const n = 3
+	s := semaphore(t, b.Session(t), "same", n)
+	res := make([]<-chan PermitResult, n)
+	for i := range res {
+		res[i] = AcquireAsync(Ctx(t), s)
+	}
+	held := map[int]*distlock.Permit{}
+	for i := range res {
+		p := granted(t, res[i], fmt.Sprintf("acquisition %d", i))
+		if held[p.Slot()] != nil {
+			t.Fatalf("slot %d granted twice in one session", p.Slot())
+		}
+		held[p.Slot()] = p
+	}
+	w := AcquireAsync(Ctx(t), s)
+	b.WaitLine(t, "same", 1)
+	notGranted(t, "a fourth Acquire", w)
+	MustRelease(t, held[1])
+	p := granted(t, w, "the fourth Acquire")
+	if p.Slot() != 1 {
+		t.Fatalf("the fourth got slot %d, want the freed 1", p.Slot())
+	}
+	held[1] = p
+	for _, p := range held {
+		MustRelease(t, p)
+	}
+	wantSemEmpty(t, b, "same", "after all released")
 }
 
 func semaphore(t *testing.T, s Session, name string, n int) Semaphore {

@@ -229,6 +229,11 @@ func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 		}
 		end(cause)
 		err := e.release(ctx, n)
+		if n.Kind == Counted {
+			// A permit's slot: the session may claim it again (see
+			// State.ReserveSlot).
+			e.d.Shared().FreeSlot(n.Key)
+		}
 		endSpan(span, err)
 		return err
 	}

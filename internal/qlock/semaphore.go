@@ -124,6 +124,7 @@ func (e *Engine) permitHeld(ctx context.Context, name string, slot *Node, fail f
 	e.d.Follow(slot, slot.kill)
 	if err := e.d.Confirm(ctx, slot); err != nil {
 		e.abandon(slot, err)
+		st.FreeSlot(slot.Key)
 		return nil, fail(err)
 	}
 	e.d.Log().Debug(st.pkg+": permit acquired", "lock", name, "key", slot.Key, "slot", slot.Slot, "token", slot.Token)

@@ -25,6 +25,44 @@ type State struct {
 
 	mu       sync.Mutex
 	deadline time.Time
+	// slots are the semaphore slot keys this session claims or holds (see
+	// ReserveSlot).
+	slots map[string]bool
+}
+
+// ReserveSlot marks a semaphore slot key as being claimed by one
+// acquisition of this session, and reports false if another one of the
+// session has it already. A slot key is the same for every holder, so two
+// acquisitions of one session must not claim the same key at once: the
+// driver's bookkeeping is per key (etcd's follower, ZooKeeper's node
+// list), and a claim whose answer was lost recognizes its slot by the
+// session that owns it. The reservation lasts until the engine calls
+// FreeSlot: after the permit's release, or the failed claim.
+func (s *State) ReserveSlot(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slots[key] {
+		return false
+	}
+	if s.slots == nil {
+		s.slots = map[string]bool{}
+	}
+	s.slots[key] = true
+	return true
+}
+
+// FreeSlot ends ReserveSlot's reservation of key.
+func (s *State) FreeSlot(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.slots, key)
+}
+
+// SlotReserved reports whether this session has reserved slot key.
+func (s *State) SlotReserved(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.slots[key]
 }
 
 // NewState returns the state of a session of backend pkg ("etcdlock",

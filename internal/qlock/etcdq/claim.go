@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/distlock/distlock/internal/qlock"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -65,7 +66,15 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 	}
 	value := slotValue(r.Limit, string(r.Value))
 	for {
+		if i = s.unreserved(dir, i, r.Limit); i < 0 {
+			// Every slot this claim could try is being claimed or held by
+			// another acquisition of this session: as if all were held.
+			return nil, s.fullAfterRead(ctx, sp, line, r.Limit)
+		}
 		key := slotKey(dir, i)
+		if !s.ReserveSlot(key) {
+			continue
+		}
 		then := []clientv3.Op{clientv3.OpPut(key, value, clientv3.WithLease(s.id)), readSlots}
 		if line != nil {
 			then = append(then, clientv3.OpDelete(line.Key))
@@ -78,14 +87,38 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		forget := s.expect(key)
 		floor := s.maxRev.Load()
 		guard := s.guardRev()
-		resp, err := s.client.Txn(ctx).
+		// Each attempt has its own bound, as an enqueue's: one that landed
+		// on a frozen member must not hang the Acquire.
+		actx, acancel := context.WithTimeout(ctx, s.enqueueAttempt())
+		resp, err := s.client.Txn(actx).
 			If(cond, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), s.guardIs(guard)).
 			Then(then...).Else(els...).Commit()
+		acancel()
 		if err != nil {
 			// The put may or may not have been applied, or be still on
-			// its way: the guard stops it, and the key goes if it is ours.
+			// its way. settle tells which, and makes sure it cannot apply
+			// later; only then is it safe to go again.
+			rev, adopted, serr := s.settle(ctx, key)
+			switch {
+			case serr == nil && adopted:
+				if err := s.checkRev(key, rev, floor); err != nil {
+					forget()
+					s.FreeSlot(key)
+					return nil, err
+				}
+				return &qlock.Node{Entry: qlock.Entry{Key: key, Seq: rev, Kind: qlock.Counted}, Token: rev, Slot: i, Waited: line != nil}, nil
+			case serr == nil && ctx.Err() == nil && !errors.Is(err, rpctypes.ErrLeaseNotFound):
+				forget()
+				s.FreeSlot(key)
+				s.Log().Debug("etcdlock: claim unanswered; retrying", "key", key, "err", err)
+				if ctxwait.Sleep(ctx, qlock.RetryDelay) == nil {
+					continue
+				}
+				return nil, context.Cause(ctx)
+			}
 			forget()
 			s.abandonSlot(key)
+			s.FreeSlot(key)
 			err = s.storeErr(err)
 			if ctx.Err() != nil {
 				err = context.Cause(ctx)
@@ -97,16 +130,19 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			n := &qlock.Node{Entry: qlock.Entry{Key: key, Seq: rev, Kind: qlock.Counted}, Token: rev, Slot: i, Waited: line != nil}
 			if err := s.checkRev(key, rev, floor); err != nil {
 				forget()
+				s.FreeSlot(key)
 				return nil, err
 			}
 			if err := checkPermits(dir, name, r.Limit, resp.Responses[1].GetResponseRange().Kvs); err != nil {
 				forget()
 				s.dropSlot(n)
+				s.FreeSlot(key)
 				return nil, err
 			}
 			return n, nil
 		}
 		forget()
+		s.FreeSlot(key)
 		slots := resp.Responses[0].GetResponseRange().Kvs
 		if err := checkPermits(dir, name, r.Limit, slots); err != nil {
 			return nil, err
@@ -117,7 +153,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		} else if line != nil && (len(other) == 0 || other[0].CreateRevision != line.Seq) {
 			return nil, fmt.Errorf("%w: key %s", distlock.ErrEntryGone, line.Key)
 		}
-		free, held := lowestFree(dir, r.Limit, slots)
+		free, held := lowestFree(dir, r.Limit, slots, s.SlotReserved)
 		if line != nil {
 			line.Store = &claimState{rev: resp.Header.Revision, free: max(free, 0)}
 		}
@@ -129,9 +165,9 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 }
 
 // lowestFree returns the lowest slot below n that slots (a read of the
-// slot keys) leaves free, -1 if none, and who holds the oldest slot for a
-// "held" message.
-func lowestFree(dir string, n int, slots []*mvccpb.KeyValue) (int, string) {
+// slot keys) leaves free and mine does not say this session is claiming,
+// -1 if none, and who holds the oldest slot for a "held" message.
+func lowestFree(dir string, n int, slots []*mvccpb.KeyValue, mine func(key string) bool) (int, string) {
 	taken := make([]bool, n)
 	held := ""
 	var oldest int64
@@ -144,11 +180,36 @@ func lowestFree(dir string, n int, slots []*mvccpb.KeyValue) (int, string) {
 		}
 	}
 	for i, t := range taken {
-		if !t {
+		if !t && !mine(slotKey(dir, i)) {
 			return i, held
 		}
 	}
 	return -1, held
+}
+
+// unreserved returns the first slot from i on (below n) that no other
+// acquisition of this session claims or holds, -1 if none.
+func (s *Session) unreserved(dir string, i, n int) int {
+	for ; i < n; i++ {
+		if !s.SlotReserved(slotKey(dir, i)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// fullAfterRead reports "all held" to a claim that found no slot it may
+// try, after reading the slots for the revision a head's WaitSlot
+// watches from.
+func (s *Session) fullAfterRead(ctx context.Context, sp string, line *qlock.Node, n int) error {
+	if line != nil {
+		resp, err := s.client.Get(ctx, sp, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			return s.storeErr(err)
+		}
+		line.Store = &claimState{rev: resp.Header.Revision}
+	}
+	return fmt.Errorf("%w (all %d permits held)", distlock.ErrLocked, n)
 }
 
 // checkPermits returns an error wrapping distlock.ErrPermitsMismatch if a
@@ -188,6 +249,29 @@ func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
 		return context.Cause(ctx)
 	}
 	return nil
+}
+
+// settle ends the doubt about a claim whose answer did not come, in one
+// Txn: if slot key is bound to this session's lease, the claim was
+// applied (adopted, with the key's create revision); otherwise the guard
+// moves, so that the claim, if still on its way, fails its compare.
+func (s *Session) settle(ctx context.Context, key string) (rev int64, adopted bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.enqueueAttempt())
+	defer cancel()
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(key), "=", s.id)).
+		Then(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+		Else(s.guardPut()).Commit()
+	if err != nil {
+		return 0, false, s.storeErr(err)
+	}
+	if resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			return kvs[0].CreateRevision, true, nil
+		}
+	}
+	s.sawGuard(resp.Header.Revision, resp.Header.Revision)
+	return 0, false, nil
 }
 
 // dropSlot deletes a slot this session claimed but will not hold.

@@ -43,8 +43,9 @@ func parseSlotName(c string) (i, n int, ok bool) {
 }
 
 // slotsOf checks the slot names kids against a count of n and returns the
-// lowest free slot (-1 if none).
-func slotsOf(name string, n int, kids []string) (int, error) {
+// lowest free slot that mine (if not nil) does not say this session is
+// claiming (-1 if none).
+func slotsOf(name string, n int, kids []string, mine func(i int) bool) (int, error) {
 	taken := make([]bool, n)
 	for _, c := range kids {
 		i, m, ok := parseSlotName(c)
@@ -57,7 +58,7 @@ func slotsOf(name string, n int, kids []string) (int, error) {
 		taken[i] = true
 	}
 	for i, t := range taken {
-		if !t {
+		if !t && (mine == nil || !mine(i)) {
 			return i, nil
 		}
 	}
@@ -91,7 +92,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			return nil, err
 		}
 		if line == nil {
-			if _, merr := slotsOf(name, r.Limit, kids); merr == nil {
+			if _, merr := slotsOf(name, r.Limit, kids, nil); merr == nil {
 				if w, err := s.lineHead(ctx, dir); err != nil || w != "" {
 					if err == nil {
 						err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
@@ -100,7 +101,8 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 				}
 			}
 		}
-		free, err := slotsOf(name, r.Limit, kids)
+		mine := func(i int) bool { return s.SlotReserved(sdir + "/" + slotName(i, r.Limit)) }
+		free, err := slotsOf(name, r.Limit, kids, mine)
 		if err != nil && !synced {
 			// The server may lag behind the releases of the other
 			// count's last holders: make sure before refusing.
@@ -120,7 +122,13 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			return nil, fmt.Errorf("%w (all %d permits held)", distlock.ErrLocked, r.Limit)
 		}
 		path := sdir + "/" + slotName(free, r.Limit)
+		if !s.ReserveSlot(path) {
+			continue
+		}
 		made, err := s.createSlot(ctx, path, line, r.Value)
+		if err != nil {
+			s.FreeSlot(path)
+		}
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			continue // taken meanwhile: look again
@@ -143,6 +151,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		}
 		n, err := s.own(ctx, path, 0, qlock.Counted)
 		if err != nil {
+			s.FreeSlot(path)
 			return nil, err
 		}
 		n.Slot, n.Waited, n.Seq = free, line != nil, n.Token
@@ -160,13 +169,14 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 				var kids []string
 				synced = true
 				if kids, _, err = s.listSlots(ctx, sdir, false); err == nil {
-					_, err = slotsOf(name, r.Limit, kids)
+					_, err = slotsOf(name, r.Limit, kids, nil)
 				}
 			} else if err == nil {
 				err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
 			}
 			if err != nil {
 				s.abandon(path)
+				s.FreeSlot(path)
 				return nil, err
 			}
 		}
