@@ -451,7 +451,9 @@ func checkFIFO(ops []Op) Check {
 	// themselves; anything else returns in token order.
 	for i := range acqs {
 		for j := i + 1; j < len(acqs); j++ {
-			if acqs[i].Mode == "read" && acqs[j].Mode == "read" {
+			if acqs[i].Mode == acqs[j].Mode && (acqs[i].Mode == "read" || acqs[i].Mode == "permit") {
+				// Readers that hold together, or permits granted together,
+				// return in any order.
 				continue
 			}
 			if toks[j].Older(toks[i]) {

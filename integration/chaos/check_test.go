@@ -150,3 +150,38 @@ func mustToken(t *testing.T, s string) distlock.Token {
 	}
 	return tk
 }
+
+// permit returns an acquisition of a permit of slot slot with sequence seq,
+// held from from to to.
+func permit(proc string, slot int, seq string, from, to int64) []Op {
+	t := "s/slot-" + string(rune('0'+slot)) + "@" + seq + ".a1"
+	return []Op{
+		{Process: proc, Kind: KindAcquire, Mode: "permit", Token: t, Invoke: from - ms, Complete: from, Outcome: OK},
+		{Process: proc, Kind: KindRelease, Mode: "permit", Token: t, Invoke: to, Complete: to + ms, Outcome: OK},
+	}
+}
+
+func TestCheckSemaphore(t *testing.T) {
+	var ok []Op
+	ok = append(ok, permit("w0", 0, "1", 0, 10*ms)...)
+	ok = append(ok, permit("w1", 1, "2", 5*ms, 20*ms)...)
+	ok = append(ok, permit("w2", 0, "3", 11*ms, 30*ms)...) // slot 0's next holder
+	for _, c := range []Check{checkSlotExclusion(ok), checkAtMostN(ok, 2), checkSlotTokens(ok)} {
+		if !c.OK {
+			t.Errorf("correct history flagged: %s", c)
+		}
+	}
+	// Two holds of slot 0 at once; three holds at once with N=2.
+	bad := append(append([]Op{}, ok...), permit("w3", 0, "4", 12*ms, 15*ms)...)
+	if c := checkSlotExclusion(bad); c.OK {
+		t.Errorf("overlapping holds of one slot passed: %s", c)
+	}
+	if c := checkAtMostN(bad, 2); c.OK {
+		t.Errorf("three holds at once passed with N=2: %s", c)
+	}
+	// A slot's later holder with an older token.
+	back := append(append([]Op{}, ok...), permit("w3", 1, "0", 40*ms, 45*ms)...)
+	if c := checkSlotTokens(back); c.OK {
+		t.Errorf("a slot's token going back passed: %s", c)
+	}
+}

@@ -81,6 +81,7 @@ type Session interface {
 	Mutex(name string) (distlock.Locker, error)
 	RWMutex(name string) (rw RW, err error)
 	Election(name string) (Election, error)
+	Semaphore(name string, n int) (Semaphore, error)
 	Done() <-chan struct{}
 	Close(ctx context.Context) error
 }
@@ -89,6 +90,11 @@ type Session interface {
 type RW interface {
 	Lock(ctx context.Context) (*distlock.Lease, error)
 	RLock(ctx context.Context) (*distlock.Lease, error)
+}
+
+// Semaphore is a semaphore of either backend.
+type Semaphore interface {
+	Acquire(ctx context.Context) (*distlock.Permit, error)
 }
 
 // Election is an election of either backend.
@@ -204,8 +210,11 @@ type etcdSession struct{ s *etcdlock.Session }
 func (s etcdSession) Mutex(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s.s, name) }
 func (s etcdSession) RWMutex(name string) (RW, error)            { return etcdlock.NewRWMutex(s.s, name) }
 func (s etcdSession) Election(name string) (Election, error)     { return etcdlock.NewElection(s.s, name) }
-func (s etcdSession) Done() <-chan struct{}                      { return s.s.Done() }
-func (s etcdSession) Close(ctx context.Context) error            { return s.s.Close(ctx) }
+func (s etcdSession) Semaphore(name string, n int) (Semaphore, error) {
+	return etcdlock.NewSemaphore(s.s, name, n)
+}
+func (s etcdSession) Done() <-chan struct{}           { return s.s.Done() }
+func (s etcdSession) Close(ctx context.Context) error { return s.s.Close(ctx) }
 
 func (c *etcdClient) Register(ctx context.Context, name, lock string) (Register, error) {
 	f, err := etcdfence.New(c.cli, "/chaos/fence/"+name, lock)
@@ -309,8 +318,11 @@ type zkSession struct{ s *zklock.Session }
 func (s zkSession) Mutex(name string) (distlock.Locker, error) { return zklock.NewMutex(s.s, name) }
 func (s zkSession) RWMutex(name string) (RW, error)            { return zklock.NewRWMutex(s.s, name) }
 func (s zkSession) Election(name string) (Election, error)     { return zklock.NewElection(s.s, name) }
-func (s zkSession) Done() <-chan struct{}                      { return s.s.Done() }
-func (s zkSession) Close(ctx context.Context) error            { return s.s.Close(ctx) }
+func (s zkSession) Semaphore(name string, n int) (Semaphore, error) {
+	return zklock.NewSemaphore(s.s, name, n)
+}
+func (s zkSession) Done() <-chan struct{}           { return s.s.Done() }
+func (s zkSession) Close(ctx context.Context) error { return s.s.Close(ctx) }
 
 func (c *zkClient) Register(ctx context.Context, name, lock string) (Register, error) {
 	path := "/chaos-register-" + name
