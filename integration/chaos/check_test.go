@@ -180,7 +180,7 @@ func TestCheckSemaphore(t *testing.T) {
 		t.Errorf("three holds at once passed with N=2: %s", c)
 	}
 	// A slot's later holder with an older token.
-	back := append(append([]Op{}, ok...), permit("w3", 1, "0", 40*ms, 45*ms)...)
+	back := append(append([]Op{}, ok...), permit("w3", 1, "1", 40*ms, 45*ms)...)
 	if c := checkSlotTokens(back); c.OK {
 		t.Errorf("a slot's token going back passed: %s", c)
 	}
