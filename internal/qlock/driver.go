@@ -12,8 +12,9 @@ type Request struct {
 	// Op names the operation in errors: distlock.OpLock, OpTryLock,
 	// OpCampaign.
 	Op distlock.Op
-	// Kind is the entry's kind, and Limit its permits (Counted only).
-	Kind  Kind
+	// Kind is the entry's kind.
+	Kind Kind
+	// Limit is a semaphore's permit count (Claim only).
 	Limit int
 	// Try asks for the lock only if it is free now: a waiting entry is
 	// not left in the queue, and the store driver refuses before writing
@@ -26,7 +27,7 @@ type Request struct {
 
 // Keep is how many of the newest conflicting entries ahead a waiter's view
 // keeps (see Queue): all a driver's enqueue needs to read.
-func (r Request) Keep() int { return max(2, RuleOf(r.Kind, r.Limit).Limit+1) }
+func (r Request) Keep() int { return 2 }
 
 // Node is one entry a store driver made for an acquisition, as the engine
 // follows it from enqueue to release.

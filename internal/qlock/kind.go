@@ -14,9 +14,9 @@ const (
 	// Candidate entries (Election) are a queue of their own, beside the
 	// lock entries of the same name: they wait for every candidate ahead.
 	Candidate
-	// Counted entries (a semaphore of Request.Limit permits) are a queue of
-	// their own too: an entry holds while fewer than Limit entries are
-	// ahead of it. No store driver writes them yet.
+	// Counted entries are a semaphore's line, a queue of their own too:
+	// each waits for every line entry ahead of it, like a Mutex's, and
+	// the head claims one of the semaphore's slots (see semaphore.go).
 	Counted
 )
 
@@ -61,49 +61,26 @@ func Conflicts(me, ahead Kind) bool {
 	return ahead == me
 }
 
-// Rule is the holding rule of one entry: its kind, and how many
-// conflicting entries may be ahead of it while it holds (Limit; 1 for
-// every kind but Counted).
+// Rule is the holding rule of one entry: an entry holds when no entry
+// ahead of it conflicts with it (Conflicts).
 type Rule struct {
-	Kind  Kind
-	Limit int
+	Kind Kind
 }
 
-// RuleOf returns the rule of an entry of kind k; limit matters only for
-// Counted entries, and is at least 1.
-func RuleOf(k Kind, limit int) Rule {
-	if k != Counted || limit < 1 {
-		limit = 1
-	}
-	return Rule{Kind: k, Limit: limit}
-}
+// RuleOf returns the rule of an entry of kind k.
+func RuleOf(k Kind) Rule { return Rule{Kind: k} }
 
 // Waits returns what an entry with rule r waits for, given the entries
-// still ahead of it, oldest first: nothing when fewer than r.Limit of them
-// conflict with it (it holds); otherwise the entries whose departure can
-// let it hold. With a limit of 1 that is one entry, the nearest
-// conflicting one (for an exclusive waiter, the immediate predecessor; for
-// a shared one, the nearest exclusive entry ahead): waiting on that entry
-// alone, never on the whole queue, is what spares the herd. With a limit
-// of N it is every conflicting entry ahead, any of which may free a
-// permit.
+// still ahead of it, oldest first: nothing when none of them conflicts
+// with it (it holds); otherwise the nearest conflicting one (for an
+// exclusive waiter, the immediate predecessor; for a shared one, the
+// nearest exclusive entry ahead). Waiting on that entry alone, never on
+// the whole queue, is what spares the herd.
 func (r Rule) Waits(ahead []Entry) []Entry {
-	if r.Limit == 1 {
-		if e, ok := r.nearest(ahead); ok {
-			return []Entry{e}
-		}
-		return nil
+	if e, ok := r.nearest(ahead); ok {
+		return []Entry{e}
 	}
-	var c []Entry
-	for i := len(ahead) - 1; i >= 0; i-- {
-		if Conflicts(r.Kind, ahead[i].Kind) {
-			c = append(c, ahead[i])
-		}
-	}
-	if len(c) < r.Limit {
-		return nil
-	}
-	return c
+	return nil
 }
 
 // nearest returns the nearest entry ahead that conflicts with r's kind.

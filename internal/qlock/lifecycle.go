@@ -99,7 +99,7 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request, a *acquisi
 	}
 	e.d.Follow(n, n.kill)
 
-	q := NewQueue(n.Entry, r.Limit, all, more)
+	q := NewQueue(n.Entry, all, more)
 	a.enqueued(len(q.Ahead()), more)
 	w := q.Waits()
 	// A view that must read first waits too: a partial read (one that an
@@ -163,17 +163,9 @@ func (e *Engine) wait(ctx context.Context, n *Node, q *Queue, a *acquisition) er
 		if len(w) == 0 {
 			break
 		}
-		var (
-			gone Entry
-			err  error
-		)
 		a.waitedOn++
-		if len(w) == 1 {
-			gone, err = w[0], e.d.WaitGone(wctx, n, q, w[0])
-		} else {
-			gone, err = e.waitAny(wctx, n, w)
-		}
-		if err != nil {
+		gone := w[0]
+		if err := e.d.WaitGone(wctx, n, q, gone); err != nil {
 			if n.alive.Err() != nil {
 				return context.Cause(n.alive)
 			}
@@ -190,23 +182,6 @@ func (e *Engine) wait(ctx context.Context, n *Node, q *Queue, a *acquisition) er
 		return context.Cause(n.alive)
 	}
 	return nil
-}
-
-// waitAny waits until any of w is gone, for an entry that holds once one
-// of several goes (a counted entry).
-func (e *Engine) waitAny(ctx context.Context, n *Node, w []Entry) (Entry, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		p   Entry
-		err error
-	}
-	done := make(chan result, len(w))
-	for _, p := range w {
-		go func() { done <- result{p, e.d.WaitGone(ctx, n, nil, p)} }()
-	}
-	r := <-done
-	return r.p, r.err
 }
 
 // hold turns an acquired entry into a Lease that is lost when the entry is

@@ -64,13 +64,13 @@ type Queue struct {
 }
 
 // keep is how many conflicting entries ahead a view knows at most.
-func (q *Queue) keep() int { return Request{Kind: q.me.Kind, Limit: q.rule.Limit}.Keep() }
+func (q *Queue) keep() int { return Request{Kind: q.me.Kind}.Keep() }
 
 // NewQueue returns me's view of a lock's queue, given the entries the
-// enqueue saw (me included or not); limit is me's (see Rule). more says
-// the enqueue read only the newest entries and older ones may exist.
-func NewQueue(me Entry, limit int, all []Entry, more bool) *Queue {
-	q := &Queue{me: me, rule: RuleOf(me.Kind, limit)}
+// enqueue saw (me included or not). more says the enqueue read only the
+// newest entries and older ones may exist.
+func NewQueue(me Entry, all []Entry, more bool) *Queue {
+	q := &Queue{me: me, rule: RuleOf(me.Kind)}
 	for _, e := range Ahead(me, all) {
 		if Conflicts(me.Kind, e.Kind) {
 			q.ahead = append(q.ahead, e)
@@ -94,7 +94,7 @@ func NewQueue(me Entry, limit int, all []Entry, more bool) *Queue {
 // ones may exist. The waiter must read the store (the driver's
 // Survivors, below the returned position) before it goes on.
 func (q *Queue) MustRead() (below int64, must bool) {
-	if q.truncated && len(q.ahead) < q.rule.Limit {
+	if q.truncated && len(q.ahead) == 0 {
 		return q.floor, true
 	}
 	return 0, false
@@ -107,19 +107,9 @@ func (q *Queue) Me() Entry { return q.me }
 // when it holds the lock, or when it must read first (see MustRead).
 func (q *Queue) Waits() []Entry { return q.rule.Waits(q.ahead) }
 
-// Next returns the entry to wait on next when the owner waits for one
-// entry; ok is false when q's owner holds the lock. With a limit above 1
-// use Waits.
-func (q *Queue) Next() (Entry, bool) {
-	if q.rule.Limit == 1 {
-		return q.rule.nearest(q.ahead)
-	}
-	w := q.Waits()
-	if len(w) == 0 {
-		return Entry{}, false
-	}
-	return w[0], true
-}
+// Next returns the entry to wait on next; ok is false when q's owner
+// holds the lock.
+func (q *Queue) Next() (Entry, bool) { return q.rule.nearest(q.ahead) }
 
 // Gone removes the entry with key from the snapshot, after the driver saw
 // it deleted. Removing an unknown key does nothing.

@@ -32,7 +32,7 @@ func queueOf(kinds ...qlock.Kind) []qlock.Entry {
 
 // waitOn is the single entry a waiter with a limit of 1 waits on.
 func waitOn(me qlock.Kind, ahead []qlock.Entry) (qlock.Entry, bool) {
-	w := qlock.RuleOf(me, 1).Waits(ahead)
+	w := qlock.RuleOf(me).Waits(ahead)
 	if len(w) == 0 {
 		return qlock.Entry{}, false
 	}
@@ -132,7 +132,7 @@ func TestWaitOnHolds(t *testing.T) {
 			// behind me) decides the same.
 			me := ent(100, tt.me)
 			all := append(slices.Clone(tt.ahead), ent(200, X), me)
-			qu := qlock.NewQueue(me, 1, all, false)
+			qu := qlock.NewQueue(me, all, false)
 			if qu.Me() != me {
 				t.Errorf("Me() = %v, want %v", qu.Me(), me)
 			}
@@ -148,7 +148,7 @@ func TestQueue(t *testing.T) {
 	// Queue: 1X 2S 3S 4X 5S 6S [7S me] 8X
 	all := []qlock.Entry{ent(8, X), ent(1, X), ent(2, S), ent(3, S), ent(4, X), ent(5, S), ent(6, S), ent(7, S)}
 	me := ent(7, S)
-	q := qlock.NewQueue(me, 1, all, false)
+	q := qlock.NewQueue(me, all, false)
 	// A reader's view knows the writers ahead of it only.
 	if got, want := q.Ahead(), []qlock.Entry{ent(1, X), ent(4, X)}; !slices.Equal(got, want) {
 		t.Fatalf("Ahead() = %v, want %v", got, want)
@@ -198,7 +198,7 @@ func TestQueue(t *testing.T) {
 	// An exclusive waiter walks its predecessors one by one; it keeps the
 	// two nearest, and must read before it can go past them.
 	all = []qlock.Entry{ent(1, S), ent(2, S), ent(3, X), ent(4, S), ent(5, X)}
-	q = qlock.NewQueue(ent(5, X), 1, all, false)
+	q = qlock.NewQueue(ent(5, X), all, false)
 	for _, want := range []int64{4, 3} {
 		e, ok := q.Next()
 		if !ok || e.Seq != want {
@@ -235,7 +235,7 @@ func TestQueueBounded(t *testing.T) {
 	for i := int64(1); i <= 10000; i++ {
 		all = append(all, ent(i, X))
 	}
-	q := qlock.NewQueue(ent(10001, X), 1, all, false)
+	q := qlock.NewQueue(ent(10001, X), all, false)
 	if got := q.Ahead(); len(got) != 2 || got[0].Seq != 9999 || got[1].Seq != 10000 {
 		t.Fatalf("Ahead() = %v, want the two nearest", got)
 	}
@@ -246,7 +246,7 @@ func TestQueueBounded(t *testing.T) {
 		t.Fatalf("Ahead() after a read that found the nearest = %v", got)
 	}
 	// A partial read (the enqueue saw the newest only, and more).
-	p := qlock.NewQueue(ent(50, X), 1, []qlock.Entry{ent(49, X), ent(50, X), ent(48, X)}, true)
+	p := qlock.NewQueue(ent(50, X), []qlock.Entry{ent(49, X), ent(50, X), ent(48, X)}, true)
 	if _, must := p.MustRead(); must {
 		t.Fatal("MustRead with known entries left")
 	}
@@ -266,7 +266,7 @@ func TestQueueBounded(t *testing.T) {
 		t.Fatal("still waits after a read found nothing older")
 	}
 	// Not truncated: a full, short snapshot needs no read.
-	f := qlock.NewQueue(ent(5, X), 1, []qlock.Entry{ent(4, X)}, false)
+	f := qlock.NewQueue(ent(5, X), []qlock.Entry{ent(4, X)}, false)
 	f.Gone("k4")
 	if _, must := f.MustRead(); must {
 		t.Fatal("MustRead on a full snapshot")
@@ -332,7 +332,7 @@ func (s *queueSim) enqueue() {
 		}
 		seen = append(c, me)
 	}
-	s.queues[me.Key] = qlock.NewQueue(me, 1, seen, more)
+	s.queues[me.Key] = qlock.NewQueue(me, seen, more)
 	s.record()
 	if s.enqAt == nil {
 		s.enqAt = map[string]int{}
@@ -540,8 +540,8 @@ func TestQueueProperties(t *testing.T) {
 func TestQueueAfter(t *testing.T) {
 	// Ahead of a writer at 10: w1 r3 r5 w7 r9.
 	all := []qlock.Entry{ent(1, X), ent(3, S), ent(5, S), ent(7, X), ent(9, S)}
-	w := qlock.NewQueue(ent(10, X), 1, all, false)
-	r := qlock.NewQueue(ent(10, S), 1, all, false)
+	w := qlock.NewQueue(ent(10, X), all, false)
+	r := qlock.NewQueue(ent(10, S), all, false)
 	for _, c := range []struct {
 		q     *qlock.Queue
 		after int64
@@ -561,52 +561,16 @@ func TestQueueAfter(t *testing.T) {
 	}
 }
 
-// TestCounted checks the counted kind's rule: an entry holds while fewer
-// than its limit of counted entries are ahead of it, and otherwise waits
-// for any of them.
+// TestCounted checks the line's rule: a counted entry waits for the
+// nearest counted entry ahead, like a Mutex's waiter, and lock entries do
+// not count.
 func TestCounted(t *testing.T) {
 	q := queueOf
-	tests := []struct {
-		name  string
-		limit int
-		ahead []qlock.Entry
-		waits int // how many entries it waits on; 0 = holds
-	}{
-		{"alone", 3, nil, 0},
-		{"below the limit", 3, q(N, N), 0},
-		{"at the limit", 3, q(N, N, N), 3},
-		{"past the limit", 2, q(N, N, N), 3},
-		{"lock entries do not count", 2, q(X, S, N, X), 0},
-		{"limit 1 is a mutex among counted", 1, q(N, N), 1},
-		{"limit below 1 is 1", 0, q(N), 1},
+	if w := qlock.RuleOf(N).Waits(q(X, S, N, X)); len(w) != 1 || w[0].Seq != 3 {
+		t.Fatalf("Waits = %v, want the counted entry 3", w)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := qlock.RuleOf(N, tt.limit).Waits(tt.ahead)
-			if len(w) != tt.waits {
-				t.Fatalf("Waits = %v, want %d entries", w, tt.waits)
-			}
-			for _, e := range w {
-				if e.Kind != N {
-					t.Errorf("waits on %v, which is not counted", e)
-				}
-			}
-			// Any one of them going frees a permit when at the limit.
-			me := ent(100, N)
-			qu := qlock.NewQueue(me, tt.limit, append(slices.Clone(tt.ahead), me), false)
-			counted := 0
-			for _, e := range tt.ahead {
-				if e.Kind == N {
-					counted++
-				}
-			}
-			if len(w) > 0 && counted == max(tt.limit, 1) {
-				qu.Gone(w[len(w)-1].Key)
-				if got := qu.Waits(); len(got) != 0 {
-					t.Errorf("after %v went, still waits on %v", w[len(w)-1], got)
-				}
-			}
-		})
+	if w := qlock.RuleOf(N).Waits(q(X, S)); len(w) != 0 {
+		t.Fatalf("Waits = %v among lock entries only, want none", w)
 	}
 }
 

@@ -73,7 +73,7 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *a
 	// Wait in the line until this entry is its head (the Mutex path, with
 	// its failure handling), then claim as the head.
 	lr := r
-	lr.Kind, lr.Try, lr.Limit = Counted, false, 1
+	lr.Kind, lr.Try = Counted, false
 	line, err := e.acquire(ctx, name, lr, a)
 	if err != nil {
 		return nil, err

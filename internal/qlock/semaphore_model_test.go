@@ -112,7 +112,7 @@ func (m *semModel) arrive() {
 		all = append(all, o.entry)
 	}
 	m.line = append(m.line, w)
-	w.q = qlock.NewQueue(w.entry, 1, all, false)
+	w.q = qlock.NewQueue(w.entry, all, false)
 	m.advance(w)
 }
 

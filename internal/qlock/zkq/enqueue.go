@@ -81,7 +81,7 @@ func (s *Session) first(ctx context.Context, dir string, kind qlock.Kind) (strin
 	if err != nil {
 		return "", false, s.storeErr(err)
 	}
-	q := qlock.NewQueue(qlock.Entry{Seq: math.MaxInt64, Kind: kind}, 1, entries(dir, kind, children), false)
+	q := qlock.NewQueue(qlock.Entry{Seq: math.MaxInt64, Kind: kind}, entries(dir, kind, children), false)
 	if p, ok := q.Next(); ok {
 		return p.Key, true, nil
 	}
