@@ -3,6 +3,7 @@ package distlock
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 var (
@@ -26,6 +27,10 @@ type Leadership interface {
 	Err() error
 	// Context is cancelled when leadership ends.
 	Context() context.Context
+	// Deadline is the time until which this candidate surely still leads
+	// (see Lease.Deadline): do not start a step as leader that cannot
+	// finish before it. The zero Time once leadership has ended.
+	Deadline() time.Time
 	// Proclaim updates the leader's value, only while this candidate
 	// still leads; otherwise it fails with an error wrapping
 	// ErrNotLeader.

@@ -303,12 +303,18 @@ func electionLeaderSessionEnds(t *testing.T, b Backend) {
 	o := Observe(t, election(t, b.Session(t), "lost"))
 	o.Await(t, distlock.LeaderInfo{})
 	a := MustCampaign(t, ea, "a")
+	if d := a.Deadline(); !d.After(time.Now()) {
+		t.Fatalf("a leader's Deadline %v is not ahead", d)
+	}
 	o.Await(t, leaderInfo(a, "a"))
 	rb := CampaignAsync(Ctx(t), eb, "b")
 	b.WaitEntries(t, "lost", 2)
 
 	sa.End(t)
 	Recv(t, a.Context().Done(), "the deposed leader's Context")
+	if d := a.Deadline(); !d.IsZero() {
+		t.Fatalf("a deposed leader's Deadline: %v, want the zero Time", d)
+	}
 	if err := a.Err(); !errors.Is(err, distlock.ErrLost) {
 		t.Fatalf("deposed leader's Err: %v, want ErrLost", err)
 	}
