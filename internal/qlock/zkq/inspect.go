@@ -135,7 +135,10 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 // WatchQueue calls f with lock name's queue (as Inspect reads it) now and
 // after every change of its entries, until ctx ends, f fails or the
 // connection does. A child watch on the lock's directory (an exists watch
-// while there is none) is set before each read, so no change is missed.
+// while there is none), and on a semaphore's @permits where there is one,
+// is set before each read, so no change is missed. (A @permits made after
+// the read is seen with the line change that comes with its first slot
+// claimed by a waiter, or the next change of the directory.)
 func WatchQueue(ctx context.Context, conn *zk.Conn, prefix, name string, f func([]distlock.QueueEntry) error) error {
 	dir := prefix + "/" + name
 	for {
@@ -149,6 +152,17 @@ func WatchQueue(ctx context.Context, conn *zk.Conn, prefix, name string, f func(
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", dir, err)
 		}
+		// A semaphore's slots change below the directory, in @permits.
+		pch, err := retry(ctx, func() (<-chan zk.Event, error) {
+			_, _, ch, err := conn.ChildrenW(dir + "/" + permitsChild)
+			if errors.Is(err, zk.ErrNoNode) {
+				return nil, nil
+			}
+			return ch, err
+		})
+		if err != nil {
+			return fmt.Errorf("watch %s/%s: %w", dir, permitsChild, err)
+		}
 		q, err := Inspect(ctx, conn, prefix, name)
 		if err != nil {
 			return err
@@ -160,6 +174,10 @@ func WatchQueue(ctx context.Context, conn *zk.Conn, prefix, name string, f func(
 		case ev := <-ch:
 			if ev.Type == zk.EventNotWatching {
 				return fmt.Errorf("watch %s: %w", dir, ev.Err)
+			}
+		case ev := <-pch:
+			if ev.Type == zk.EventNotWatching {
+				return fmt.Errorf("watch %s/%s: %w", dir, permitsChild, ev.Err)
 			}
 		case <-ctx.Done():
 			return context.Cause(ctx)
