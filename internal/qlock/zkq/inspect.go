@@ -136,9 +136,8 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 // after every change of its entries, until ctx ends, f fails or the
 // connection does. A child watch on the lock's directory (an exists watch
 // while there is none), and on a semaphore's @permits where there is one,
-// is set before each read, so no change is missed. (A @permits made after
-// the read is seen with the line change that comes with its first slot
-// claimed by a waiter, or the next change of the directory.)
+// is set before each read, so no change is missed (@permits's own
+// creation is a change of the directory).
 func WatchQueue(ctx context.Context, conn *zk.Conn, prefix, name string, f func([]distlock.QueueEntry) error) error {
 	dir := prefix + "/" + name
 	for {
