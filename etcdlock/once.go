@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/fencing/etcdfence"
+	"github.com/distlock/distlock/internal/qlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -75,7 +75,7 @@ func (m *Marks) Marker(ctx context.Context, slot string) (*distlock.SlotMarker, 
 // no marker for the slot. An empty mk.Holder is filled in with the
 // session's holder value, or else the host name and process ID.
 func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.SlotMarker) error {
-	if err := checkMark(m.name, lease, &mk, m.holder); err != nil {
+	if err := qlock.CheckMark(m.name, lease, &mk, m.holder); err != nil {
 		return fmt.Errorf("etcdlock: %w", err)
 	}
 	slot, tok := mk.Slot, lease.Token()
@@ -119,28 +119,6 @@ func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.Slo
 			v = kvs[0].Value
 		}
 		return &distlock.SlotDoneError{Name: m.name, Slot: slot, Marker: distlock.ParseSlotMarker(v)}
-	}
-	return nil
-}
-
-// checkMark checks Mark's arguments, and fills in mk's holder. It is the
-// same in zklock's twin.
-func checkMark(name string, lease *distlock.Lease, mk *distlock.SlotMarker, holder string) error {
-	switch {
-	case lease == nil:
-		return fmt.Errorf("lock %q: mark slot %q: nil Lease", name, mk.Slot)
-	case lease.Token().Name != name:
-		return fmt.Errorf("lock %q: mark slot %q: the lease is lock %q's", name, mk.Slot, lease.Token().Name)
-	}
-	if err := distlock.ValidateSlot(mk.Slot); err != nil {
-		return fmt.Errorf("lock %q: mark: %w", name, err)
-	}
-	if mk.Holder == "" {
-		mk.Holder = holder
-	}
-	if mk.Holder == "" {
-		host, _ := os.Hostname()
-		mk.Holder = fmt.Sprintf("%s pid %d", host, os.Getpid())
 	}
 	return nil
 }

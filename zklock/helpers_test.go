@@ -110,6 +110,13 @@ func entries(t *testing.T, conn *zk.Conn, dir string) []string {
 // watches.
 func waitEntries(t *testing.T, conn *zk.Conn, dir string, n int) {
 	t.Helper()
+	waitChildren(t, conn, dir, n, isEntry)
+}
+
+// waitChildren blocks until dir has at least n children that count says
+// to count, waiting on watches.
+func waitChildren(t *testing.T, conn *zk.Conn, dir string, n int, count func(child string) bool) {
+	t.Helper()
 	ctx := testCtx(t)
 	for {
 		children, _, ch, err := conn.ChildrenW(dir)
@@ -125,7 +132,7 @@ func waitEntries(t *testing.T, conn *zk.Conn, dir string, n int) {
 		}
 		have := 0
 		for _, c := range children {
-			if isEntry(c) {
+			if count(c) {
 				have++
 			}
 		}
@@ -326,33 +333,5 @@ func (b *zkBackend) SemaphoreEntries(t *testing.T, name string) (line, slots []s
 // WaitLine waits on child watches until the line has n entries.
 func (b *zkBackend) WaitLine(t *testing.T, name string, n int) {
 	t.Helper()
-	dir := b.prefix + "/" + name
-	ctx := testCtx(t)
-	for {
-		children, _, ch, err := b.admin.ChildrenW(dir)
-		if errors.Is(err, zk.ErrNoNode) {
-			var ok bool
-			ok, _, ch, err = b.admin.ExistsW(dir)
-			if err == nil && ok {
-				continue
-			}
-		}
-		if err != nil {
-			t.Fatalf("watch %s: %v", dir, err)
-		}
-		have := 0
-		for _, c := range children {
-			if strings.HasPrefix(c, "@c-") {
-				have++
-			}
-		}
-		if have >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			t.Fatalf("%s: %d in line, want %d: %v", dir, have, n, ctx.Err())
-		}
-	}
+	waitChildren(t, b.admin, b.prefix+"/"+name, n, func(c string) bool { return strings.HasPrefix(c, "@c-") })
 }

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/fencing/zkfence"
+	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/zkctx"
 	"github.com/go-zookeeper/zk"
 )
@@ -85,7 +85,7 @@ func (m *Marks) Marker(ctx context.Context, slot string) (*distlock.SlotMarker, 
 // if it exists). An empty mk.Holder is filled in with the session's
 // holder value, or else the host name and process ID.
 func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.SlotMarker) error {
-	if err := checkMark(m.name, lease, &mk, m.holder); err != nil {
+	if err := qlock.CheckMark(m.name, lease, &mk, m.holder); err != nil {
 		return fmt.Errorf("zklock: %w", err)
 	}
 	slot, tok := mk.Slot, lease.Token()
@@ -147,26 +147,4 @@ func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.Slo
 		return &distlock.SlotDoneError{Name: m.name, Slot: slot, Marker: *prev}
 	}
 	return fail(err)
-}
-
-// checkMark checks Mark's arguments, and fills in mk's holder. It is the
-// same in etcdlock's twin.
-func checkMark(name string, lease *distlock.Lease, mk *distlock.SlotMarker, holder string) error {
-	switch {
-	case lease == nil:
-		return fmt.Errorf("lock %q: mark slot %q: nil Lease", name, mk.Slot)
-	case lease.Token().Name != name:
-		return fmt.Errorf("lock %q: mark slot %q: the lease is lock %q's", name, mk.Slot, lease.Token().Name)
-	}
-	if err := distlock.ValidateSlot(mk.Slot); err != nil {
-		return fmt.Errorf("lock %q: mark: %w", name, err)
-	}
-	if mk.Holder == "" {
-		mk.Holder = holder
-	}
-	if mk.Holder == "" {
-		host, _ := os.Hostname()
-		mk.Holder = fmt.Sprintf("%s pid %d", host, os.Getpid())
-	}
-	return nil
 }

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
 
 	"github.com/distlock/distlock"
@@ -59,37 +58,15 @@ func (SemaphoreWorkload) Check(_ *Env, ops []Op) []Check {
 	return []Check{checkSlotExclusion(ops), checkAtMostN(ops, semaphorePermits), checkSlotTokens(ops)}
 }
 
-// permitHolds returns the holds of permits, as checkExclusion sees holds
-// (forced expiries left out), with their slot's name.
+// permitHolds returns the holds of permits (see holdsOf), with their
+// tokens parsed.
 func permitHolds(ops []Op) (holds []permitHold, excluded int) {
-	forced := forcedExpiries(ops)
-	for i, op := range ops {
-		if op.Kind != KindAcquire || op.Outcome != OK || op.Mode != "permit" {
-			continue
+	hs, excluded := holdsOf(ops, func(op Op) bool { return op.Mode == "permit" })
+	for _, h := range hs {
+		if t, err := distlock.ParseToken(h.tok); err == nil {
+			holds = append(holds, permitHold{proc: h.proc, tok: t, from: h.from, to: h.to})
 		}
-		t, err := distlock.ParseToken(op.Token)
-		if err != nil {
-			continue
-		}
-		h := permitHold{proc: op.Process, tok: t, from: op.Complete, to: math.MaxInt64}
-		for _, o := range ops[i+1:] {
-			if o.Process == op.Process && o.Token == op.Token && (o.Kind == KindRelease || o.Kind == KindLost) {
-				h.to = min(h.to, o.Invoke)
-			}
-		}
-		skip := false
-		for _, at := range forced[op.Process] {
-			if at >= op.Invoke && at <= h.to {
-				skip = true
-			}
-		}
-		if skip {
-			excluded++
-			continue
-		}
-		holds = append(holds, h)
 	}
-	sort.Slice(holds, func(i, j int) bool { return holds[i].from < holds[j].from })
 	return holds, excluded
 }
 

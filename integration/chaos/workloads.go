@@ -206,15 +206,41 @@ func (ElectionWorkload) Check(_ *Env, ops []Op) []Check {
 // session was expired from outside are left out (fencing covers them).
 func checkExclusion(ops []Op, subject string) Check {
 	c := Check{Name: "exclusion", Subject: subject}
-	type hold struct {
-		proc, tok, mode string
-		from, to        int64
+	holds, excluded := holdsOf(ops, func(Op) bool { return true })
+	var bad []string
+	for i, a := range holds {
+		for _, b := range holds[i+1:] {
+			if b.from >= a.to {
+				continue
+			}
+			if a.mode == "read" && b.mode == "read" {
+				continue
+			}
+			c.Violations++
+			bad = append(bad, fmt.Sprintf("%s %s (%s) overlaps %s %s (%s) by %v", a.proc, a.tok, a.mode, b.proc, b.tok, b.mode, time.Duration(min(a.to, b.to)-b.from)))
+		}
 	}
-	var holds []hold
+	c.Checked = len(holds)
+	c.OK = c.Violations == 0
+	c.Detail = limit(append([]string{fmt.Sprintf("%d holds, %d excluded (forced expiries)", len(holds), excluded)}, bad...))
+	return c
+}
+
+// hold is one acquisition's hold: from Lock's return until Unlock was
+// called or the holder was told it lost the lock.
+type hold struct {
+	proc, tok, mode string
+	from, to        int64
+}
+
+// holdsOf returns the holds of the successful acquisitions that keep
+// says to, ordered by start, leaving out those of processes whose session
+// was expired from outside meanwhile (fencing covers them), and how many
+// it left out.
+func holdsOf(ops []Op, keep func(Op) bool) (holds []hold, excluded int) {
 	forced := forcedExpiries(ops)
-	excluded := 0
 	for i, op := range ops {
-		if op.Kind != KindAcquire || op.Outcome != OK {
+		if op.Kind != KindAcquire || op.Outcome != OK || !keep(op) {
 			continue
 		}
 		h := hold{proc: op.Process, tok: op.Token, mode: op.Mode, from: op.Complete, to: math.MaxInt64}
@@ -236,23 +262,7 @@ func checkExclusion(ops []Op, subject string) Check {
 		holds = append(holds, h)
 	}
 	sort.Slice(holds, func(i, j int) bool { return holds[i].from < holds[j].from })
-	var bad []string
-	for i, a := range holds {
-		for _, b := range holds[i+1:] {
-			if b.from >= a.to {
-				continue
-			}
-			if a.mode == "read" && b.mode == "read" {
-				continue
-			}
-			c.Violations++
-			bad = append(bad, fmt.Sprintf("%s %s (%s) overlaps %s %s (%s) by %v", a.proc, a.tok, a.mode, b.proc, b.tok, b.mode, time.Duration(min(a.to, b.to)-b.from)))
-		}
-	}
-	c.Checked = len(holds)
-	c.OK = c.Violations == 0
-	c.Detail = limit(append([]string{fmt.Sprintf("%d holds, %d excluded (forced expiries)", len(holds), excluded)}, bad...))
-	return c
+	return holds, excluded
 }
 
 // checkOneLeaderPerTerm checks that no token was won by two campaigns.

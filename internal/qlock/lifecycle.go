@@ -74,30 +74,18 @@ func Lost(reason error) error {
 // acquire enqueues r in lock name's queue and waits until its entry holds
 // (steps 1 to 4). On failure nothing is left behind.
 func (e *Engine) acquire(ctx context.Context, name string, r Request, a *acquisition) (*Node, error) {
-	fail := func(err error) error { return &distlock.LockError{Name: name, Op: r.Op, Err: err} }
-	st := e.d.Shared()
-	if err := st.Err(); err != nil {
-		return nil, fail(err)
+	ctx, done, fail, err := e.start(ctx, name, r.Op)
+	defer done()
+	if err != nil {
+		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fail(context.Cause(ctx))
-	}
-	// Requests stop when the session ends, too.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(st.Context(), func() { cancel(st.Err()) })
-	defer stop()
 
 	n, all, more, err := e.d.Enqueue(ctx, name, r)
 	if err != nil {
 		return nil, fail(err)
 	}
 	n.Name = name
-	n.Begin(st.Context())
-	if st.Err() != nil {
-		n.kill(st.Err())
-	}
-	e.d.Follow(n, n.kill)
+	e.follow(n)
 
 	q := NewQueue(n.Entry, all, more)
 	a.enqueued(len(q.Ahead()), more)
@@ -131,6 +119,36 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request, a *acquisi
 	}
 	e.d.Log().Debug(e.d.Shared().pkg+": acquired", "lock", name, "key", n.Key, "token", n.Token)
 	return n, nil
+}
+
+// follow starts n's life under the session and has the driver follow
+// its entry (step 2).
+func (e *Engine) follow(n *Node) {
+	st := e.d.Shared()
+	n.Begin(st.Context())
+	if st.Err() != nil {
+		n.kill(st.Err())
+	}
+	e.d.Follow(n, n.kill)
+}
+
+// start begins an acquisition of lock name: it checks the session and
+// ctx, and returns a context that also ends with the session (its
+// requests stop then), done to call when the acquisition is over, and
+// fail, which wraps an error in the acquisition's LockError (as err is
+// already).
+func (e *Engine) start(ctx context.Context, name string, op distlock.Op) (_ context.Context, done func(), fail func(error) error, err error) {
+	fail = func(err error) error { return &distlock.LockError{Name: name, Op: op, Err: err} }
+	st := e.d.Shared()
+	if err := st.Err(); err != nil {
+		return ctx, func() {}, fail, fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return ctx, func() {}, fail, fail(context.Cause(ctx))
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(st.Context(), func() { cancel(st.Err()) })
+	return ctx, func() { stop(); cancel(nil) }, fail, nil
 }
 
 // wait blocks until q says its owner holds the lock, waiting on one entry

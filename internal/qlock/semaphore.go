@@ -47,18 +47,11 @@ var newPermit = leasehook.NewPermit.(func(*distlock.Lease, int) *distlock.Permit
 // line when none is free or others wait. On failure nothing is left
 // behind.
 func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *acquisition) (*Node, error) {
-	fail := func(err error) error { return &distlock.LockError{Name: name, Op: r.Op, Err: err} }
-	st := e.d.Shared()
-	if err := st.Err(); err != nil {
-		return nil, fail(err)
+	ctx, done, fail, err := e.start(ctx, name, r.Op)
+	defer done()
+	if err != nil {
+		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fail(context.Cause(ctx))
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(st.Context(), func() { cancel(st.Err()) })
-	defer stop()
 
 	// The direct claim: one write when a slot is free and nobody waits.
 	slot, err := e.d.Claim(ctx, name, nil, r)
@@ -117,11 +110,7 @@ func (e *Engine) lineFailed(line *Node, err error, fail func(error) error) error
 func (e *Engine) permitHeld(ctx context.Context, name string, slot *Node, fail func(error) error) (*Node, error) {
 	slot.Name = distlock.SlotName(name, slot.Slot)
 	st := e.d.Shared()
-	slot.Begin(st.Context())
-	if st.Err() != nil {
-		slot.kill(st.Err())
-	}
-	e.d.Follow(slot, slot.kill)
+	e.follow(slot)
 	if err := e.d.Confirm(ctx, slot); err != nil {
 		e.abandon(slot, err)
 		st.FreeSlot(slot.Key)

@@ -282,31 +282,3 @@ func (s *Session) dropSlot(n *qlock.Node) {
 		s.abandonSlot(n.Key)
 	}
 }
-
-// abandonSlot is abandon for a slot key, which another session may hold:
-// the guard moves, and the key is deleted only if it is bound to this
-// session's lease.
-func (s *Session) abandonSlot(key string) {
-	bury := func(ctx context.Context) error {
-		resp, err := s.client.Txn(ctx).Then(s.guardPut(), clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", s.id)},
-			[]clientv3.Op{clientv3.OpDelete(key)}, nil)).Commit()
-		if err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				s.storeErr(err)
-				return nil
-			}
-			return err
-		}
-		s.sawGuard(resp.Header.Revision, resp.Header.Revision)
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
-	defer cancel()
-	if err := bury(ctx); err != nil {
-		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "key", key, "err", err)
-		s.Go(func(ctx context.Context) {
-			qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool { return bury(ctx) == nil })
-		})
-	}
-}

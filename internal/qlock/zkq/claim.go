@@ -93,7 +93,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		}
 		if line == nil {
 			if _, merr := slotsOf(name, r.Limit, kids, nil); merr == nil {
-				if w, err := s.lineHead(ctx, dir); err != nil || w != "" {
+				if w, found, err := s.first(ctx, dir, qlock.Counted); err != nil || found {
 					if err == nil {
 						err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
 					}
@@ -161,11 +161,14 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			// sync first: an entry created on another server before the
 			// slot is then seen here.
 			err := sync()
-			var w string
+			var (
+				w     string
+				found bool
+			)
 			if err == nil {
-				w, err = s.lineHead(ctx, dir)
+				w, found, err = s.first(ctx, dir, qlock.Counted)
 			}
-			if err == nil && w == "" {
+			if err == nil && !found {
 				var kids []string
 				synced = true
 				if kids, _, err = s.listSlots(ctx, sdir, false); err == nil {
@@ -182,25 +185,6 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		}
 		return n, nil
 	}
-}
-
-// lineHead returns the oldest entry of the semaphore dir's line, "" if
-// none.
-func (s *Session) lineHead(ctx context.Context, dir string) (string, error) {
-	kids, err := retry(ctx, func() ([]string, error) {
-		c, _, err := s.conn.Children(dir)
-		return c, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return "", nil
-	}
-	if err != nil {
-		return "", s.storeErr(err)
-	}
-	if all := entries(dir, qlock.Counted, kids); len(all) > 0 {
-		return qlock.Ahead(qlock.Entry{Seq: 1<<63 - 1}, all)[0].Key, nil
-	}
-	return "", nil
 }
 
 // listSlots lists the slots, with a child watch when watch is set (ch is
