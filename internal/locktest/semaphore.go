@@ -35,6 +35,40 @@ var semaphoreCases = []struct {
 	{"SemaphoreFencedSlots", semFencedSlots},
 	{"SemaphoreBadInput", semBadInput},
 	{"SemaphoreSameSession", semSameSession},
+	{"SemaphoreStaleRelease", semStaleRelease},
+}
+
+// semStaleRelease: a holder whose session ended, and whose slot a waiter
+// then took, releases late. Slot keys and znodes have the same name for
+// every holder of a slot, so the late release must not delete the
+// successor's (the ZooKeeper client has even started a new session by
+// then, which deletes like any other).
+func semStaleRelease(t *testing.T, b Backend) {
+	sa := b.Session(t)
+	a := MustAcquire(t, semaphore(t, sa, "stale", 1))
+	w := AcquireAsync(Ctx(t), semaphore(t, b.Session(t), "stale", 1))
+	b.WaitLine(t, "stale", 1)
+	sa.End(t)
+	p := granted(t, w, "the waiter")
+	if p.Slot() != a.Slot() {
+		t.Fatalf("waiter got slot %d, want %d", p.Slot(), a.Slot())
+	}
+	if err := a.Release(Ctx(t)); !errors.Is(err, distlock.ErrLost) {
+		t.Fatalf("the ended holder's late Release: %v, want ErrLost", err)
+	}
+	if _, slots := b.SemaphoreEntries(t, "stale"); len(slots) != 1 {
+		t.Fatalf("slots %v after the late release, want the successor's", slots)
+	}
+	select {
+	case <-p.Done():
+		t.Fatalf("the successor's permit ended after the late release: %v", p.Err())
+	default:
+	}
+	if _, err := semaphore(t, b.Session(t), "stale", 1).TryAcquire(Ctx(t)); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryAcquire while the successor holds: %v, want ErrLocked", err)
+	}
+	MustRelease(t, p)
+	wantSemEmpty(t, b, "stale", "after all released")
 }
 
 // semSameSession takes every permit from one session, concurrently: each

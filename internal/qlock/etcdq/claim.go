@@ -117,7 +117,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 				return nil, context.Cause(ctx)
 			}
 			forget()
-			s.abandonSlot(key)
+			s.abandon(key)
 			s.FreeSlot(key)
 			err = s.storeErr(err)
 			if ctx.Err() != nil {
@@ -135,7 +135,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			}
 			if err := checkPermits(dir, name, r.Limit, resp.Responses[1].GetResponseRange().Kvs); err != nil {
 				forget()
-				s.dropSlot(n)
+				s.Abandon(n)
 				s.FreeSlot(key)
 				return nil, err
 			}
@@ -272,13 +272,4 @@ func (s *Session) settle(ctx context.Context, key string) (rev int64, adopted bo
 	}
 	s.sawGuard(resp.Header.Revision, resp.Header.Revision)
 	return 0, false, nil
-}
-
-// dropSlot deletes a slot this session claimed but will not hold.
-func (s *Session) dropSlot(n *qlock.Node) {
-	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
-	defer cancel()
-	if _, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(n.Key), "=", n.Seq)).Then(clientv3.OpDelete(n.Key)).Commit(); err != nil {
-		s.abandonSlot(n.Key)
-	}
 }

@@ -114,14 +114,12 @@ func (s *Session) sawGuardIn(r *pb.RangeResponse, at int64) {
 // bury deletes key, which an enqueue Txn of unknown outcome may have put
 // or may still put, and moves the guard in the same Txn so that it never
 // can afterwards. A lease already gone took the key with it and makes any
-// late put fail: that is success too. With shared (a semaphore's slot
-// key, which other sessions take in turn) the key is deleted only while
-// it is bound to this session's lease.
-func (s *Session) bury(ctx context.Context, key string, shared bool) error {
-	del := clientv3.OpDelete(key)
-	if shared {
-		del = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", s.id)}, []clientv3.Op{del}, nil)
-	}
+// late put fail: that is success too. The key is deleted only while it is
+// bound to this session's lease: an entry's key is this session's alone
+// anyway, but a semaphore's slot key is taken by one session after
+// another.
+func (s *Session) bury(ctx context.Context, key string) error {
+	del := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", s.id)}, []clientv3.Op{clientv3.OpDelete(key)}, nil)
 	resp, err := s.client.Txn(ctx).Then(s.guardPut(), del).Commit()
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -140,18 +138,13 @@ func (s *Session) bury(ctx context.Context, key string, shared bool) error {
 // then, the same in the background until it succeeds or the session ends
 // (the lease, expiring on the server at the latest TTL later, then takes
 // the key with it and makes a late put fail).
-func (s *Session) abandon(key string) { s.abandonKey(key, false) }
-
-// abandonSlot is abandon for a semaphore's slot key (see bury's shared).
-func (s *Session) abandonSlot(key string) { s.abandonKey(key, true) }
-
-func (s *Session) abandonKey(key string, shared bool) {
+func (s *Session) abandon(key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
 	defer cancel()
-	if err := s.bury(ctx, key, shared); err != nil {
+	if err := s.bury(ctx, key); err != nil {
 		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "key", key, "err", err)
 		s.Go(func(ctx context.Context) {
-			qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool { return s.bury(ctx, key, shared) == nil })
+			qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool { return s.bury(ctx, key) == nil })
 		})
 	}
 }

@@ -73,7 +73,7 @@ func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error 
 		}
 	})
 	if err != nil {
-		s.removeLater(n.Key)
+		s.removeLater(n.Key, n.Seq)
 		return fmt.Errorf("delete key %s: %w (retrying in the background while the session lives)", n.Key, s.storeErr(err))
 	}
 	if !resp.Succeeded && !known {
@@ -89,25 +89,33 @@ func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error 
 
 // Abandon is the failure path of a Lock that had enqueued (qlock.Driver):
 // its put is known to have been applied (and any earlier attempt of it can
-// no longer be, see Enqueue), so a plain delete undoes it for good. A
-// delete that does not go through within qlock.AbandonTimeout is retried in the
-// background while the session lives.
+// no longer be, see Enqueue), so a delete undoes it for good. The delete
+// is conditioned on the key's create revision, as a release's is: a
+// semaphore's slot key may be another holder's by now. A delete that does
+// not go through within qlock.AbandonTimeout is retried in the background
+// while the session lives.
 func (s *Session) Abandon(n *qlock.Node) {
 	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
 	defer cancel()
-	if _, err := s.client.Delete(ctx, n.Key); err != nil {
+	if err := s.deleteAt(ctx, n.Key, n.Seq); err != nil {
 		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "key", n.Key, "err", err)
-		s.removeLater(n.Key)
+		s.removeLater(n.Key, n.Seq)
 	}
 }
 
-// removeLater deletes key in the background, retrying until it succeeds or
-// the session ends (which takes the key away with the lease).
-func (s *Session) removeLater(key string) {
+// deleteAt deletes key if its create revision is still rev.
+func (s *Session) deleteAt(ctx context.Context, key string, rev int64) error {
+	_, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
+	return err
+}
+
+// removeLater deletes key, created at revision rev, in the background,
+// retrying until it succeeds or the session ends (which takes the key
+// away with the lease).
+func (s *Session) removeLater(key string, rev int64) {
 	s.Go(func(ctx context.Context) {
 		qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool {
-			_, err := s.client.Delete(ctx, key)
-			return err == nil
+			return s.deleteAt(ctx, key, rev) == nil
 		})
 	})
 }

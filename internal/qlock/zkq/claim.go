@@ -178,7 +178,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 				err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
 			}
 			if err != nil {
-				s.abandon(path)
+				s.abandonMine(path, n.Token)
 				s.FreeSlot(path)
 				return nil, err
 			}

@@ -29,9 +29,13 @@ func state(n *qlock.Node) *node { return n.Store.(*node) }
 // session by itself after an expiry, and a create sent then belongs to
 // it). The watch is the one Follow starts from.
 func (s *Session) own(ctx context.Context, path string, seq int64, kind qlock.Kind) (*qlock.Node, error) {
+	drop := func() { s.abandon(path) }
+	if kind == qlock.Counted {
+		drop = func() { s.abandonMine(path, 0) }
+	}
 	w, ok, err := s.getW(ctx, path)
 	if err != nil {
-		s.abandon(path)
+		drop()
 		return nil, err
 	}
 	if !ok {
@@ -39,7 +43,7 @@ func (s *Session) own(ctx context.Context, path string, seq int64, kind qlock.Ki
 		return nil, s.goneCause(ctx, path)
 	}
 	if w.stat.EphemeralOwner != s.id {
-		s.abandon(path)
+		drop()
 		return nil, s.expired(fmt.Sprintf("expired (node %s belongs to session %#x)", path, w.stat.EphemeralOwner))
 	}
 	return &qlock.Node{

@@ -19,6 +19,9 @@ import (
 // holder, not given up by a waiter (see WaitGone). One write, like a plain
 // delete; the data written is empty.
 func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error {
+	if n.Kind == qlock.Counted {
+		return s.releaseMine(ctx, n, known)
+	}
 	err := s.handBack(ctx, n)
 	if errors.Is(err, zk.ErrBadVersion) {
 		// Someone set the node's data. The path, with its GUID and
@@ -84,7 +87,99 @@ func multiErr(rs []zk.MultiResponse, err error) error {
 
 // Abandon is the failure path of a Lock that had created its node
 // (qlock.Driver).
-func (s *Session) Abandon(n *qlock.Node) { s.abandon(n.Key) }
+func (s *Session) Abandon(n *qlock.Node) {
+	if n.Kind == qlock.Counted {
+		s.abandonMine(n.Key, n.Token)
+		return
+	}
+	s.abandon(n.Key)
+}
+
+// A semaphore's slot znode has the same path for each of its holders in
+// turn, so its deletes cannot go by path and version alone, as an
+// entry's do: by the time a release or a cleanup runs, the node there
+// may be a successor's (its own node deleted by someone else, or gone
+// with its session while the client started a new one). They delete the
+// node only if its ephemeral owner is this session and, where known, its
+// czxid is the token. (Between that look and the delete a foreign delete
+// and a successor's claim could still slip in; the successor would see
+// its permit lost, never held twice silently.) A semaphore's line
+// entries, Counted too, are deleted the same way, which is as safe for
+// them.
+
+// deleteMine deletes path if it is this session's node, and with czxid
+// not 0 that very node; zk.ErrNoNode if it is not (there any more).
+func (s *Session) deleteMine(ctx context.Context, path string, czxid int64) error {
+	for {
+		st, err := retry(ctx, func() (*zk.Stat, error) {
+			ok, st, err := s.conn.Exists(path)
+			if err == nil && !ok {
+				return nil, zk.ErrNoNode
+			}
+			return st, err
+		})
+		if err != nil {
+			return err
+		}
+		if st.EphemeralOwner != s.id || czxid != 0 && st.Czxid != czxid {
+			return zk.ErrNoNode
+		}
+		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, st.Version) })
+		if !errors.Is(err, zk.ErrBadVersion) {
+			return err
+		}
+	}
+}
+
+// releaseMine is Release for a semaphore's nodes.
+func (s *Session) releaseMine(ctx context.Context, n *qlock.Node, known bool) error {
+	switch err := s.deleteMine(ctx, n.Key, n.Token); {
+	case err == nil:
+		s.forget(n.Key)
+	case errors.Is(err, zk.ErrNoNode):
+		s.forget(n.Key)
+		if !known {
+			return qlock.Lost(fmt.Errorf("%w: node %s was already gone at unlock", distlock.ErrEntryGone, n.Key))
+		}
+	default:
+		s.removeMineLater(n.Key, n.Token)
+		return fmt.Errorf("delete %s: %w (retrying in the background while the connection keeps the session)", n.Key, err)
+	}
+	return nil
+}
+
+// abandonMine is abandon for a semaphore's nodes (czxid 0: not known).
+func (s *Session) abandonMine(path string, czxid int64) {
+	if !s.ours() {
+		s.removeStray(path)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
+	defer cancel()
+	err := s.deleteMine(ctx, path, czxid)
+	if err == nil || errors.Is(err, zk.ErrNoNode) {
+		s.forget(path)
+		return
+	}
+	s.Log().Warn("zklock: cleanup failed; retrying in the background", "key", path, "err", err)
+	s.removeMineLater(path, czxid)
+}
+
+// removeMineLater is removeLater for a semaphore's nodes.
+func (s *Session) removeMineLater(path string, czxid int64) {
+	go qlock.Retry(context.Background(), s.timeout, s.timeout/6, s.ours, func(ctx context.Context) bool {
+		err := s.deleteMine(ctx, path, czxid)
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			s.forget(path)
+			return true
+		}
+		if !retryCleanup(err) {
+			s.Log().Warn("zklock: cleanup abandoned", "key", path, "err", err)
+			return true
+		}
+		return false
+	})
+}
 
 // abandon deletes a node of this session before a failed Lock returns. A
 // node that cannot be deleted within qlock.AbandonTimeout is left to a
