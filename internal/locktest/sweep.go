@@ -227,7 +227,92 @@ func DeadlineSweep(t *testing.T, b Backend, cfg SweepConfig) {
 			}
 		})
 	}
+	total += sweepSemaphore(t, b, cfg, ds, holder, caller, third)
 	t.Logf("%d tries in all", total)
+}
+
+// sweepSemaphore is the sweep for a semaphore's Acquire (behind a holder
+// of its one permit: cut off in its direct claim, its line entry's
+// enqueue, or its wait) and TryAcquire (on a free semaphore, where its
+// claim is the write a deadline interrupts, and on a full one). It
+// returns the number of tries.
+func sweepSemaphore(t *testing.T, b Backend, cfg SweepConfig, ds []time.Duration, holder, caller, third Session) int {
+	count := func(name string) int {
+		line, slots := b.SemaphoreEntries(t, name)
+		return len(line) + len(slots)
+	}
+	settled := func(name string, want int) (left int, took time.Duration) {
+		start := time.Now()
+		for {
+			n := count(name)
+			if n <= want || time.Since(start) > cfg.Settle {
+				return max(n-want, 0), time.Since(start)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	total := 0
+	for _, k := range []struct {
+		name    string
+		n       int
+		held    bool
+		attempt func(s Semaphore, ctx context.Context) (*distlock.Permit, error)
+	}{
+		{"Semaphore.Acquire", 1, true, Semaphore.Acquire},
+		{"Semaphore.TryAcquire/held=false", 2, false, Semaphore.TryAcquire},
+		{"Semaphore.TryAcquire/held=true", 1, true, Semaphore.TryAcquire},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			name := fmt.Sprintf("sweep-sem-%d-%v", k.n, k.held)
+			want := 0
+			var hp *distlock.Permit
+			if k.held {
+				hp = MustAcquire(t, semaphore(t, holder, name, k.n))
+				want = 1
+			}
+			sem := semaphore(t, caller, name, k.n)
+			var st sweepStats
+			for _, d := range ds {
+				before := count(name)
+				ctx, cancel := context.WithTimeout(context.Background(), d)
+				p, err := k.attempt(sem, ctx)
+				cancel()
+				st.record(err, fmt.Sprintf("deadline %v", d))
+				if err == nil {
+					if k.held {
+						t.Errorf("deadline %v: acquired a permit of a full semaphore", d)
+					}
+					MustRelease(t, p)
+				}
+				if count(name) > before {
+					st.visible++
+				}
+			}
+			left, took := settled(name, want)
+			t.Logf("%s: %d tries: %d acquired, %d locked, %d timed out, %d other errors; entry still listed at return: %d; "+
+				"left behind after cleanup: %d (cleanup settled in %v)",
+				k.name, st.tries, st.acquired, st.locked, st.timedOut, len(st.wrongErr), st.visible, left, took.Round(time.Millisecond))
+			if len(st.wrongErr) > 0 {
+				t.Errorf("%s: errors matching neither context.DeadlineExceeded nor ErrLocked: %q", k.name, st.wrongErr)
+			}
+			if left > 0 {
+				line, slots := b.SemaphoreEntries(t, name)
+				t.Errorf("%s: %d of %d tries left entries behind: line %v, slots %v", k.name, left, st.tries, line, slots)
+			}
+			if hp != nil {
+				MustRelease(t, hp)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+			defer cancel()
+			p, err := semaphore(t, third, name, k.n).Acquire(ctx)
+			if err != nil {
+				t.Fatalf("a third client could not acquire after the holder released: %v", err)
+			}
+			MustRelease(t, p)
+			total += st.tries
+		})
+	}
+	return total
 }
 
 // settle polls name's entries until at most want are left or bound

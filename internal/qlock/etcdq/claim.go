@@ -117,8 +117,10 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 				return nil, context.Cause(ctx)
 			}
 			forget()
-			s.abandon(key)
-			s.FreeSlot(key)
+			// The slot stays reserved until the cleanup is done: a claim
+			// of this session made meanwhile would have its key deleted
+			// by it (same key, same lease).
+			s.abandonThen(key, func() { s.FreeSlot(key) })
 			err = s.storeErr(err)
 			if ctx.Err() != nil {
 				err = context.Cause(ctx)

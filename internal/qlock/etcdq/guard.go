@@ -138,13 +138,20 @@ func (s *Session) bury(ctx context.Context, key string) error {
 // then, the same in the background until it succeeds or the session ends
 // (the lease, expiring on the server at the latest TTL later, then takes
 // the key with it and makes a late put fail).
-func (s *Session) abandon(key string) {
+func (s *Session) abandon(key string) { s.abandonThen(key, func() {}) }
+
+// abandonThen is abandon, calling done once the cleanup is over (or the
+// session, and with it the key, is).
+func (s *Session) abandonThen(key string, done func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
 	defer cancel()
 	if err := s.bury(ctx, key); err != nil {
 		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "key", key, "err", err)
 		s.Go(func(ctx context.Context) {
+			defer done()
 			qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool { return s.bury(ctx, key) == nil })
 		})
+		return
 	}
+	done()
 }

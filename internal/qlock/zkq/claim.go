@@ -125,14 +125,11 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		if !s.ReserveSlot(path) {
 			continue
 		}
-		made, err := s.createSlot(ctx, path, line, r.Value)
-		if err != nil {
-			s.FreeSlot(path)
-		}
+		err = s.createSlot(ctx, path, line, r.Value, func() { s.FreeSlot(path) })
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			continue // taken meanwhile: look again
-		case errors.Is(err, zk.ErrNoNode) && line != nil && !made:
+		case errors.Is(err, zk.ErrNoNode) && line != nil:
 			// The multi failed on one of its two parts.
 			if ok, _ := s.exists(ctx, line.Key); !ok {
 				return nil, s.goneCause(ctx, line.Key)
@@ -149,9 +146,11 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		case err != nil:
 			return nil, err
 		}
-		n, err := s.own(ctx, path, 0, qlock.Counted)
+		// The slot stays reserved until a failed claim's cleanup is over:
+		// a claim of this session made meanwhile would otherwise have its
+		// node deleted by it (same path, same owner).
+		n, err := s.ownThen(ctx, path, 0, qlock.Counted, func() { s.FreeSlot(path) })
 		if err != nil {
-			s.FreeSlot(path)
 			return nil, err
 		}
 		n.Slot, n.Waited, n.Seq = free, line != nil, n.Token
@@ -178,7 +177,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 				err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
 			}
 			if err != nil {
-				s.abandonMine(path, n.Token)
+				s.abandonMine(path, n.Token) // czxid-checked: the reservation can go now
 				s.FreeSlot(path)
 				return nil, err
 			}
@@ -212,35 +211,68 @@ func (s *Session) listSlots(ctx context.Context, sdir string, watch bool) ([]str
 }
 
 // createSlot creates slot path (with line's entry deleted in the same
-// multi). A request cut off by a connection loss may have been applied:
-// made then says the slot is this session's.
-func (s *Session) createSlot(ctx context.Context, path string, line *qlock.Node, data []byte) (made bool, err error) {
-	for {
-		var err error
+// multi). A request cut off by a connection loss
+// may have been applied: after a sync, the slot's owner tells. When ctx
+// ends with the request in flight, its answer is waited for in the
+// background and a slot it made is deleted; dropped is called once that
+// is over (the slot may be claimed again).
+func (s *Session) createSlot(ctx context.Context, path string, line *qlock.Node, data []byte, dropped func()) error {
+	send := func() error {
 		if line == nil {
-			_, err = ctxCall(ctx, func() error {
-				_, err := s.conn.Create(path, data, zk.FlagEphemeral, s.acl)
-				return err
-			})
+			_, err := s.conn.Create(path, data, zk.FlagEphemeral, s.acl)
+			return err
+		}
+		rs, err := s.conn.Multi(
+			&zk.CreateRequest{Path: path, Data: data, Acl: s.acl, Flags: zk.FlagEphemeral},
+			&zk.DeleteRequest{Path: line.Key, Version: -1})
+		for _, r := range rs {
+			if errors.Is(r.Error, zk.ErrNodeExists) {
+				return r.Error
+			}
+		}
+		return multiErr(rs, err)
+	}
+	// uncertain is the way out once a request may have made the slot:
+	// the cleanup deletes it if it is this session's.
+	uncertain := false
+	fail := func(err error) error {
+		if uncertain {
+			go s.abandonMineThen(path, 0, dropped)
 		} else {
-			_, err = ctxCall(ctx, func() error {
-				rs, err := s.conn.Multi(
-					&zk.CreateRequest{Path: path, Data: data, Acl: s.acl, Flags: zk.FlagEphemeral},
-					&zk.DeleteRequest{Path: line.Key, Version: -1})
-				for _, r := range rs {
-					if errors.Is(r.Error, zk.ErrNodeExists) {
-						return r.Error
-					}
+			dropped()
+		}
+		return err
+	}
+	for {
+		ch := make(chan error, 1)
+		go func() { ch <- send() }()
+		var err error
+		select {
+		case err = <-ch:
+		case <-ctx.Done():
+			// go-zookeeper answers every request (ErrConnectionClosed
+			// when the connection is lost first): wait for it, and undo
+			// what it made.
+			go func() {
+				if err := <-ch; err == nil || errors.Is(err, zk.ErrConnectionClosed) {
+					s.abandonMineThen(path, 0, dropped)
+					return
 				}
-				return multiErr(rs, err)
-			})
+				dropped()
+			}()
+			return context.Cause(ctx)
 		}
 		switch {
 		case err == nil:
 			s.remember(path)
-			return true, nil
+			return nil
 		case errors.Is(err, zk.ErrConnectionClosed):
-			// Sent, maybe applied: the slot is ours if its owner is.
+			// Sent, maybe applied: the slot is ours if its owner is. The
+			// sync first, so that the server answering has seen it.
+			uncertain = true
+			if _, err := retry(ctx, func() (string, error) { return s.conn.Sync(path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return fail(s.storeErr(err))
+			}
 			st, serr := retry(ctx, func() (*zk.Stat, error) {
 				ok, st, err := s.conn.Exists(path)
 				if err == nil && !ok {
@@ -249,21 +281,24 @@ func (s *Session) createSlot(ctx context.Context, path string, line *qlock.Node,
 				return st, err
 			})
 			if serr != nil {
-				return false, s.storeErr(serr)
+				return fail(s.storeErr(serr))
 			}
 			if st != nil && st.EphemeralOwner == s.id {
 				s.remember(path)
-				return true, nil
+				return nil
 			}
 			if !s.ours() {
-				return false, s.expired("expired (a claim was cut off by a connection loss)")
+				return fail(s.expired("expired (a claim was cut off by a connection loss)"))
 			}
+			// Not made, and it cannot be any more (ZooKeeper refuses a
+			// request of a session that moved to another server).
+			uncertain = false
 		case transient(err):
 			if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
-				return false, err
+				return fail(err)
 			}
 		default:
-			return false, s.storeErr(err)
+			return fail(s.storeErr(err))
 		}
 	}
 }

@@ -29,9 +29,15 @@ func state(n *qlock.Node) *node { return n.Store.(*node) }
 // session by itself after an expiry, and a create sent then belongs to
 // it). The watch is the one Follow starts from.
 func (s *Session) own(ctx context.Context, path string, seq int64, kind qlock.Kind) (*qlock.Node, error) {
-	drop := func() { s.abandon(path) }
+	return s.ownThen(ctx, path, seq, kind, func() {})
+}
+
+// ownThen is own, calling dropped once a node it could not own is
+// cleaned up (for a semaphore's slot: the slot may be claimed again).
+func (s *Session) ownThen(ctx context.Context, path string, seq int64, kind qlock.Kind, dropped func()) (*qlock.Node, error) {
+	drop := func() { s.abandon(path); dropped() }
 	if kind == qlock.Counted {
-		drop = func() { s.abandonMine(path, 0) }
+		drop = func() { s.abandonMineThen(path, 0, dropped) }
 	}
 	w, ok, err := s.getW(ctx, path)
 	if err != nil {
@@ -40,6 +46,7 @@ func (s *Session) own(ctx context.Context, path string, seq int64, kind qlock.Ki
 	}
 	if !ok {
 		s.forget(path)
+		dropped()
 		return nil, s.goneCause(ctx, path)
 	}
 	if w.stat.EphemeralOwner != s.id {

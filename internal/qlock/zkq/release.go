@@ -142,16 +142,20 @@ func (s *Session) releaseMine(ctx context.Context, n *qlock.Node, known bool) er
 			return qlock.Lost(fmt.Errorf("%w: node %s was already gone at unlock", distlock.ErrEntryGone, n.Key))
 		}
 	default:
-		s.removeMineLater(n.Key, n.Token)
+		s.removeMineLater(n.Key, n.Token, func() {})
 		return fmt.Errorf("delete %s: %w (retrying in the background while the connection keeps the session)", n.Key, err)
 	}
 	return nil
 }
 
 // abandonMine is abandon for a semaphore's nodes (czxid 0: not known).
-func (s *Session) abandonMine(path string, czxid int64) {
+func (s *Session) abandonMine(path string, czxid int64) { s.abandonMineThen(path, czxid, func() {}) }
+
+// abandonMineThen is abandonMine, calling done once the cleanup is over.
+func (s *Session) abandonMineThen(path string, czxid int64, done func()) {
 	if !s.ours() {
 		s.removeStray(path)
+		done()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
@@ -159,22 +163,32 @@ func (s *Session) abandonMine(path string, czxid int64) {
 	err := s.deleteMine(ctx, path, czxid)
 	if err == nil || errors.Is(err, zk.ErrNoNode) {
 		s.forget(path)
+		done()
 		return
 	}
 	s.Log().Warn("zklock: cleanup failed; retrying in the background", "key", path, "err", err)
-	s.removeMineLater(path, czxid)
+	s.removeMineLater(path, czxid, done)
 }
 
-// removeMineLater is removeLater for a semaphore's nodes.
-func (s *Session) removeMineLater(path string, czxid int64) {
-	go qlock.Retry(context.Background(), s.timeout, s.timeout/6, s.ours, func(ctx context.Context) bool {
+// removeMineLater is removeLater for a semaphore's nodes, calling done
+// when it is over.
+func (s *Session) removeMineLater(path string, czxid int64, done func()) {
+	go qlock.Retry(context.Background(), s.timeout, s.timeout/6, func() bool {
+		if !s.ours() {
+			done()
+			return false
+		}
+		return true
+	}, func(ctx context.Context) bool {
 		err := s.deleteMine(ctx, path, czxid)
 		if err == nil || errors.Is(err, zk.ErrNoNode) {
 			s.forget(path)
+			done()
 			return true
 		}
 		if !retryCleanup(err) {
 			s.Log().Warn("zklock: cleanup abandoned", "key", path, "err", err)
+			done()
 			return true
 		}
 		return false
