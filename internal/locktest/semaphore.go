@@ -36,6 +36,32 @@ var semaphoreCases = []struct {
 	{"SemaphoreBadInput", semBadInput},
 	{"SemaphoreSameSession", semSameSession},
 	{"SemaphoreStaleRelease", semStaleRelease},
+	{"SemaphoreAndMutex", semAndMutex},
+}
+
+// semAndMutex: a semaphore, a mutex and an election of the same name are
+// separate queues: each is taken at once while the others are held.
+func semAndMutex(t *testing.T, b Backend) {
+	s := b.Session(t)
+	l := MustLock(t, mutex(t, s, "both"))
+	ld := MustCampaign(t, election(t, s, "both"), "leader")
+	ctx, cancel := context.WithTimeout(Ctx(t), Timeout)
+	defer cancel()
+	p, err := semaphore(t, b.Session(t), "both", 1).TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("TryAcquire beside a held mutex and a leader of the same name: %v", err)
+	}
+	if _, err := mutex(t, b.Session(t), "both").TryLock(ctx); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryLock of the held mutex beside a permit: %v, want ErrLocked", err)
+	}
+	if _, err := semaphore(t, b.Session(t), "both", 1).TryAcquire(ctx); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryAcquire of the full semaphore: %v, want ErrLocked", err)
+	}
+	MustRelease(t, p)
+	MustResign(t, ld)
+	MustUnlock(t, l)
+	wantSemEmpty(t, b, "both", "after all released")
+	wantEntries(t, b, "both", 0, "after all released")
 }
 
 // semStaleRelease: a holder whose session ended, and whose slot a waiter
