@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,6 +36,10 @@ type HolderSpec struct {
 	TTL time.Duration
 	// Prefix is the key prefix of the locks (default: the backend's).
 	Prefix string
+	// Permits, when above 0, makes Lock a semaphore of that many permits:
+	// the holder takes a permit (its token is the slot's, see
+	// distlock.Permit) instead of the Mutex.
+	Permits int
 	// Logger logs the holder's steps, events and stderr (silent if nil).
 	Logger *slog.Logger
 	// TLS, for an etcd cluster started WithTLS, is its EtcdCluster.TLS:
@@ -121,6 +126,9 @@ func StartHolder(ctx context.Context, spec HolderSpec) (*Holder, error) {
 	args := []string{"-backend", spec.Backend, "-endpoints", strings.Join(spec.Endpoints, ","), "-lock", spec.Lock}
 	if spec.TTL > 0 {
 		args = append(args, "-ttl", spec.TTL.String())
+	}
+	if spec.Permits > 0 {
+		args = append(args, "-permits", strconv.Itoa(spec.Permits))
 	}
 	if spec.Prefix != "" {
 		args = append(args, "-prefix", spec.Prefix)

@@ -107,29 +107,11 @@ func mutex(s *backend.Session, name string) (distlock.Locker, error) {
 // semaphore returns the semaphore called name, of n permits, on s, as a
 // Locker whose leases are its permits.
 func semaphore(s *backend.Session, name string, n int) (distlock.Locker, error) {
-	m, err := s.Semaphore(name, n)
+	m, err := s.SemaphoreLocker(name, n)
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}
-	return permitLocker{m}, nil
-}
-
-// permitLocker is a semaphore as a Locker.
-type permitLocker struct{ s *etcdlock.Semaphore }
-
-func (p permitLocker) Lock(ctx context.Context) (*distlock.Lease, error) {
-	return leaseOf(p.s.Acquire(ctx))
-}
-
-func (p permitLocker) TryLock(ctx context.Context) (*distlock.Lease, error) {
-	return leaseOf(p.s.TryAcquire(ctx))
-}
-
-func leaseOf(p *distlock.Permit, err error) (*distlock.Lease, error) {
-	if err != nil {
-		return nil, err
-	}
-	return p.Lease, nil
+	return m, nil
 }
 
 // holderValue is what distlock's own lock entries carry: who and since

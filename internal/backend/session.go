@@ -95,9 +95,36 @@ func (s *Session) RWMutex(name string) (RWLocker, error) { return s.rwmutex(name
 // Election returns the election called name.
 func (s *Session) Election(name string) (distlock.Elector, error) { return s.election(name) }
 
-// Semaphore returns the semaphore called name, of n permits.
-func (s *Session) Semaphore(name string, n int) (*etcdlock.Semaphore, error) { return s.sem(name, n) }
-
 // Marks returns the done-markers of lock name's slots (see
 // distlock.Once), on the session's client, prefix and ACL.
 func (s *Session) Marks(name string) (distlock.SlotMarks, error) { return s.marks(name) }
+
+// SemaphoreLocker returns the semaphore called name, of n permits, as a
+// Locker whose Lock and TryLock are Acquire and TryAcquire, and whose
+// leases are the permits' (Token is the slot's; see distlock.Permit):
+// for code that takes a Locker (distlock run --permits, the harness's
+// holder process).
+func (s *Session) SemaphoreLocker(name string, n int) (distlock.Locker, error) {
+	m, err := s.sem(name, n)
+	if err != nil {
+		return nil, err
+	}
+	return permitLocker{m}, nil
+}
+
+type permitLocker struct{ s *etcdlock.Semaphore }
+
+func (p permitLocker) Lock(ctx context.Context) (*distlock.Lease, error) {
+	return leaseOf(p.s.Acquire(ctx))
+}
+
+func (p permitLocker) TryLock(ctx context.Context) (*distlock.Lease, error) {
+	return leaseOf(p.s.TryAcquire(ctx))
+}
+
+func leaseOf(p *distlock.Permit, err error) (*distlock.Lease, error) {
+	if err != nil {
+		return nil, err
+	}
+	return p.Lease, nil
+}

@@ -5,6 +5,9 @@
 //	lockholder -backend etcd -endpoints http://127.0.0.1:2379 -lock reports/daily [-ttl 2s] [-prefix /distlock/]
 //	lockholder -backend zk -endpoints 127.0.0.1:2181,127.0.0.1:2182 -lock reports/daily [-ttl 4s] [-prefix /distlock]
 //
+// With -permits N it takes a permit of the semaphore of N permits called
+// -lock instead of the Mutex (its token is the permit's slot's).
+//
 // With -backend zk, -ttl is the session timeout asked of ZooKeeper (default
 // 4s; the servers may negotiate it into their bounds).
 //
@@ -94,6 +97,7 @@ func run() int {
 	name := flag.String("lock", "", "name of the lock to hold")
 	ttl := flag.Duration("ttl", 0, "session TTL (etcd, default 2s) or session timeout (zk, default 4s)")
 	prefix := flag.String("prefix", "", "key prefix of the locks (default: the backend's)")
+	permits := flag.Int("permits", 0, "take a permit of a semaphore of this many permits instead of the Mutex")
 	flag.Parse()
 
 	fail := func(err error) int {
@@ -115,7 +119,7 @@ func run() int {
 	defer stop()
 
 	holderID := fmt.Sprintf("lockholder:%d", os.Getpid())
-	mu, cleanup, err := mutex(ctx, kind, strings.Split(*endpoints, ","), *name, *ttl, *prefix, holderID)
+	mu, cleanup, err := mutex(ctx, kind, strings.Split(*endpoints, ","), *name, *ttl, *prefix, holderID, *permits)
 	if err != nil {
 		return fail(err)
 	}
@@ -180,9 +184,9 @@ var (
 	keyFlag    = flag.String("key", "", "etcd: client key (PEM)")
 )
 
-// mutex connects and returns the Mutex on a session of its own; cleanup
-// closes the session and the connection.
-func mutex(ctx context.Context, kind backend.Kind, endpoints []string, name string, ttl time.Duration, prefix, holderID string) (distlock.Locker, func(), error) {
+// mutex connects and returns the Mutex (with permits, the semaphore) on a
+// session of its own; cleanup closes the session and the connection.
+func mutex(ctx context.Context, kind backend.Kind, endpoints []string, name string, ttl time.Duration, prefix, holderID string, permits int) (distlock.Locker, func(), error) {
 	tc, err := backend.LoadTLS(*cacertFlag, *certFlag, *keyFlag)
 	if err != nil {
 		return nil, nil, fmt.Errorf("TLS: %w", err)
@@ -206,7 +210,12 @@ func mutex(ctx context.Context, kind backend.Kind, endpoints []string, name stri
 		}
 		cli.Close()
 	}
-	mu, err := sess.Mutex(name)
+	var mu distlock.Locker
+	if permits > 0 {
+		mu, err = sess.SemaphoreLocker(name, permits)
+	} else {
+		mu, err = sess.Mutex(name)
+	}
 	if err != nil {
 		cleanup()
 		return nil, nil, err

@@ -1,0 +1,140 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/zklock"
+)
+
+// TestHolderPermit is the seed scenario with a semaphore's permit: a
+// holder process takes a permit of two, another client the other one; the
+// holder is stopped past its TTL (a GC pause); a waiter gets the stopped
+// holder's slot with a newer token and writes through the slot's fence.
+// When the holder wakes it is told it lost the permit, its late write
+// with the old token is refused, and its late release touches nothing of
+// the successor's.
+func TestHolderPermit(t *testing.T) {
+	for _, store := range []string{"etcd", "zk"} {
+		t.Run(store, func(t *testing.T) {
+			ctx := ctxFor(t, 2*time.Minute)
+			spec, newSem := permitEnv(ctx, t, store)
+			a := integration.NewHolder(t, spec)
+			t1 := a.Token()
+			if _, _, ok := distlock.ParseSlotName(t1.Name); !ok {
+				t.Fatalf("the holder's token %v is not a slot's", t1)
+			}
+			pc, err := newSem().Acquire(ctx)
+			if err != nil {
+				t.Fatalf("C's Acquire of the other permit: %v", err)
+			}
+			defer pc.Release(context.Background())
+			if pc.Token().Name == t1.Name {
+				t.Fatalf("C got the holder's slot %s", t1.Name)
+			}
+			fence, err := fencing.NewMemory(t1.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fence.Admit(ctx, t1); err != nil {
+				t.Fatalf("the holder's write before the pause: %v", err)
+			}
+
+			if err := a.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			paused := time.Now()
+			actx, cancel := context.WithTimeout(ctx, time.Minute)
+			pb, err := newSem().Acquire(actx)
+			cancel()
+			if err != nil {
+				t.Fatalf("B's Acquire while the holder is paused: %v", err)
+			}
+			t.Logf("B acquired %v after the holder was paused", time.Since(paused).Round(time.Millisecond))
+			if pb.Token().Name != t1.Name || !pb.Token().Newer(t1) {
+				t.Fatalf("B's token %v: want the holder's slot %s with a newer sequence than %v", pb.Token(), t1.Name, t1)
+			}
+			if s := procState(t, a.PID()); s != 'T' {
+				t.Fatalf("the holder's state when B acquired: %c, want T (stopped)", s)
+			}
+			if err := fence.Admit(ctx, pb.Token()); err != nil {
+				t.Fatalf("B's write through the slot's fence: %v", err)
+			}
+
+			if err := a.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-a.Lost():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the holder was not told it lost its permit within 30s of waking up")
+			}
+			if err := fence.Admit(ctx, t1); !errors.Is(err, fencing.ErrStale) {
+				t.Fatalf("the woken holder's late write: %v, want ErrStale", err)
+			}
+			if err := a.Unlock(ctx); !errors.Is(err, distlock.ErrLost) {
+				t.Fatalf("the holder's late release: %v, want ErrLost", err)
+			}
+			select {
+			case <-pb.Done():
+				t.Fatalf("B's permit ended after the holder's late release: %v", pb.Err())
+			default:
+			}
+			if err := pb.Release(ctx); err != nil {
+				t.Fatalf("B's release: %v", err)
+			}
+		})
+	}
+}
+
+// permitEnv starts a cluster of store and returns the spec of a holder
+// taking a permit of the semaphore "report" of 2, and a constructor of
+// that semaphore on sessions of its own.
+func permitEnv(ctx context.Context, t *testing.T, store string) (integration.HolderSpec, func() *etcdlock.Semaphore) {
+	t.Helper()
+	if store == "etcd" {
+		c := integration.NewEtcd(t)
+		cli, err := c.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return integration.HolderSpec{Backend: "etcd", Endpoints: c.Endpoints(), Lock: "report", TTL: etcdlock.MinTTL, Permits: 2},
+			func() *etcdlock.Semaphore {
+				s, err := etcdlock.NewSession(ctx, cli)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close(context.Background()) })
+				m, err := etcdlock.NewSemaphore(s, "report", 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+	}
+	ens := integration.NewZooKeeper(t)
+	return integration.HolderSpec{Backend: "zk", Endpoints: ens.Addrs(), Lock: "report", TTL: 4 * time.Second, Permits: 2},
+		func() *etcdlock.Semaphore {
+			conn, _, err := ens.Connect(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(conn.Close)
+			s, err := zklock.NewSession(ctx, conn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close(context.Background()) })
+			m, err := zklock.NewSemaphore(s, "report", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+}
