@@ -154,6 +154,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			return nil, err
 		}
 		n.Slot, n.Waited, n.Seq = free, line != nil, n.Token
+		s.rememberToken(path, n.Token)
 		if line == nil {
 			// Give the slot back if the line has an entry (it may be older
 			// than the slot), or the count was disagreed on meanwhile. The
@@ -332,3 +333,6 @@ func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
 		return nil
 	}
 }
+
+// isSlot reports whether path is a semaphore's slot znode.
+func isSlot(path string) bool { return strings.Contains(path, "/"+permitsChild+"/") }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
@@ -107,10 +108,23 @@ func (s *Session) Abandon(n *qlock.Node) {
 // entries, Counted too, are deleted the same way, which is as safe for
 // them.
 
+// errPastDeadline is a semaphore node's delete not sent because the
+// session's client-side deadline has passed: the server may have expired
+// the session, and go-zookeeper sends a request queued then in the new
+// session it starts by itself, where the path may be a successor's node
+// with the same version. The server deletes the node with the session.
+var errPastDeadline = errors.New("past the session's deadline: left to the server")
+
 // deleteMine deletes path if it is this session's node, and with czxid
-// not 0 that very node; zk.ErrNoNode if it is not (there any more).
+// not 0 that very node; zk.ErrNoNode if it is not (there any more). Only
+// while the session's deadline is ahead (errPastDeadline otherwise): the
+// server cannot have expired it then, so the look and the delete both
+// go out in this session.
 func (s *Session) deleteMine(ctx context.Context, path string, czxid int64) error {
 	for {
+		if !time.Now().Before(s.Deadline()) || !s.ours() {
+			return errPastDeadline
+		}
 		st, err := retry(ctx, func() (*zk.Stat, error) {
 			ok, st, err := s.conn.Exists(path)
 			if err == nil && !ok {
@@ -136,6 +150,11 @@ func (s *Session) releaseMine(ctx context.Context, n *qlock.Node, known bool) er
 	switch err := s.deleteMine(ctx, n.Key, n.Token); {
 	case err == nil:
 		s.forget(n.Key)
+	case errors.Is(err, errPastDeadline):
+		s.forget(n.Key)
+		if !known {
+			return qlock.Lost(fmt.Errorf("%w: %w", distlock.ErrSessionExpired, err))
+		}
 	case errors.Is(err, zk.ErrNoNode):
 		s.forget(n.Key)
 		if !known {
@@ -161,7 +180,7 @@ func (s *Session) abandonMineThen(path string, czxid int64, done func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
 	defer cancel()
 	err := s.deleteMine(ctx, path, czxid)
-	if err == nil || errors.Is(err, zk.ErrNoNode) {
+	if err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, errPastDeadline) {
 		s.forget(path)
 		done()
 		return
@@ -181,7 +200,7 @@ func (s *Session) removeMineLater(path string, czxid int64, done func()) {
 		return true
 	}, func(ctx context.Context) bool {
 		err := s.deleteMine(ctx, path, czxid)
-		if err == nil || errors.Is(err, zk.ErrNoNode) {
+		if err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, errPastDeadline) {
 			s.forget(path)
 			done()
 			return true

@@ -46,7 +46,10 @@ type Session struct {
 	*qlock.State
 
 	mu    sync.Mutex
-	nodes map[string]struct{} // this session's live lock nodes
+	// nodes are this session's live lock nodes: for a semaphore's slot,
+	// its czxid once known (0 before), which deletes check (see
+	// deleteMine).
+	nodes map[string]int64
 }
 
 // Config is a session's configuration, as the zklock options set it.
@@ -104,7 +107,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 		margin:  margin,
 		prefix:  c.Prefix,
 		acl:     c.ACL,
-		nodes:   map[string]struct{}{},
+		nodes:   map[string]int64{},
 	}
 	sent := time.Now()
 	if _, err := zkctx.Call(ctx, func() (string, error) { return conn.Sync("/") }); err != nil {
@@ -169,13 +172,22 @@ func (s *Session) deleteNodes(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	s.mu.Lock()
-	paths := make([]string, 0, len(s.nodes))
-	for p := range s.nodes {
-		paths = append(paths, p)
+	paths := make(map[string]int64, len(s.nodes))
+	for p, czxid := range s.nodes {
+		paths[p] = czxid
 	}
 	s.mu.Unlock()
 	var errs []error
-	for _, p := range paths {
+	for p, czxid := range paths {
+		if isSlot(p) {
+			// Not by path alone: see deleteMine.
+			if err := s.deleteMine(ctx, p, czxid); err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, errPastDeadline) {
+				s.forget(p)
+			} else {
+				errs = append(errs, fmt.Errorf("zklock: delete %s: %w", p, err))
+			}
+			continue
+		}
 		for s.ours() {
 			_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(p, -1) })
 			if err == nil || errors.Is(err, zk.ErrNoNode) {
@@ -196,7 +208,18 @@ func (s *Session) deleteNodes(ctx context.Context) error {
 
 func (s *Session) remember(p string) {
 	s.mu.Lock()
-	s.nodes[p] = struct{}{}
+	if _, ok := s.nodes[p]; !ok {
+		s.nodes[p] = 0
+	}
+	s.mu.Unlock()
+}
+
+// rememberToken records the czxid of remembered node p.
+func (s *Session) rememberToken(p string, czxid int64) {
+	s.mu.Lock()
+	if _, ok := s.nodes[p]; ok {
+		s.nodes[p] = czxid
+	}
 	s.mu.Unlock()
 }
 
