@@ -14,7 +14,6 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -254,16 +253,12 @@ func etcdRWEnv(b *testing.B) *env {
 // openZKRW is openEtcdRW on a 3-server ZooKeeper ensemble, each contender
 // on a connection (and ZooKeeper session) of its own.
 func openZKRW(b *testing.B, lock string) []rwLocker {
-	if rwZK == nil {
-		ens := integration.NewZooKeeper(b, integration.WithSize(3))
-		rwZK = &zkEnv{ens: ens, progress: func(string, ...any) {}}
-		b.Cleanup(func() { rwZK = nil })
-	}
+	z := zkRWEnv(b)
 	ls := make([]rwLocker, rwContenders)
 	err := parallel(rwContenders, rwContenders, func(i int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		conn, _, err := rwZK.connect(ctx, i)
+		conn, _, err := z.connect(ctx, i)
 		if err != nil {
 			return err
 		}
