@@ -50,9 +50,10 @@ type semLocker struct {
 // session every sixth of the session timeout): the semaphore's direct
 // claim syncs once after its create.
 type semReqs struct {
-	writes, reads, watchCreates, other int // etcd
-	requests                           int // ZooKeeper, Syncs excluded
-	syncs                              int // ZooKeeper, keepalives included
+	writes, reads, watchCreates, other int            // etcd
+	requests                           int            // ZooKeeper, Syncs excluded
+	syncs                              int            // ZooKeeper, keepalives included
+	methods                            map[string]int // etcd, for -v
 }
 
 // total is the requests per acquisition the table shows: every request
@@ -68,7 +69,7 @@ type semResult struct {
 	n             int // permits; 1 for the Mutex
 	acquisitions  int
 	elapsed       time.Duration
-	peak          int // the most holders seen at once, in process
+	slotsUsed     int // how many distinct slots were granted
 	reqs          semReqs
 }
 
@@ -93,7 +94,6 @@ func (r semResult) perAcq(v int) float64 { return float64(v) / float64(r.acquisi
 func runSem(backend, lock string, n int, ls []semLocker, per int, counted semCounted) (semResult, error) {
 	var (
 		holders atomic.Int64
-		peak    atomic.Int64
 		slots   = make([]atomic.Int64, n)
 		lastMu  sync.Mutex
 		last    = make([]int64, n)
@@ -122,10 +122,7 @@ func runSem(backend, lock string, n int, ls []semLocker, per int, counted semCou
 					cancel()
 					return
 				}
-				h := holders.Add(1)
-				for p := peak.Load(); h > p && !peak.CompareAndSwap(p, h); p = peak.Load() {
-				}
-				if h > int64(n) {
+				if h := holders.Add(1); h > int64(n) {
 					fail(fmt.Errorf("contender %d: %d holders at once, at most %d allowed", i, h, n))
 				}
 				if slot < 0 || slot >= n {
@@ -153,7 +150,12 @@ func runSem(backend, lock string, n int, ls []semLocker, per int, counted semCou
 	}
 	wg.Wait()
 	end := time.Now()
-	r := semResult{backend: backend, lock: lock, n: n, acquisitions: len(ls) * per, elapsed: end.Sub(start), peak: int(peak.Load())}
+	r := semResult{backend: backend, lock: lock, n: n, acquisitions: len(ls) * per, elapsed: end.Sub(start)}
+	for _, t := range last {
+		if t != 0 {
+			r.slotsUsed++
+		}
+	}
 	if counted != nil {
 		r.reqs = counted(start, end)
 	}
@@ -205,6 +207,10 @@ func BenchmarkSemaphore(b *testing.B) {
 				b.Fatalf("%s %s N=%d: %v", backend, v.lock, v.n, err)
 			}
 			results = append(results, r)
+			if testing.Verbose() {
+				fmt.Fprintf(os.Stderr, "bench: %s %s: %d acquisitions in %v; requests by method: %v\n",
+					backend, r.label(), r.acquisitions, r.elapsed.Round(time.Millisecond), r.reqs.methods)
+			}
 		}
 	}
 	run("etcd", func(lock string, n int) ([]semLocker, semCounted) { return openEtcdSem(b, lock, n) })
@@ -220,7 +226,7 @@ func BenchmarkSemaphore(b *testing.B) {
 	}
 	var tbl strings.Builder
 	fmt.Fprintf(&tbl, "\n%d contenders, %d acquisitions each, empty critical section\n\n", semContenders, per)
-	fmt.Fprintf(&tbl, "| backend | lock | acquisitions | time | acq/s | ÷ Mutex | peak holders | requests/acq | of which |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&tbl, "| backend | lock | acquisitions | time | acq/s | ÷ Mutex | slots used | requests/acq | of which |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, backend := range []string{"etcd", "zookeeper"} {
 		for _, r := range results {
 			if r.backend != backend {
@@ -236,7 +242,7 @@ func BenchmarkSemaphore(b *testing.B) {
 				which = fmt.Sprintf("Syncs apart: %.2f (keepalives included)", r.perAcq(r.reqs.syncs))
 			}
 			fmt.Fprintf(&tbl, "| %s | %s | %d | %v | %.0f | %.2f× | %d | %.2f | %s |\n", r.backend, r.label(), r.acquisitions,
-				r.elapsed.Round(time.Millisecond), r.perSecond(), r.perSecond()/mutex[r.backend], r.peak, r.perAcq(r.reqs.total()), which)
+				r.elapsed.Round(time.Millisecond), r.perSecond(), r.perSecond()/mutex[r.backend], r.slotsUsed, r.perAcq(r.reqs.total()), which)
 		}
 	}
 	// The testing package cuts a benchmark's log after ten lines (the
@@ -312,8 +318,23 @@ func openEtcdSem(b *testing.B, lock string, n int) ([]semLocker, semCounted) {
 	if err != nil {
 		b.Fatalf("etcd %s N=%d: open: %v", lock, n, err)
 	}
+	methods := func() map[string]int {
+		out := map[string]int{}
+		for _, c := range ctrs {
+			for k, v := range c.methodCounts() {
+				out[k] += v
+			}
+		}
+		return out
+	}
+	before := methods()
 	return ls, func(from, to time.Time) semReqs {
-		var q semReqs
+		q := semReqs{methods: methods()}
+		for k, v := range before {
+			if q.methods[k] -= v; q.methods[k] == 0 {
+				delete(q.methods, k)
+			}
+		}
 		for _, c := range ctrs {
 			for _, ev := range c.between(from, to) {
 				switch ev.kind {
