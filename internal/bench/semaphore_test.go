@@ -50,15 +50,17 @@ type semLocker struct {
 // session every sixth of the session timeout): the semaphore's direct
 // claim syncs once after its create.
 type semReqs struct {
-	writes, reads, watchCreates, other int            // etcd
-	requests                           int            // ZooKeeper, Syncs excluded
-	syncs                              int            // ZooKeeper, keepalives included
-	methods                            map[string]int // etcd, for -v
+	writes, reads, watchCreates, watchCancels, other int            // etcd
+	requests                                         int            // ZooKeeper, Syncs excluded
+	syncs                                            int            // ZooKeeper, keepalives included
+	methods                                          map[string]int // etcd, for -v
 }
 
 // total is the requests per acquisition the table shows: every request
 // counted, Syncs excluded (ZooKeeper's are shown apart).
-func (q semReqs) total() int { return q.writes + q.reads + q.watchCreates + q.other + q.requests }
+func (q semReqs) total() int {
+	return q.writes + q.reads + q.watchCreates + q.watchCancels + q.other + q.requests
+}
 
 // semCounted returns the requests the contenders sent in [from, to].
 type semCounted func(from, to time.Time) semReqs
@@ -235,6 +237,9 @@ func BenchmarkSemaphore(b *testing.B) {
 			var which string
 			if backend == "etcd" {
 				which = fmt.Sprintf("%.2f writes, %.2f reads, %.2f watch creates", r.perAcq(r.reqs.writes), r.perAcq(r.reqs.reads), r.perAcq(r.reqs.watchCreates))
+				if r.reqs.watchCancels > 0 {
+					which += fmt.Sprintf(", %.2f watch cancels", r.perAcq(r.reqs.watchCancels))
+				}
 				if r.reqs.other > 0 {
 					which += fmt.Sprintf(", %.2f other", r.perAcq(r.reqs.other))
 				}
@@ -344,7 +349,9 @@ func openEtcdSem(b *testing.B, lock string, n int) ([]semLocker, semCounted) {
 					q.reads++
 				case kindWatchCreate:
 					q.watchCreates++
-				case kindOther, kindWatchCancel:
+				case kindWatchCancel:
+					q.watchCancels++
+				case kindOther:
 					q.other++
 				}
 			}
