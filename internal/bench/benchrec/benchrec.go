@@ -6,8 +6,8 @@ package benchrec
 
 // Record is one number one benchmark run measured.
 type Record struct {
-	// Bench names the comparison: "mutex", "rw", "election", "manylocks",
-	// "footprint".
+	// Bench names the comparison: "mutex", "rw", "semaphore", "election",
+	// "manylocks", "footprint".
 	Bench string `json:"bench"`
 	// Store is "etcd" or "zookeeper".
 	Store string `json:"store"`

@@ -118,5 +118,6 @@ func (r *results) table(g group) string {
 var xMeaning = map[string]string{
 	"mutex":     "X is the number of contenders for handoff, acq_per_s and the per-acquisition counts, the queue length for queued_* and drain_*",
 	"manylocks": "X is the number of distinct lock names",
+	"semaphore": "X is the permit count N of the semaphore's rows; the Mutex's have none",
 	"footprint": "X is the number of waiters or sessions",
 }
