@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,6 +222,11 @@ func BenchmarkSemaphore(b *testing.B) {
 		run("zookeeper", func(lock string, n int) ([]semLocker, semCounted) { return openZKSem(b, lock, n) })
 	}
 
+	// The rows go Mutex, then N ascending, whatever order they ran in.
+	slices.SortStableFunc(results, func(a, b semResult) int {
+		// "etcd" < "zookeeper"; "Mutex" < "Semaphore".
+		return cmp.Or(cmp.Compare(a.backend, b.backend), cmp.Compare(a.lock, b.lock), cmp.Compare(a.n, b.n))
+	})
 	mutex := map[string]float64{}
 	for _, r := range results {
 		if r.lock == "Mutex" {
@@ -227,28 +234,23 @@ func BenchmarkSemaphore(b *testing.B) {
 		}
 	}
 	var tbl strings.Builder
-	fmt.Fprintf(&tbl, "\n%d contenders, %d acquisitions each, empty critical section\n\n", semContenders, per)
-	fmt.Fprintf(&tbl, "| backend | lock | acquisitions | time | acq/s | ÷ Mutex | slots used | requests/acq | of which |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n")
-	for _, backend := range []string{"etcd", "zookeeper"} {
-		for _, r := range results {
-			if r.backend != backend {
-				continue
+	fmt.Fprintf(&tbl, "\n%d contenders, %d acquisitions each, empty critical section (etcd ran the rows top to bottom, ZooKeeper bottom to top)\n\n", semContenders, per)
+	fmt.Fprintf(&tbl, "| backend | lock | acquisitions | time | acq/s | ÷ Mutex | slots used | requests/acq | detail |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range results {
+		var which string
+		if r.backend == "etcd" {
+			which = fmt.Sprintf("%.2f writes, %.2f reads, %.2f watch creates", r.perAcq(r.reqs.writes), r.perAcq(r.reqs.reads), r.perAcq(r.reqs.watchCreates))
+			if r.reqs.watchCancels > 0 {
+				which += fmt.Sprintf(", %.2f watch cancels", r.perAcq(r.reqs.watchCancels))
 			}
-			var which string
-			if backend == "etcd" {
-				which = fmt.Sprintf("%.2f writes, %.2f reads, %.2f watch creates", r.perAcq(r.reqs.writes), r.perAcq(r.reqs.reads), r.perAcq(r.reqs.watchCreates))
-				if r.reqs.watchCancels > 0 {
-					which += fmt.Sprintf(", %.2f watch cancels", r.perAcq(r.reqs.watchCancels))
-				}
-				if r.reqs.other > 0 {
-					which += fmt.Sprintf(", %.2f other", r.perAcq(r.reqs.other))
-				}
-			} else {
-				which = fmt.Sprintf("Syncs apart: %.2f (keepalives included)", r.perAcq(r.reqs.syncs))
+			if r.reqs.other > 0 {
+				which += fmt.Sprintf(", %.2f other", r.perAcq(r.reqs.other))
 			}
-			fmt.Fprintf(&tbl, "| %s | %s | %d | %v | %.0f | %.2f× | %d | %.2f | %s |\n", r.backend, r.label(), r.acquisitions,
-				r.elapsed.Round(time.Millisecond), r.perSecond(), r.perSecond()/mutex[r.backend], r.slotsUsed, r.perAcq(r.reqs.total()), which)
+		} else {
+			which = fmt.Sprintf("Syncs apart: %.2f (keepalives included)", r.perAcq(r.reqs.syncs))
 		}
+		fmt.Fprintf(&tbl, "| %s | %s | %d | %v | %.0f | %.2f× | %d | %.2f | %s |\n", r.backend, r.label(), r.acquisitions,
+			r.elapsed.Round(time.Millisecond), r.perSecond(), r.perSecond()/mutex[r.backend], r.slotsUsed, r.perAcq(r.reqs.total()), which)
 	}
 	// The testing package cuts a benchmark's log after ten lines (the
 	// ensemble's own take some): the table goes to stdout too.
