@@ -36,6 +36,21 @@ func semPerContender() int {
 	return pick(40, 10)
 }
 
+// semHold is how long each holder keeps its permit: none (an empty
+// critical section) unless $BENCH_SEM_HOLD says otherwise (a duration,
+// e.g. 20ms), to see how far N lets holders overlap.
+func semHold(b *testing.B) time.Duration {
+	v := os.Getenv("BENCH_SEM_HOLD")
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		b.Fatalf("BENCH_SEM_HOLD=%q: want a duration", v)
+	}
+	return d
+}
+
 // semLocker is one contender: acquire returns the permit's (or the
 // Mutex lease's) token, its slot (0 for the Mutex) and its release.
 type semLocker struct {
@@ -95,7 +110,7 @@ func (r semResult) perAcq(v int) float64 { return float64(v) / float64(r.acquisi
 // the next. The counts go down before Release is called, so a holder is
 // counted only while it surely holds (from its claim's commit to its
 // release's): an overlap seen here is an overlap in the store.
-func runSem(backend, lock string, n int, ls []semLocker, per int, counted semCounted) (semResult, error) {
+func runSem(backend, lock string, n int, ls []semLocker, per int, hold time.Duration, counted semCounted) (semResult, error) {
 	var (
 		holders atomic.Int64
 		slots   = make([]atomic.Int64, n)
@@ -141,6 +156,11 @@ func runSem(backend, lock string, n int, ls []semLocker, per int, counted semCou
 					}
 					last[slot] = seq
 					lastMu.Unlock()
+				}
+				if hold > 0 {
+					time.Sleep(hold)
+				}
+				if slot >= 0 && slot < n {
 					slots[slot].Add(-1)
 				}
 				holders.Add(-1)
@@ -180,10 +200,12 @@ func runSem(backend, lock string, n int, ls []semLocker, per int, counted semCou
 // acquisitions per second and the ratio to the Mutex per backend and N,
 // with the requests the contenders sent per acquisition. It fails if more
 // than N ever held at once. $BENCH_SEM_N sets the acquisitions per
-// contender; BENCH_SEM_SKIP_ZK=1 runs etcd only.
+// contender; BENCH_SEM_SKIP_ZK=1 runs etcd only; BENCH_SEM_HOLD=20ms
+// makes each holder keep its permit that long (then no records are
+// emitted: they are the empty critical section's).
 func BenchmarkSemaphore(b *testing.B) {
 	etcdVerify(b)
-	per := semPerContender()
+	per, hold := semPerContender(), semHold(b)
 	var results []semResult
 	type variant struct {
 		lock string
@@ -205,7 +227,7 @@ func BenchmarkSemaphore(b *testing.B) {
 		}
 		for _, v := range vs {
 			ls, counted := open(v.lock, v.n)
-			r, err := runSem(backend, v.lock, v.n, ls, per, counted)
+			r, err := runSem(backend, v.lock, v.n, ls, per, hold, counted)
 			parallel(len(ls), len(ls), func(i int) error { ls[i].close(); return nil })
 			if err != nil {
 				b.Fatalf("%s %s N=%d: %v", backend, v.lock, v.n, err)
@@ -234,7 +256,11 @@ func BenchmarkSemaphore(b *testing.B) {
 		}
 	}
 	var tbl strings.Builder
-	fmt.Fprintf(&tbl, "\n%d contenders, %d acquisitions each, empty critical section (etcd ran the rows top to bottom, ZooKeeper bottom to top)\n\n", semContenders, per)
+	cs := "empty critical section"
+	if hold > 0 {
+		cs = fmt.Sprintf("each holding %v", hold)
+	}
+	fmt.Fprintf(&tbl, "\n%d contenders, %d acquisitions each, %s (etcd ran the rows top to bottom, ZooKeeper bottom to top)\n\n", semContenders, per, cs)
 	fmt.Fprintf(&tbl, "| backend | lock | acquisitions | time | acq/s | ÷ Mutex | slots used | requests/acq | detail |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range results {
 		var which string
@@ -281,7 +307,9 @@ func BenchmarkSemaphore(b *testing.B) {
 			b.ReportMetric(r.perSecond(), fmt.Sprintf("acq/s-sem%d-%s", r.n, backend))
 			b.ReportMetric(r.perSecond()/m, fmt.Sprintf("ratio-sem%d-%s", r.n, backend))
 		}
-		emit(b, o.out...)
+		if hold == 0 { // a held critical section is another workload
+			emit(b, o.out...)
+		}
 	}
 }
 
