@@ -45,7 +45,7 @@ type Session struct {
 
 	*qlock.State
 
-	mu    sync.Mutex
+	mu sync.Mutex
 	// nodes are this session's live lock nodes: for a semaphore's slot,
 	// its czxid once known (0 before), which deletes check (see
 	// deleteMine).
