@@ -30,7 +30,7 @@ func ValidatePermits(name string, n int) error {
 //
 // # Fencing a permit
 //
-// A permit is bound to a numbered slot, 0 to N-1: the lowest one free when
+// A permit is bound to a numbered slot, 0 to N-1: one that was free when
 // it was granted. At most one permit holds a slot at a time, and the token
 // of each successive holder of one slot is strictly larger than the one
 // before (etcd create revisions and ZooKeeper zxids only grow), so a

@@ -8,7 +8,7 @@ import "github.com/distlock/distlock/internal/qlock"
 // token is that key's create revision, so each slot's successive holders
 // have growing tokens (see distlock.Permit).
 //
-// Acquire claims the lowest free slot in one Txn when one is free and
+// Acquire claims a free slot in one Txn when one is free and
 // nobody waits; otherwise it enqueues in the semaphore's line (keys under
 // Dir() + "c", a Mutex's queue) and waits there, watching only the entry
 // ahead of it, until it is the head; the head alone watches the slots, and

@@ -8,7 +8,7 @@ import "github.com/distlock/distlock/internal/qlock"
 // znode's czxid, so each slot's successive holders have growing tokens
 // (see distlock.Permit).
 //
-// Acquire lists the line and the slots and creates the lowest free slot
+// Acquire lists the line and the slots and creates a free slot
 // when one is free and nobody waits (ZooKeeper cannot compare children
 // within a write, so it then looks at the line again and gives the slot
 // back if an entry is queued); otherwise it creates a line entry

@@ -120,7 +120,7 @@ type Driver interface {
 	// Abandon removes n's entry after a failed acquisition, retrying in
 	// the background if the store cannot be reached.
 	Abandon(n *Node)
-	// Claim takes the lowest free slot of semaphore name's r.Limit
+	// Claim takes a free slot (one at random) of semaphore name's r.Limit
 	// permits. With line nil it claims only if no entry waits in the
 	// semaphore's line (so that no waiter is overtaken); with line, the
 	// line's head, only while line's entry is still this acquisition's,

@@ -15,7 +15,7 @@ import (
 // waiter watches only the entry just ahead of it), and its slots, keys or
 // znodes 0 to N-1, each held by at most one permit. The head of the line —
 // the one entry with nothing ahead of it — is the only waiter that looks
-// at the slots: it claims the lowest free one in a single write that also
+// at the slots: it claims a free one in a single write that also
 // deletes its line entry (Driver.Claim), or, when all are held, waits for
 // a slot to go (Driver.WaitSlot) and tries again.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 
@@ -26,7 +27,8 @@ import (
 
 // claimState is a line head's state between Claims (qlock.Node.Store):
 // the revision of its last read of the slots, which WaitSlot watches
-// from, and the lowest free slot that read showed.
+// after, and a slot to try first (-1: none known, read first), which
+// WaitSlot sets to the one it saw go.
 type claimState struct {
 	rev  int64
 	free int
@@ -46,7 +48,7 @@ func parseSlotValue(v []byte) (n int, holder string) {
 	return n, h
 }
 
-// Claim takes the lowest free slot of semaphore name (qlock.Driver).
+// Claim takes a free slot of semaphore name (qlock.Driver).
 func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r qlock.Request) (*qlock.Node, error) {
 	dir := s.Dir(name)
 	sp := slotPrefix(dir)
@@ -58,11 +60,34 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 	} else {
 		cond = clientv3.Compare(clientv3.CreateRevision(line.Key), "=", line.Seq)
 	}
-	i := 0
-	if line != nil {
-		if cs, ok := line.Store.(*claimState); ok {
-			i = cs.free
+	// Which slot to try. A direct claim tries one at random, blind: one
+	// Txn when it is free, and claimers arriving together rarely aim at
+	// the same one. The head tries the slot WaitSlot saw go; a new head
+	// reads the slots first, so that finding all of them held costs a
+	// read, not a failed Txn (which is a raft write all the same).
+	i := -1
+	if line == nil {
+		i = rand.IntN(r.Limit)
+	} else if cs, ok := line.Store.(*claimState); ok {
+		i = cs.free
+	}
+	if i < 0 {
+		resp, err := s.client.Get(ctx, sp, clientv3.WithPrefix())
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, s.storeErr(err)
 		}
+		if err := checkPermits(dir, name, r.Limit, resp.Kvs); err != nil {
+			return nil, err
+		}
+		free, held := pickFree(dir, r.Limit, resp.Kvs, s.SlotReserved)
+		if free < 0 {
+			line.Store = &claimState{rev: resp.Header.Revision, free: -1}
+			return nil, fmt.Errorf("%w (all %d permits held%s)", distlock.ErrLocked, r.Limit, held)
+		}
+		i = free
 	}
 	value := slotValue(r.Limit, string(r.Value))
 	for {
@@ -155,9 +180,9 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		} else if line != nil && (len(other) == 0 || other[0].CreateRevision != line.Seq) {
 			return nil, fmt.Errorf("%w: key %s", distlock.ErrEntryGone, line.Key)
 		}
-		free, held := lowestFree(dir, r.Limit, slots, s.SlotReserved)
+		free, held := pickFree(dir, r.Limit, slots, s.SlotReserved)
 		if line != nil {
-			line.Store = &claimState{rev: resp.Header.Revision, free: max(free, 0)}
+			line.Store = &claimState{rev: resp.Header.Revision, free: free}
 		}
 		if free < 0 {
 			return nil, fmt.Errorf("%w (all %d permits held%s)", distlock.ErrLocked, r.Limit, held)
@@ -166,10 +191,10 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 	}
 }
 
-// lowestFree returns the lowest slot below n that slots (a read of the
+// pickFree returns a slot below n, at random, that slots (a read of the
 // slot keys) leaves free and mine does not say this session is claiming,
 // -1 if none, and who holds the oldest slot for a "held" message.
-func lowestFree(dir string, n int, slots []*mvccpb.KeyValue, mine func(key string) bool) (int, string) {
+func pickFree(dir string, n int, slots []*mvccpb.KeyValue, mine func(key string) bool) (int, string) {
 	taken := make([]bool, n)
 	held := ""
 	var oldest int64
@@ -181,20 +206,25 @@ func lowestFree(dir string, n int, slots []*mvccpb.KeyValue, mine func(key strin
 			}
 		}
 	}
+	var free []int
 	for i, t := range taken {
 		if !t && !mine(slotKey(dir, i)) {
-			return i, held
+			free = append(free, i)
 		}
 	}
-	return -1, held
+	if len(free) == 0 {
+		return -1, held
+	}
+	return free[rand.IntN(len(free))], held
 }
 
-// unreserved returns the first slot from i on (below n) that no other
-// acquisition of this session claims or holds, -1 if none.
+// unreserved returns slot i, or the next one after it (wrapping around
+// below n) that no other acquisition of this session claims or holds, -1
+// if none.
 func (s *Session) unreserved(dir string, i, n int) int {
-	for ; i < n; i++ {
-		if !s.SlotReserved(slotKey(dir, i)) {
-			return i
+	for k := range n {
+		if j := (i + k) % n; !s.SlotReserved(slotKey(dir, j)) {
+			return j
 		}
 	}
 	return -1
@@ -209,7 +239,7 @@ func (s *Session) fullAfterRead(ctx context.Context, sp string, line *qlock.Node
 		if err != nil {
 			return s.storeErr(err)
 		}
-		line.Store = &claimState{rev: resp.Header.Revision}
+		line.Store = &claimState{rev: resp.Header.Revision, free: -1}
 	}
 	return fmt.Errorf("%w (all %d permits held)", distlock.ErrLocked, n)
 }
@@ -241,8 +271,14 @@ func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 3*s.watchCheck())
 	defer cancel()
-	sp := slotPrefix(s.Dir(line.Name))
-	for resp := range s.client.Watch(clientv3.WithRequireLeader(wctx), sp, clientv3.WithPrefix(), clientv3.WithRev(cs.rev+1), clientv3.WithFilterPut()) {
+	dir := s.Dir(line.Name)
+	cs.free = -1 // unless a delete names one: the next Claim reads first
+	for resp := range s.client.Watch(clientv3.WithRequireLeader(wctx), slotPrefix(dir), clientv3.WithPrefix(), clientv3.WithRev(cs.rev+1), clientv3.WithFilterPut()) {
+		for _, ev := range resp.Events {
+			if i, ok := parseSlot(dir, string(ev.Kv.Key)); ok {
+				cs.free = i
+			}
+		}
 		if len(resp.Events) > 0 || resp.CompactRevision != 0 || resp.Err() != nil || resp.Canceled {
 			return nil
 		}

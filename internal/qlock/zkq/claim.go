@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 
@@ -42,9 +43,10 @@ func parseSlotName(c string) (i, n int, ok bool) {
 	return i, n, err1 == nil && err2 == nil && i >= 0 && n > 0
 }
 
-// slotsOf checks the slot names kids against a count of n and returns the
-// lowest free slot that mine (if not nil) does not say this session is
-// claiming (-1 if none).
+// slotsOf checks the slot names kids against a count of n and returns a
+// free slot, at random (claimers arriving together rarely aim at the same
+// one), that mine (if not nil) does not say this session is claiming (-1
+// if none).
 func slotsOf(name string, n int, kids []string, mine func(i int) bool) (int, error) {
 	taken := make([]bool, n)
 	for _, c := range kids {
@@ -57,15 +59,19 @@ func slotsOf(name string, n int, kids []string, mine func(i int) bool) (int, err
 		}
 		taken[i] = true
 	}
+	var free []int
 	for i, t := range taken {
 		if !t && (mine == nil || !mine(i)) {
-			return i, nil
+			free = append(free, i)
 		}
 	}
-	return -1, nil
+	if len(free) == 0 {
+		return -1, nil
+	}
+	return free[rand.IntN(len(free))], nil
 }
 
-// Claim takes the lowest free slot of semaphore name (qlock.Driver).
+// Claim takes a free slot of semaphore name (qlock.Driver).
 func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r qlock.Request) (*qlock.Node, error) {
 	if !s.ours() {
 		return nil, s.expired("expired (the connection reports another session)")
