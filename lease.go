@@ -120,7 +120,10 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	lost := l.Err()
 	l.cancel(&LockError{Name: l.token.Name, Op: OpUnlock, Err: ErrReleased})
 	err := l.release(ctx)
-	if err != nil {
+	switch {
+	case err != nil && lost != nil && errors.Is(err, ErrLost):
+		err = nil // the same loss, reported once
+	case err != nil:
 		err = &LockError{Name: l.token.Name, Op: OpUnlock, Err: err}
 	}
 	return errors.Join(lost, err)

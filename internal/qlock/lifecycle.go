@@ -265,6 +265,14 @@ func (e *Engine) release(ctx context.Context, n *Node) error {
 	if err := e.d.Release(ctx, n, known); err != nil {
 		return err
 	}
+	if known {
+		// The entry's life ended before the Unlock: a loss, which the
+		// Lease hears of through a callback that may not have run yet
+		// (Unlock must report it all the same; it keeps one of the two).
+		if cause := context.Cause(n.alive); !errors.Is(cause, distlock.ErrReleased) {
+			return Lost(cause)
+		}
+	}
 	e.d.Log().Debug(e.d.Shared().pkg+": released", "lock", n.Name, "token", n.Token)
 	return nil
 }

@@ -3,6 +3,7 @@ package qlock
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/leasehook"
@@ -46,21 +47,28 @@ var newPermit = leasehook.NewPermit.(func(*distlock.Lease, int) *distlock.Permit
 // acquirePermit claims a slot of semaphore name for r, waiting in the
 // line when none is free or others wait. On failure nothing is left
 // behind.
-func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *acquisition) (*Node, error) {
+// direct says to try the direct claim first (see Semaphore); waited
+// reports that the acquisition found the semaphore contended: its direct
+// claim failed, or it waited in the line.
+func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *acquisition, direct bool) (n *Node, waited bool, err error) {
 	ctx, done, fail, err := e.start(ctx, name, r.Op)
 	defer done()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 
 	// The direct claim: one write when a slot is free and nobody waits.
-	slot, err := e.d.Claim(ctx, name, nil, r)
-	switch {
-	case err == nil:
-		a.enqueued(0, false)
-		return e.permitHeld(ctx, name, slot, fail)
-	case r.Try || !errors.Is(err, distlock.ErrLocked):
-		return nil, fail(err)
+	if direct || r.Try {
+		slot, err := e.d.Claim(ctx, name, nil, r)
+		switch {
+		case err == nil:
+			a.enqueued(0, false)
+			n, err := e.permitHeld(ctx, name, slot, fail)
+			return n, false, err
+		case r.Try || !errors.Is(err, distlock.ErrLocked):
+			return nil, false, fail(err)
+		}
+		waited = true
 	}
 
 	// Wait in the line until this entry is its head (the Mutex path, with
@@ -69,8 +77,9 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *a
 	lr.Kind, lr.Try = Counted, false
 	line, err := e.acquire(ctx, name, lr, a)
 	if err != nil {
-		return nil, err
+		return nil, waited, err
 	}
+	waited = waited || line.Waited
 	lctx, lcancel := context.WithCancelCause(ctx)
 	defer lcancel(nil)
 	lstop := context.AfterFunc(line.alive, func() { lcancel(context.Cause(line.alive)) })
@@ -83,14 +92,16 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *a
 			// The claim deleted the line entry: end its life as a
 			// release, so that its follower reports nothing.
 			line.kill(distlock.ErrReleased)
-			return e.permitHeld(ctx, name, slot, fail)
+			n, err := e.permitHeld(ctx, name, slot, fail)
+			return n, waited, err
 		}
 		if !errors.Is(err, distlock.ErrLocked) {
-			return nil, e.lineFailed(line, err, fail)
+			return nil, waited, e.lineFailed(line, err, fail)
 		}
+		waited = true
 		a.waitedOn++
 		if err := e.d.WaitSlot(lctx, line); err != nil {
-			return nil, e.lineFailed(line, err, fail)
+			return nil, waited, e.lineFailed(line, err, fail)
 		}
 	}
 }
@@ -128,6 +139,13 @@ func (e *Engine) permitHeld(ctx context.Context, name string, slot *Node, fail f
 type Semaphore struct {
 	lock
 	n int
+	// contended says this handle's last acquisition found the semaphore
+	// contended (its direct claim failed, or it waited in the line): the
+	// next one goes straight to the line. Under contention a direct
+	// claim almost always fails, and a failed claim is a write (a raft
+	// proposal on etcd; a listing and more on ZooKeeper) wasted; one
+	// acquisition that finds the line empty and a slot free sets it back.
+	contended atomic.Bool
 }
 
 // NewSemaphore returns the semaphore called name, of n permits, on d's
@@ -165,7 +183,10 @@ func (s *Semaphore) acquirePermit(ctx context.Context, try bool) (*distlock.Perm
 		r.Op = distlock.OpTryAcquire
 	}
 	tctx, a := s.tel.begin(ctx, r.Op, r.Kind)
-	n, err := s.e.acquirePermit(tctx, s.name, r, a)
+	n, waited, err := s.e.acquirePermit(tctx, s.name, r, a, !s.contended.Load())
+	if err == nil || waited {
+		s.contended.Store(waited)
+	}
 	a.end(n, ctx.Err() != nil, err)
 	if err != nil {
 		return nil, err
