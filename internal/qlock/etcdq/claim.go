@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 )
 
 // A semaphore's slots on etcd (see qlock's semaphore.go): slot i of
@@ -32,6 +33,7 @@ import (
 type claimState struct {
 	rev  int64
 	free int
+	n    int // the permit count
 }
 
 // slotValue is a slot key's value.
@@ -84,7 +86,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		}
 		free, held := pickFree(dir, r.Limit, resp.Kvs, s.SlotReserved)
 		if free < 0 {
-			line.Store = &claimState{rev: resp.Header.Revision, free: -1}
+			line.Store = &claimState{rev: resp.Header.Revision, free: -1, n: r.Limit}
 			return nil, fmt.Errorf("%w (all %d permits held%s)", distlock.ErrLocked, r.Limit, held)
 		}
 		i = free
@@ -182,7 +184,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		}
 		free, held := pickFree(dir, r.Limit, slots, s.SlotReserved)
 		if line != nil {
-			line.Store = &claimState{rev: resp.Header.Revision, free: free}
+			line.Store = &claimState{rev: resp.Header.Revision, free: free, n: r.Limit}
 		}
 		if free < 0 {
 			return nil, fmt.Errorf("%w (all %d permits held%s)", distlock.ErrLocked, r.Limit, held)
@@ -239,7 +241,7 @@ func (s *Session) fullAfterRead(ctx context.Context, sp string, line *qlock.Node
 		if err != nil {
 			return s.storeErr(err)
 		}
-		line.Store = &claimState{rev: resp.Header.Revision, free: -1}
+		line.Store = &claimState{rev: resp.Header.Revision, free: -1, n: n}
 	}
 	return fmt.Errorf("%w (all %d permits held)", distlock.ErrLocked, n)
 }
@@ -261,9 +263,14 @@ func checkPermits(dir, name string, n int, slots []*mvccpb.KeyValue) error {
 
 // WaitSlot waits for a slot key of line's semaphore to go after line's
 // last Claim read them (qlock.Driver). Only the line's head watches: one
-// prefix watch, deletions only. It looks again after half a TTL in any
-// case, so that a watch stuck on a member that lost the cluster costs a
-// delay, not the wake-up.
+// prefix watch, deletions only. As waitDeleted's, the watch starts at the
+// current revision, which etcd serves as soon as a delete is committed (a
+// watch that starts in the past waits for a catch-up loop that runs every
+// 100 ms: a handoff's whole budget); if the revision moved past the read
+// before the watch started, one read at its start revision tells whether
+// a slot went in between. It looks again after half a TTL in any case,
+// so that a watch stuck on a member that lost the cluster costs a delay,
+// not the wake-up.
 func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
 	cs, _ := line.Store.(*claimState)
 	if cs == nil {
@@ -272,8 +279,21 @@ func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
 	wctx, cancel := context.WithTimeout(ctx, 3*s.watchCheck())
 	defer cancel()
 	dir := s.Dir(line.Name)
+	sp := slotPrefix(dir)
 	cs.free = -1 // unless a delete names one: the next Claim reads first
-	for resp := range s.client.Watch(clientv3.WithRequireLeader(wctx), slotPrefix(dir), clientv3.WithPrefix(), clientv3.WithRev(cs.rev+1), clientv3.WithFilterPut()) {
+	wctx = metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(wctx), "distlock-watch", streamName(s.streamGen.Load()))
+	for resp := range s.client.Watch(wctx, sp, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()) {
+		if resp.Created && resp.Header.Revision > cs.rev {
+			g, err := s.client.Get(ctx, sp, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(resp.Header.Revision))
+			if err != nil {
+				return nil // the next Claim reads
+			}
+			if free, _ := pickFree(dir, cs.n, g.Kvs, s.SlotReserved); free >= 0 {
+				cs.free = free
+				return nil
+			}
+			continue
+		}
 		for _, ev := range resp.Events {
 			if i, ok := parseSlot(dir, string(ev.Kv.Key)); ok {
 				cs.free = i
