@@ -131,7 +131,18 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		if !s.ReserveSlot(path) {
 			continue
 		}
+		if line != nil {
+			state(line).claiming.Store(true)
+		}
 		err = s.createSlot(ctx, path, line, r.Value, func() { s.FreeSlot(path) })
+		if err != nil && line != nil {
+			state(line).claiming.Store(false)
+			if state(line).unfollowed.Load() && ctx.Err() == nil {
+				// Its node went during a claim that failed: not the
+				// claim's doing, and nobody follows it any more.
+				return nil, s.goneCause(ctx, line.Key)
+			}
+		}
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			continue // taken meanwhile: look again

@@ -3,6 +3,7 @@ package zkq
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/go-zookeeper/zk"
@@ -20,6 +21,13 @@ type node struct {
 	// slots is a semaphore line head's watch on the slots, set by its
 	// last Claim for WaitSlot.
 	slots <-chan zk.Event
+	// claiming is set while a line head's claim, which deletes its line
+	// node, is in flight: the node's deletion seen then is most likely
+	// the claim's own, and the claim finds out if it was not (see
+	// follow).
+	claiming atomic.Bool
+	// unfollowed says follow saw the node go while claiming and stopped.
+	unfollowed atomic.Bool
 }
 
 func state(n *qlock.Node) *node { return n.Store.(*node) }
@@ -77,6 +85,13 @@ func (s *Session) follow(n *qlock.Node, gone func(error)) {
 		case ev := <-ch:
 			switch ev.Type {
 			case zk.EventNodeDeleted:
+				if state(n).claiming.Load() {
+					// The claim's own delete (its event comes before its
+					// answer), or one the claim's failure reports: no
+					// Sync to tell a loss from it.
+					state(n).unfollowed.Store(true)
+					return
+				}
 				gone(s.goneCause(alive, path))
 				return
 			case zk.EventNotWatching:
