@@ -146,6 +146,20 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			continue // taken meanwhile: look again
+		case errors.Is(err, zk.ErrBadVersion) && line != nil:
+			// Someone set the line node's data: go on from its version.
+			st, err := retry(ctx, func() (*zk.Stat, error) {
+				_, st, err := s.conn.Exists(line.Key)
+				return st, err
+			})
+			if err != nil {
+				return nil, s.storeErr(err)
+			}
+			if st == nil || st.EphemeralOwner != s.id {
+				return nil, s.goneCause(ctx, line.Key)
+			}
+			state(line).version = st.Version
+			continue
 		case errors.Is(err, zk.ErrNoNode) && line != nil:
 			// The multi failed on one of its two parts.
 			if ok, _ := s.exists(ctx, line.Key); !ok {
@@ -240,9 +254,15 @@ func (s *Session) createSlot(ctx context.Context, path string, line *qlock.Node,
 			_, err := s.conn.Create(path, data, zk.FlagEphemeral, s.acl)
 			return err
 		}
+		// The line node's data is set before it goes, as a Mutex's holder
+		// marks its release: the waiter behind it sees a data change and
+		// knows that nothing older is left (the head is the oldest), with
+		// no request to check.
+		v := state(line).version
 		rs, err := s.conn.Multi(
 			&zk.CreateRequest{Path: path, Data: data, Acl: s.acl, Flags: zk.FlagEphemeral},
-			&zk.DeleteRequest{Path: line.Key, Version: -1})
+			&zk.SetDataRequest{Path: line.Key, Data: nil, Version: v},
+			&zk.DeleteRequest{Path: line.Key, Version: v + 1})
 		for _, r := range rs {
 			if errors.Is(r.Error, zk.ErrNodeExists) {
 				return r.Error

@@ -83,15 +83,15 @@ func (s *Session) follow(n *qlock.Node, gone func(error)) {
 		case <-alive.Done():
 			return
 		case ev := <-ch:
+			if ev.Type != zk.EventNotWatching && state(n).claiming.Load() {
+				// The claim's own set-data and delete (their events come
+				// before its answer), or what the claim's failure reports:
+				// no Sync or read to tell a loss from them.
+				state(n).unfollowed.Store(true)
+				return
+			}
 			switch ev.Type {
 			case zk.EventNodeDeleted:
-				if state(n).claiming.Load() {
-					// The claim's own delete (its event comes before its
-					// answer), or one the claim's failure reports: no
-					// Sync to tell a loss from it.
-					state(n).unfollowed.Store(true)
-					return
-				}
 				gone(s.goneCause(alive, path))
 				return
 			case zk.EventNotWatching:

@@ -32,7 +32,9 @@ func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p
 					break // several waited on at once: counted entries, no release mark
 				}
 				switch p.Kind {
-				case qlock.Exclusive:
+				case qlock.Exclusive, qlock.Counted:
+					// A holder's release, or a semaphore line head's
+					// claim: either way p was the oldest.
 					q.Observed(p.Seq, qlock.Entry{}, false)
 					return nil
 				case qlock.Candidate:
