@@ -11,7 +11,6 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/distlock/distlock/internal/qlock"
-	"github.com/distlock/distlock/internal/zkctx"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -339,11 +338,6 @@ func (s *Session) createSlot(ctx context.Context, path string, line *qlock.Node,
 			return fail(s.storeErr(err))
 		}
 	}
-}
-
-// ctxCall is zkctx.Call for a function with no value.
-func ctxCall(ctx context.Context, f func() error) (struct{}, error) {
-	return zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, f() })
 }
 
 // exists reports whether path exists.
