@@ -1,0 +1,411 @@
+package gocronlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/gocronlock"
+	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/zklock"
+	"github.com/go-co-op/gocron/v2"
+)
+
+// instance is one scheduler's view of the store: a Backend on a session
+// of its own, that session's election, and a way to end the session on
+// the server (as an expiry would).
+type instance struct {
+	b        gocronlock.Backend
+	election func(name string) distlock.Elector
+	end      func(t *testing.T)
+}
+
+// store starts a cluster of kind ("etcd" or "zk") and returns a maker of
+// instances on it.
+func store(t *testing.T, kind string) func(t *testing.T) instance {
+	ctx := context.Background()
+	if kind == "etcd" {
+		c := integration.NewEtcd(t)
+		cli, err := c.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func(t *testing.T) instance {
+			s, err := etcdlock.NewSession(ctx, cli)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close(context.Background()) })
+			return instance{
+				b: gocronlock.Etcd(s),
+				election: func(name string) distlock.Elector {
+					e, err := etcdlock.NewElection(s, name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return e
+				},
+				end: func(t *testing.T) {
+					if _, err := cli.Revoke(ctx, s.ID()); err != nil {
+						t.Fatal(err)
+					}
+				},
+			}
+		}
+	}
+	ens := integration.NewZooKeeper(t)
+	return func(t *testing.T) instance {
+		conn, _, err := ens.Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(conn.Close)
+		s, err := zklock.NewSession(ctx, conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(context.Background()) })
+		return instance{
+			b: gocronlock.ZooKeeper(s),
+			election: func(name string) distlock.Elector {
+				e, err := zklock.NewElection(s, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e
+			},
+			end: func(t *testing.T) {
+				if err := ens.ExpireSession(ctx, conn); err != nil {
+					t.Fatal(err)
+				}
+			},
+		}
+	}
+}
+
+// late is a Locker that asks splay after its scheduler fired: an
+// instance that starts its runs a little late.
+type late struct {
+	l     gocron.Locker
+	splay time.Duration
+}
+
+func (l late) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+	time.Sleep(l.splay) // the splay under test, not a wait for an event
+	return l.l.Lock(ctx, key)
+}
+
+// run is one run of the job.
+type run struct {
+	inst int
+	slot string
+}
+
+// runs collects the job's runs.
+type runs struct {
+	mu  sync.Mutex
+	all []run
+	ch  chan run
+}
+
+func newRuns() *runs { return &runs{ch: make(chan run, 1000)} }
+
+func (r *runs) add(x run) {
+	r.mu.Lock()
+	r.all = append(r.all, x)
+	r.mu.Unlock()
+	r.ch <- x
+}
+
+func (r *runs) list() []run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]run(nil), r.all...)
+}
+
+// scheduler starts a gocron scheduler that runs job "report" on cron spec
+// (with seconds) under locker, recording each run with the slot its clock
+// names; fn, if not nil, is the job's body.
+func scheduler(t *testing.T, inst int, spec string, locker gocron.Locker, slot func() string, rs *runs, fn func()) gocron.Scheduler {
+	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.NewJob(gocron.CronJob(spec, true), gocron.NewTask(func() {
+		rs.add(run{inst, slot()})
+		if fn != nil {
+			fn()
+		}
+	}), gocron.WithName("report"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown() })
+	return s
+}
+
+// TestLockerOncePerSlot: three schedulers on three sessions run the same
+// every-second job, with clocks 150 ms apart and firing 0, 100 and 200 ms
+// late (a fast job: its lock is free again before the late ones try;
+// each fires within half a period of the scheduled second, which the
+// Locker needs).
+// Each slot runs exactly once across them, and each run's slot is marked.
+func TestLockerOncePerSlot(t *testing.T) {
+	for _, kind := range []string{"etcd", "zk"} {
+		t.Run(kind, func(t *testing.T) {
+			newInst := store(t, kind)
+			skews := []time.Duration{-150 * time.Millisecond, 0, 150 * time.Millisecond}
+			splays := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}
+			rs := newRuns()
+			var (
+				lockers []*gocronlock.Locker
+				insts   []instance
+				scheds  []gocron.Scheduler
+			)
+			for i := range 3 {
+				in := newInst(t)
+				skew := skews[i]
+				now := func() time.Time { return time.Now().Add(skew) }
+				l, err := gocronlock.NewLocker(in.b, time.Second, gocronlock.WithClock(now))
+				if err != nil {
+					t.Fatal(err)
+				}
+				lockers, insts = append(lockers, l), append(insts, in)
+				scheds = append(scheds, scheduler(t, i, "* * * * * *", late{l, splays[i]}, func() string { return l.Slot(now()) }, rs, nil))
+			}
+			// Wait for runs, on the runs themselves.
+			for n := 0; n < 8; n++ {
+				select {
+				case <-rs.ch:
+				case <-time.After(30 * time.Second):
+					t.Fatalf("only %d runs in 30 s", n)
+				}
+			}
+			// Shutdown waits for the runs under way: their Unlock marks.
+			for _, s := range scheds {
+				if err := s.Shutdown(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			all := rs.list()
+			by := map[string][]int{}
+			for _, r := range all {
+				by[r.slot] = append(by[r.slot], r.inst)
+			}
+			for slot, who := range by {
+				if len(who) > 1 {
+					t.Errorf("slot %s ran %d times (instances %v)", slot, len(who), who)
+				}
+			}
+			marks, err := insts[0].b.Marks(lockers[0].LockName("report"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for slot := range by {
+				if m, err := marks.Marker(context.Background(), slot); err != nil || m == nil {
+					t.Errorf("slot %s ran but has no marker (err %v)", slot, err)
+				}
+			}
+			t.Logf("%d runs in %d slots", len(all), len(by))
+		})
+	}
+}
+
+// TestLockerHolderDies: the instance that runs a slot's job loses its
+// session mid-run; the late instance, trying afterwards in the same slot,
+// runs it again in AtLeastOnce mode (nothing was marked) and not in
+// AtMostOnce mode (marked before the run).
+func TestLockerHolderDies(t *testing.T) {
+	for _, kind := range []string{"etcd", "zk"} {
+		for _, mode := range []distlock.OnceMode{distlock.AtLeastOnce, distlock.AtMostOnce} {
+			t.Run(kind+"/"+string(mode), func(t *testing.T) {
+				newInst := store(t, kind)
+				a, b := newInst(t), newInst(t)
+				// Slots of 2 s, so that B can try 800 ms late and still
+				// be in the slot (within half a period).
+				la, err := gocronlock.NewLocker(a.b, 2*time.Second, gocronlock.WithMode(mode))
+				if err != nil {
+					t.Fatal(err)
+				}
+				lb, err := gocronlock.NewLocker(b.b, 2*time.Second, gocronlock.WithMode(mode))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rs := newRuns()
+				started, release := make(chan string, 100), make(chan struct{})
+				var once sync.Once
+				scheduler(t, 0, "*/2 * * * * *", la, func() string { return la.Slot(time.Now()) }, rs, func() {
+					once.Do(func() {
+						started <- "a"
+						<-release // the first run blocks until its session is gone
+					})
+				})
+				// B tries 800 ms after each firing; its slot is the firing's.
+				const splay = 800 * time.Millisecond
+				scheduler(t, 1, "*/2 * * * * *", late{lb, splay}, func() string { return lb.Slot(time.Now()) }, rs, nil)
+				var first run
+				for first.slot == "" {
+					select {
+					case r := <-rs.ch:
+						if r.inst == 0 {
+							first = r
+						}
+					case <-time.After(30 * time.Second):
+						t.Fatal("instance a never ran")
+					}
+				}
+				<-started
+				a.end(t)
+				// B's runs until two slots after A's.
+				deadline := time.After(10 * time.Second)
+				retried := false
+			wait:
+				for {
+					select {
+					case r := <-rs.ch:
+						if r.inst == 1 && r.slot == first.slot {
+							retried = true
+						}
+						if r.inst == 1 && r.slot > first.slot {
+							break wait
+						}
+					case <-deadline:
+						break wait
+					}
+				}
+				close(release)
+				if want := mode == distlock.AtLeastOnce; retried != want {
+					t.Fatalf("slot %s run again by the late instance after the holder died: %v, want %v (%s)", first.slot, retried, want, mode)
+				}
+			})
+		}
+	}
+}
+
+// TestElector: three schedulers with Electors on three sessions run a job
+// every 100 ms; only the leader's runs, the others' IsLeader names the
+// leader, and when the leader's session ends another takes over.
+func TestElector(t *testing.T) {
+	for _, kind := range []string{"etcd", "zk"} {
+		t.Run(kind, func(t *testing.T) {
+			newInst := store(t, kind)
+			rs := newRuns()
+			var insts []instance
+			var electors []*gocronlock.Elector
+			for i := range 3 {
+				in := newInst(t)
+				e, err := gocronlock.NewElector(context.Background(), in.election("jobs"), fmt.Sprintf("instance-%d", i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { e.Close(context.Background()) })
+				insts, electors = append(insts, in), append(electors, e)
+				s, err := gocron.NewScheduler(gocron.WithDistributedElector(e))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.NewJob(gocron.DurationJob(100*time.Millisecond), gocron.NewTask(func() { rs.add(run{inst: i}) })); err != nil {
+					t.Fatal(err)
+				}
+				s.Start()
+				t.Cleanup(func() { s.Shutdown() })
+			}
+			next := func(what string) run {
+				t.Helper()
+				select {
+				case r := <-rs.ch:
+					return r
+				case <-time.After(30 * time.Second):
+					t.Fatalf("no run: %s", what)
+					panic("unreachable")
+				}
+			}
+			leader := next("first run").inst
+			for range 5 {
+				if r := next("leader's runs"); r.inst != leader {
+					t.Fatalf("instance %d ran while %d leads", r.inst, leader)
+				}
+			}
+			for i, e := range electors {
+				err := e.IsLeader(context.Background())
+				switch {
+				case i == leader && err != nil:
+					t.Fatalf("the leader's IsLeader: %v", err)
+				case i != leader && (!errors.Is(err, distlock.ErrNotLeader) || !strings.Contains(err.Error(), fmt.Sprintf("instance-%d", leader))):
+					t.Fatalf("instance %d's IsLeader: %v, want ErrNotLeader naming instance-%d", i, err, leader)
+				}
+			}
+			insts[leader].end(t)
+			for {
+				r := next("a run after the leader's session ended")
+				if r.inst != leader {
+					t.Logf("instance %d took over from %d", r.inst, leader)
+					break
+				}
+			}
+		})
+	}
+}
+
+// plain is the control: a Locker that only takes the job's lock, without
+// waiting, as gocron's other lockers do.
+type plain struct{ b gocronlock.Backend }
+
+func (p plain) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+	m, err := p.b.Mutex("plain/" + strings.ReplaceAll(key, ".", "_"))
+	if err != nil {
+		return nil, err
+	}
+	l, err := m.TryLock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// TestPlainLockRunsSlotsTwice is TestLockerOncePerSlot's control: with a
+// lock alone, the late instances run most slots again once the fast job's
+// lock is free (gocron issue 841). A check that never fails proves
+// nothing.
+func TestPlainLockRunsSlotsTwice(t *testing.T) {
+	newInst := store(t, "etcd")
+	rs := newRuns()
+	var scheds []gocron.Scheduler
+	splays := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}
+	for i := range 3 {
+		in := newInst(t)
+		l, err := gocronlock.NewLocker(in.b, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scheds = append(scheds, scheduler(t, i, "* * * * * *", late{plain{in.b}, splays[i]}, func() string { return l.Slot(time.Now()) }, rs, nil))
+	}
+	for n := 0; n < 8; n++ {
+		select {
+		case <-rs.ch:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("only %d runs in 30 s", n)
+		}
+	}
+	for _, s := range scheds {
+		s.Shutdown()
+	}
+	by := map[string]int{}
+	twice := 0
+	for _, r := range rs.list() {
+		if by[r.slot]++; by[r.slot] == 2 {
+			twice++
+		}
+	}
+	if twice == 0 {
+		t.Fatalf("no slot ran twice with a lock alone in %d slots: the once-per-slot test proves nothing", len(by))
+	}
+	t.Logf("with a lock alone, %d of %d slots ran more than once", twice, len(by))
+}
