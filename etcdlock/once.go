@@ -122,3 +122,34 @@ func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.Slo
 	}
 	return nil
 }
+
+// SlotMarkers returns how many done-markers lock name has under key prefix
+// prefix (DefaultPrefix if empty), and the newest n of them by slot name,
+// newest first (slots named by time sort by time): what `distlock status`
+// shows. It reads, with one linearizable range request, the markers'
+// keys and at most n values.
+func SlotMarkers(ctx context.Context, cli *clientv3.Client, prefix, name string, n int) (total int, newest []distlock.SlotMarker, err error) {
+	if cli == nil {
+		return 0, nil, fmt.Errorf("etcdlock: markers of %q: %w: *clientv3.Client is nil", name, distlock.ErrNilClient)
+	}
+	if err := distlock.ValidateName(name); err != nil {
+		return 0, nil, fmt.Errorf("etcdlock: markers: %w", err)
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	dir := prefix + "@once/" + name + "/@slot/"
+	resp, err := cli.Txn(ctx).Then(
+		clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(max(n, 1))))).Commit()
+	if err != nil {
+		return 0, nil, fmt.Errorf("etcdlock: markers of %q: %w", name, err)
+	}
+	total = int(resp.Responses[0].GetResponseRange().Count)
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		if len(newest) < n {
+			newest = append(newest, distlock.ParseSlotMarker(kv.Value))
+		}
+	}
+	return total, newest, nil
+}

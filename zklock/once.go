@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
@@ -147,4 +148,51 @@ func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.Slo
 		return &distlock.SlotDoneError{Name: m.name, Slot: slot, Marker: *prev}
 	}
 	return fail(err)
+}
+
+// SlotMarkers returns how many done-markers lock name has under znode
+// prefix prefix (DefaultPrefix if empty), and the newest n of them by slot
+// name, newest first (slots named by time sort by time): what `distlock
+// status` shows. It syncs, lists the markers and reads n of them.
+func SlotMarkers(ctx context.Context, conn *zk.Conn, prefix, name string, n int) (total int, newest []distlock.SlotMarker, err error) {
+	if conn == nil {
+		return 0, nil, fmt.Errorf("zklock: markers of %q: %w: *zk.Conn is nil", name, distlock.ErrNilClient)
+	}
+	if err := distlock.ValidateName(name); err != nil {
+		return 0, nil, fmt.Errorf("zklock: markers: %w", err)
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	dir := prefix + "/@once/" + name + "/@slot"
+	fail := func(err error) error { return fmt.Errorf("zklock: markers of %q: %w", name, err) }
+	if _, err := zkctx.Call(ctx, func() (string, error) { return conn.Sync(dir) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return 0, nil, fail(err)
+	}
+	kids, err := zkctx.Call(ctx, func() ([]string, error) {
+		k, _, err := conn.Children(dir)
+		return k, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, fail(err)
+	}
+	slices.Sort(kids)
+	slices.Reverse(kids)
+	for _, k := range kids[:min(n, len(kids))] {
+		data, err := zkctx.Call(ctx, func() ([]byte, error) {
+			d, _, err := conn.Get(dir + "/" + k)
+			return d, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return 0, nil, fail(err)
+		}
+		newest = append(newest, distlock.ParseSlotMarker(data))
+	}
+	return len(kids), newest, nil
 }

@@ -183,6 +183,9 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 		return exit(exitUnreachable, fmt.Errorf("status of lock %q: %w%s", name, err, b.AuthHint(err)))
 	}
 	st := newStatus(name, b.Kind(), q, time.Now())
+	if err := st.readSlots(qctx, b); err != nil {
+		return exit(exitUnreachable, fmt.Errorf("status of lock %q: done-markers: %w%s", name, err, b.AuthHint(err)))
+	}
 	if fence != "" {
 		if err := st.readFence(qctx, b, fence); errors.Is(err, backend.ErrFenceKey) {
 			return usageErr("status: --fence %q: %v", fence, err)
@@ -209,9 +212,39 @@ type lockStatus struct {
 	Waiters int    `json:"waiters"`
 	// Permits is N for a semaphore that has holders (run --permits), 0
 	// for a lock.
-	Permits int           `json:"permits,omitempty"`
-	Fence   *fenceStatus  `json:"fence,omitempty"`
+	Permits int          `json:"permits,omitempty"`
+	Fence   *fenceStatus `json:"fence,omitempty"`
+	// Slots are the lock's done-markers (distlock once, distlock.Once,
+	// gocronlock), when it has any.
+	Slots   *slotsStatus  `json:"slots,omitempty"`
 	Entries []statusEntry `json:"entries"`
+}
+
+// slotsStatus is what status shows of a lock's done-markers.
+type slotsStatus struct {
+	Done   int                   `json:"done"`
+	Newest []distlock.SlotMarker `json:"newest"`
+}
+
+// slotsShown is how many of the newest markers status shows.
+const slotsShown = 3
+
+// readSlots reads the lock's done-markers, if it has any.
+func (st *lockStatus) readSlots(ctx context.Context, b *backend.Client) error {
+	total, newest, err := b.SlotMarkers(ctx, st.Lock, slotsShown)
+	if err != nil || total == 0 {
+		return err
+	}
+	st.Slots = &slotsStatus{Done: total, Newest: newest}
+	return nil
+}
+
+// writeText writes the markers' lines.
+func (ss *slotsStatus) writeText(w io.Writer) {
+	fmt.Fprintf(w, "slots done: %d (distlock once / distlock.Once markers); newest:\n", ss.Done)
+	for _, m := range ss.Newest {
+		fmt.Fprintf(w, "  %s by %s\n", m.Slot, m)
+	}
 }
 
 // fenceStatus is the fence audit of status --fence.
@@ -362,6 +395,9 @@ func sinceIn(holder string) time.Time {
 func (st *lockStatus) writeText(w io.Writer) {
 	if st.Fence != nil {
 		defer st.Fence.writeText(w)
+	}
+	if st.Slots != nil {
+		defer st.Slots.writeText(w)
 	}
 	if st.Free {
 		fmt.Fprintf(w, "lock %s: free (no holder, no waiters)\n", st.Lock)

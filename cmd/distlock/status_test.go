@@ -606,3 +606,32 @@ func TestStatusFenceBadKey(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusSlots: status shows a lock's done-markers (how many, and the
+// newest), in text and JSON, once `distlock once` has marked slots.
+func TestStatusSlots(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		ctx := testCtx(t)
+		lock := lockName(t)
+		for _, slot := range []string{"2026-11-30", "2026-12-01"} {
+			if r := cli(ctx, t, nil, b.args("once", "--lock", lock, "--slot", slot, "--", "true")...); r.code != 0 {
+				t.Fatalf("once --slot %s: code %d, stderr %q", slot, r.code, r.stderr)
+			}
+		}
+		r := cli(ctx, t, nil, b.args("status", lock)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "slots done: 2") || !strings.Contains(r.stdout, "  2026-12-01 by ") {
+			t.Fatalf("status: code %d, stdout %q", r.code, r.stdout)
+		}
+		if i, j := strings.Index(r.stdout, "2026-12-01 by"), strings.Index(r.stdout, "2026-11-30 by"); i < 0 || j < 0 || i > j {
+			t.Errorf("status: the newest slot is not first: %q", r.stdout)
+		}
+		r = cli(ctx, t, nil, b.args("status", "--json", lock)...)
+		var st lockStatus
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+			t.Fatalf("%q: %v", r.stdout, err)
+		}
+		if st.Slots == nil || st.Slots.Done != 2 || len(st.Slots.Newest) != 2 || st.Slots.Newest[0].Slot != "2026-12-01" {
+			t.Fatalf("status --json slots: %+v", st.Slots)
+		}
+	})
+}

@@ -269,6 +269,15 @@ func (c *Client) Inspect(ctx context.Context, name string) ([]distlock.QueueEntr
 	return zklock.Inspect(ctx, c.zk, c.prefix, name)
 }
 
+// SlotMarkers returns how many done-markers lock name has and the newest
+// n (see etcdlock.SlotMarkers and zklock.SlotMarkers).
+func (c *Client) SlotMarkers(ctx context.Context, name string, n int) (int, []distlock.SlotMarker, error) {
+	if c.etcd != nil {
+		return etcdlock.SlotMarkers(ctx, c.etcd, c.prefix, name, n)
+	}
+	return zklock.SlotMarkers(ctx, c.zk, c.prefix, name, n)
+}
+
 // WatchQueue calls f with lock name's queue now and after every change
 // (see etcdlock.WatchQueue and zklock.WatchQueue).
 func (c *Client) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
