@@ -409,3 +409,54 @@ func TestPlainLockRunsSlotsTwice(t *testing.T) {
 	}
 	t.Logf("with a lock alone, %d of %d slots ran more than once", twice, len(by))
 }
+
+// TestLockerPrunes: marking a slot deletes the markers older than the
+// retention (at least 100 periods), on both stores.
+func TestLockerPrunes(t *testing.T) {
+	for _, kind := range []string{"etcd", "zk"} {
+		t.Run(kind, func(t *testing.T) {
+			in := store(t, kind)(t)
+			var mu sync.Mutex
+			now := time.Now().Truncate(time.Second)
+			clock := now
+			l, err := gocronlock.NewLocker(in.b, time.Second, gocronlock.WithRetention(time.Second),
+				gocronlock.WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			runAt := func(at time.Time) {
+				t.Helper()
+				mu.Lock()
+				clock = at
+				mu.Unlock()
+				lk, err := l.Lock(ctx, "pruned")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := lk.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runAt(now.Add(-300 * time.Second))
+			runAt(now.Add(-250 * time.Second)) // within a minute of the last prune: none
+			runAt(now.Add(-90 * time.Second))  // prunes before now-190s: both above
+			marks, err := in.b.Marks(l.LockName("pruned"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				at   time.Duration
+				kept bool
+			}{{-300, false}, {-250, false}, {-90, true}} {
+				m, err := marks.Marker(ctx, l.Slot(now.Add(c.at*time.Second)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (m != nil) != c.kept {
+					t.Errorf("marker of the slot at %ds: kept %v, want %v", c.at, m != nil, c.kept)
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -55,6 +56,13 @@ func WithClock(now func() time.Time) Option { return func(l *Locker) { l.now = n
 // "gocron"): job key K is lock PREFIX/K, escaped (see LockName).
 func WithPrefix(p string) Option { return func(l *Locker) { l.prefix = p } }
 
+// WithRetention sets how long a slot's marker is kept (default 24 hours,
+// and never less than 100 periods): the Locker deletes older ones now and
+// then (at most once a minute and per Locker, after marking a slot), so
+// that a job that runs every second does not pile up markers. 0 keeps
+// them all.
+func WithRetention(d time.Duration) Option { return func(l *Locker) { l.retention = d } }
+
 // WithTimeout bounds each store request of Lock and Unlock (default
 // distlock.DefaultOnceTimeout).
 func WithTimeout(d time.Duration) Option { return func(l *Locker) { l.timeout = d } }
@@ -63,12 +71,22 @@ func WithTimeout(d time.Duration) Option { return func(l *Locker) { l.timeout = 
 // scheduler that uses a Locker of the same period on the same store (see
 // the package doc).
 type Locker struct {
-	b       Backend
-	period  time.Duration
-	mode    distlock.OnceMode
-	now     func() time.Time
-	prefix  string
-	timeout time.Duration
+	b         Backend
+	period    time.Duration
+	mode      distlock.OnceMode
+	now       func() time.Time
+	prefix    string
+	timeout   time.Duration
+	retention time.Duration
+
+	mu     sync.Mutex
+	pruned map[string]time.Time // lock name: when its markers were last pruned
+}
+
+// pruner is a marker store that can delete old markers (etcdlock's and
+// zklock's Marks).
+type pruner interface {
+	Prune(ctx context.Context, before string) (int, error)
 }
 
 var _ gocron.Locker = (*Locker)(nil)
@@ -76,7 +94,8 @@ var _ gocron.Locker = (*Locker)(nil)
 // NewLocker returns a Locker on b whose slots are period long (at least a
 // second: slots are named to the second).
 func NewLocker(b Backend, period time.Duration, opts ...Option) (*Locker, error) {
-	l := &Locker{b: b, period: period, mode: distlock.AtLeastOnce, now: time.Now, prefix: "gocron", timeout: distlock.DefaultOnceTimeout}
+	l := &Locker{b: b, period: period, mode: distlock.AtLeastOnce, now: time.Now, prefix: "gocron", timeout: distlock.DefaultOnceTimeout,
+		retention: 24 * time.Hour, pruned: map[string]time.Time{}}
 	for _, o := range opts {
 		o(l)
 	}
@@ -91,6 +110,11 @@ func NewLocker(b Backend, period time.Duration, opts ...Option) (*Locker, error)
 		return nil, errors.New("gocronlock: nil clock")
 	case l.timeout <= 0:
 		return nil, fmt.Errorf("gocronlock: timeout %v: want a positive duration", l.timeout)
+	case l.retention < 0:
+		return nil, fmt.Errorf("gocronlock: retention %v: want 0 (keep all) or more", l.retention)
+	}
+	if l.retention > 0 {
+		l.retention = max(l.retention, 100*period)
 	}
 	if err := distlock.ValidateName(l.prefix); err != nil {
 		return nil, fmt.Errorf("gocronlock: prefix: %w", err)
@@ -185,9 +209,34 @@ type lock struct {
 }
 
 func (lk *lock) mark(ctx context.Context) error {
-	return lk.marks.Mark(ctx, lk.lease, distlock.SlotMarker{
+	err := lk.marks.Mark(ctx, lk.lease, distlock.SlotMarker{
 		Slot: lk.slot, Token: lk.lease.Token().String(), Mode: lk.l.mode, Marked: time.Now().UTC(),
 	})
+	if err == nil {
+		lk.l.prune(ctx, lk.marks)
+	}
+	return err
+}
+
+// prune deletes marks' markers older than the retention, at most once a
+// minute (or period) per lock; best effort (a failure only leaves them
+// for next time).
+func (l *Locker) prune(ctx context.Context, marks distlock.SlotMarks) {
+	p, ok := marks.(pruner)
+	if !ok || l.retention == 0 {
+		return
+	}
+	now := l.now()
+	l.mu.Lock()
+	last := l.pruned[marks.Name()]
+	due := now.Sub(last) >= max(l.period, time.Minute) || now.Before(last)
+	if due {
+		l.pruned[marks.Name()] = now
+	}
+	l.mu.Unlock()
+	if due {
+		_, _ = p.Prune(ctx, l.Slot(now.Add(-l.retention)))
+	}
 }
 
 // Unlock marks the slot done (AtLeastOnce; a lock lost meanwhile cannot,

@@ -196,3 +196,43 @@ func SlotMarkers(ctx context.Context, conn *zk.Conn, prefix, name string, n int)
 	}
 	return len(kids), newest, nil
 }
+
+// Prune deletes the markers of the slots that sort before slot before
+// (for slots named by time: the older ones), a hundred per multi, and
+// returns how many it deleted. Markers are never deleted otherwise; a job
+// that runs every second leaves 86,400 a day (gocronlock prunes them).
+func (m *Marks) Prune(ctx context.Context, before string) (int, error) {
+	dir := m.base + "/@slot"
+	fail := func(err error) (int, error) {
+		return 0, fmt.Errorf("zklock: lock %q: prune markers before %q: %w", m.name, before, err)
+	}
+	kids, err := zkctx.Call(ctx, func() ([]string, error) {
+		k, _, err := m.conn.Children(dir)
+		return k, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0, nil
+	}
+	if err != nil {
+		return fail(err)
+	}
+	var old []any
+	for _, k := range kids {
+		if k < before {
+			old = append(old, &zk.DeleteRequest{Path: dir + "/" + k, Version: -1})
+		}
+	}
+	deleted := 0
+	for len(old) > 0 {
+		batch := old[:min(100, len(old))]
+		old = old[len(batch):]
+		_, err := zkctx.Call(ctx, func() ([]zk.MultiResponse, error) { return m.conn.Multi(batch...) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return fail(err)
+		}
+		if err == nil {
+			deleted += len(batch)
+		}
+	}
+	return deleted, nil
+}
