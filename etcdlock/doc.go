@@ -1,8 +1,9 @@
 // Package etcdlock implements distlock's recipes on etcd v3: a Session (one
 // lease, kept alive, with a conservative client-side deadline), a fair FIFO
 // Mutex whose fencing token is the holder key's create revision, a
-// readers-writer RWMutex on the same queue, leader Election, and Inspect
-// to list a lock's queue without joining it.
+// readers-writer RWMutex on the same queue, leader Election, a counting
+// Semaphore whose permits are fenced by slot, done-markers for Once
+// (NewMarks), and Inspect to list a lock's queue without joining it.
 //
 // The recipes are written once, for etcd and ZooKeeper alike, on distlock's
 // queue-lock engine (internal/qlock, whose lifecycle.go tells an

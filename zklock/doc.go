@@ -2,7 +2,9 @@
 // (github.com/go-zookeeper/zk): a Session that follows the state of a
 // *zk.Conn the caller already has, a fair FIFO Mutex whose fencing token is
 // the holder znode's czxid, a readers-writer RWMutex on the same queue,
-// leader Election, and Inspect to list a lock's queue without joining it.
+// leader Election, a counting Semaphore whose permits are fenced by slot,
+// done-markers for Once (NewMarks), and Inspect to list a lock's queue
+// without joining it.
 //
 // The recipes are written once, for etcd and ZooKeeper alike, on distlock's
 // queue-lock engine (internal/qlock, whose lifecycle.go tells an
