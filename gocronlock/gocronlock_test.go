@@ -97,7 +97,15 @@ type late struct {
 }
 
 func (l late) Lock(ctx context.Context, key string) (gocron.Lock, error) {
-	time.Sleep(l.splay) // the splay under test, not a wait for an event
+	// The lateness under test is time itself, not an event to wait on;
+	// the scheduler's ctx still ends it.
+	t := time.NewTimer(l.splay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 	return l.l.Lock(ctx, key)
 }
 

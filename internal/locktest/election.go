@@ -359,10 +359,12 @@ func electionObserveOrder(t *testing.T, b Backend) {
 	step(leaderInfo(lb, "b2"), "b proclaims")
 	MustResign(t, lb)
 	step(distlock.LeaderInfo{}, "b resigned")
-	time.Sleep(100 * time.Millisecond)
-	if seen := o.Seen(); !slices.Equal(seen, want) {
-		t.Fatalf("Observe saw %v, want %v", seen, want)
-	}
+	// Nothing else came after b's resignation: one more change, awaited,
+	// closes the sequence, and step checks everything seen up to it (no
+	// sleep to wait for the absence of an event).
+	la := MustCampaign(t, ea, "a3")
+	step(leaderInfo(la, "a3"), "a leads again")
+	MustResign(t, la)
 }
 
 // electionCancelledCampaign: a Campaign that is cancelled or passes its
@@ -439,7 +441,9 @@ func electionRunAsLeader(t *testing.T, b Backend) {
 		token  distlock.Token
 	}
 	terms := make(chan term, 100)
-	stop := make(chan struct{}) // ends the fns, which ignore their context
+	wrote := make(chan distlock.Token, 100)    // a term's first admitted write
+	refusals := make(chan distlock.Token, 100) // a deposed leader refused
+	stop := make(chan struct{})                // ends the fns, which ignore their context
 	ctx, cancel := context.WithCancel(Ctx(t))
 	defer cancel()
 	sessions := make([]Session, workers)
@@ -450,7 +454,7 @@ func electionRunAsLeader(t *testing.T, b Backend) {
 		go func() {
 			done <- distlock.RunAsLeader(ctx, e, fmt.Sprint("w", i), func(_ context.Context, tok distlock.Token) error {
 				terms <- term{worker: i, token: tok}
-				for {
+				for n := 0; ; n++ {
 					err := fence.Do(context.Background(), tok, func(context.Context) error {
 						mu.Lock()
 						ledger = append(ledger, tok.Seq)
@@ -462,8 +466,12 @@ func electionRunAsLeader(t *testing.T, b Backend) {
 							mu.Lock()
 							refused++
 							mu.Unlock()
+							refusals <- tok
 						}
 						return err
+					}
+					if n == 0 {
+						wrote <- tok
 					}
 					select {
 					case <-stop:
@@ -482,13 +490,19 @@ func electionRunAsLeader(t *testing.T, b Backend) {
 			t.Fatalf("token %v led twice", tm.token)
 		}
 		leaders[tm.token.Seq] = tm.worker
+		// The new leader has written before its session is ended: its
+		// predecessor's next write is then refused.
+		for Recv(t, wrote, "the leader's first write") != tm.token {
+		}
 		if k == kills {
 			break
 		}
-		time.Sleep(50 * time.Millisecond) // let it write a little
 		sessions[tm.worker].End(t)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Each deposed leader goes on writing until the fence refuses it.
+	for range kills {
+		Recv(t, refusals, "a deposed leader's refusal")
+	}
 	close(stop)
 	cancel()
 	for range workers {

@@ -241,16 +241,6 @@ func sweepSemaphore(t *testing.T, b Backend, cfg SweepConfig, ds []time.Duration
 		line, slots := b.SemaphoreEntries(t, name)
 		return len(line) + len(slots)
 	}
-	settled := func(name string, want int) (left int, took time.Duration) {
-		start := time.Now()
-		for {
-			n := count(name)
-			if n <= want || time.Since(start) > cfg.Settle {
-				return max(n-want, 0), time.Since(start)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	total := 0
 	for _, k := range []struct {
 		name    string
@@ -288,7 +278,7 @@ func sweepSemaphore(t *testing.T, b Backend, cfg SweepConfig, ds []time.Duration
 					st.visible++
 				}
 			}
-			left, took := settled(name, want)
+			left, took := settleCount(func() int { return count(name) }, want, cfg.Settle)
 			t.Logf("%s: %d tries: %d acquired, %d locked, %d timed out, %d other errors; entry still listed at return: %d; "+
 				"left behind after cleanup: %d (cleanup settled in %v)",
 				k.name, st.tries, st.acquired, st.locked, st.timedOut, len(st.wrongErr), st.visible, left, took.Round(time.Millisecond))
@@ -322,9 +312,14 @@ func sweepSemaphore(t *testing.T, b Backend, cfg SweepConfig, ds []time.Duration
 // process as far as the test knows.
 func settle(t *testing.T, b Backend, name string, want int, bound time.Duration) (left int, took time.Duration) {
 	t.Helper()
+	return settleCount(func() int { return len(b.Entries(t, name)) }, want, bound)
+}
+
+// settleCount is settle for any count of entries.
+func settleCount(count func() int, want int, bound time.Duration) (left int, took time.Duration) {
 	start := time.Now()
 	for {
-		n := len(b.Entries(t, name))
+		n := count()
 		if n <= want || time.Since(start) > bound {
 			return max(n-want, 0), time.Since(start)
 		}
