@@ -40,19 +40,32 @@ type Lease struct {
 
 	mu       sync.Mutex
 	released bool
+	// lost is the loss, once there is one: it is also Done's cause unless a
+	// revocation closed Done first (a revoked holder can still lose the
+	// lock, and Err must then say so).
+	lost error
 }
 
 // newLease returns a held Lease for token t, whose Unlock calls release
 // (once) and whose Deadline is deadline's, and the function the engine
 // calls when it learns the lock is lost: lose(reason) ends the Lease with
 // a LockError whose Err is reason (the engine makes reason match
-// ErrLost); calls after the first, or after Unlock, do nothing. It reaches
-// the engine through internal/leasehook.
+// ErrLost); calls after the first, or after Unlock, do nothing. A reason
+// matching ErrRevoked (a *RevokedError) is no loss: it closes Done, and a
+// loss may follow it. It reaches the engine through internal/leasehook.
 func newLease(t Token, release func(ctx context.Context) error, deadline func() time.Time) (l *Lease, lose func(reason error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l = &Lease{token: t, ctx: ctx, cancel: cancel, release: release, deadline: deadline}
 	return l, func(reason error) {
-		cancel(&LockError{Name: t.Name, Op: OpHold, Err: reason})
+		err := &LockError{Name: t.Name, Op: OpHold, Err: reason}
+		if !errors.Is(reason, ErrRevoked) {
+			l.mu.Lock()
+			if l.lost == nil && !l.released {
+				l.lost = err
+			}
+			l.mu.Unlock()
+		}
+		cancel(err)
 	}
 }
 
@@ -63,7 +76,9 @@ func init() { leasehook.NewLease = newLease }
 // newest it has seen.
 func (l *Lease) Token() Token { return l.token }
 
-// Done returns a channel closed when the lock is lost or released.
+// Done returns a channel closed when the lock is lost or released, or
+// when an operator revoked it (Err then matches ErrRevoked; the lock is
+// still held until Unlock, see RevokedError).
 func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 
 // Deadline returns the time until which the lock is surely still this
@@ -85,18 +100,27 @@ func (l *Lease) Deadline() time.Time {
 	return d
 }
 
-// Err returns nil while the lock is held. After Done is closed it returns
-// why: an error wrapping ErrLost (and the reason, e.g. ErrSessionExpired) or
-// one wrapping ErrReleased.
+// Err returns nil while the lock is held and not revoked. After Done is
+// closed it returns why: an error wrapping ErrLost (and the reason, e.g.
+// ErrSessionExpired), one wrapping ErrReleased, or one wrapping
+// ErrRevoked (a *RevokedError) — until the revoked lock is lost too (its
+// entry deleted when the revocation is forced), when it returns the loss.
 func (l *Lease) Err() error {
 	if l.ctx.Err() == nil {
 		return nil
 	}
+	l.mu.Lock()
+	lost := l.lost
+	l.mu.Unlock()
+	if lost != nil {
+		return lost
+	}
 	return context.Cause(l.ctx)
 }
 
-// Context returns a context cancelled when the lock is lost or released;
-// context.Cause gives the same error as Err. Derive the protected work's
+// Context returns a context cancelled when the lock is lost, released or
+// revoked; context.Cause gives the first of these (Err may go on from a
+// revocation to a loss). Derive the protected work's
 // context from it (see Do) so that the work stops when the lock is lost.
 func (l *Lease) Context() context.Context { return l.ctx }
 
@@ -115,9 +139,9 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return &LockError{Name: l.token.Name, Op: OpUnlock, Err: ErrReleased}
 	}
 	l.released = true
+	lost := l.lost
 	l.mu.Unlock()
 
-	lost := l.Err()
 	l.cancel(&LockError{Name: l.token.Name, Op: OpUnlock, Err: ErrReleased})
 	err := l.release(ctx)
 	switch {

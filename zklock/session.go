@@ -67,6 +67,16 @@ func WithNameNormalizer(f func(name string) string) Option {
 	return func(o *options) { o.Observe.NameNormalizer = f }
 }
 
+// WithRevocable makes the session's holders revocable: an operator's
+// Revoke (the distlock revoke command) makes a held Lease's Done close
+// with a *distlock.RevokedError (errors.Is(err, distlock.ErrRevoked)),
+// asking it to finish and Unlock within the revocation's grace period;
+// the lock stays held until then (see distlock.RevokeRequest). Each held
+// lock costs one read (its revocation record), and the session one watch per lock name while it holds it. Without it a
+// holder learns of a revocation only when it is forced: its entry is
+// deleted and the lock lost (distlock.ErrEntryGone).
+func WithRevocable() Option { return func(o *options) { o.Revocable = true } }
+
 // WithHolder sets the data stored in this session's lock nodes, so that
 // tools listing a lock's queue can say who waits (e.g. "host:pid").
 func WithHolder(v string) Option { return func(o *options) { o.Holder = v } }

@@ -230,9 +230,21 @@ func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 		endSpan(span, err)
 		return err
 	}
-	return holdWhile(t, n.alive, release, e.d.Shared().Deadline, end, func(cause error) {
+	l, lose := holdWhile(t, n.alive, release, e.d.Shared().Deadline, end, func(cause error) {
 		e.d.Log().Info(e.d.Shared().pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
 	})
+	if e.d.Shared().Revocable() {
+		e.d.FollowRevoke(n, func(data []byte) {
+			r, err := distlock.ParseRevocation(data)
+			if err != nil {
+				// Still a request to let go; what it says is unknown.
+				r = distlock.Revocation{Lock: n.Name, Reason: err.Error()}
+			}
+			e.d.Log().Info(e.d.Shared().pkg+": lock revoked", "lock", n.Name, "token", n.Token, "by", r.By, "reason", r.Reason, "grace", r.Grace)
+			lose(&distlock.RevokedError{Revocation: r})
+		})
+	}
+	return l
 }
 
 // holdWhile returns a held Lease for token t that is lost when alive ends,
@@ -240,7 +252,7 @@ func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 // cancels it with before deleting the entry. ended, if not nil, is told
 // the cause of every end, release included (for metrics); lost, if not
 // nil, is told the cause of a loss first (for logging).
-func holdWhile(t distlock.Token, alive context.Context, release func(ctx context.Context) error, deadline func() time.Time, ended, lost func(cause error)) *distlock.Lease {
+func holdWhile(t distlock.Token, alive context.Context, release func(ctx context.Context) error, deadline func() time.Time, ended, lost func(cause error)) (*distlock.Lease, func(error)) {
 	l, lose := newLease(t, release, deadline)
 	context.AfterFunc(alive, func() {
 		cause := context.Cause(alive)
@@ -255,7 +267,7 @@ func holdWhile(t distlock.Token, alive context.Context, release func(ctx context
 		}
 		lose(Lost(cause))
 	})
-	return l
+	return l, lose
 }
 
 // release is the Lease's release function (step 6).

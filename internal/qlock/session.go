@@ -25,6 +25,9 @@ type State struct {
 
 	mu       sync.Mutex
 	deadline time.Time
+	// revocable: the session's holders follow revocation requests (see
+	// distlock.RevokedError).
+	revocable bool
 	// slots are the semaphore slot keys this session claims or holds (see
 	// ReserveSlot).
 	slots map[string]bool
@@ -63,6 +66,23 @@ func (s *State) SlotReserved(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.slots[key]
+}
+
+// SetRevocable makes the session's holders follow revocation requests
+// (etcdlock and zklock WithRevocable). Drivers call it before any lock is
+// taken.
+func (s *State) SetRevocable(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revocable = on
+}
+
+// Revocable reports whether the session's holders follow revocation
+// requests.
+func (s *State) Revocable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.revocable
 }
 
 // NewState returns the state of a session of backend pkg ("etcdlock",

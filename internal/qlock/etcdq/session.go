@@ -32,6 +32,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Observe says where the session reports metrics and spans.
 	Observe qlock.Observe
+	// Revocable makes the session's holders follow revocation requests.
+	Revocable bool
 }
 
 // Session is one etcd lease kept alive in the background, and the
@@ -85,6 +87,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, c Config) (*Sessio
 	}
 	log := c.Logger.With("session", strconv.FormatInt(int64(resp.ID), 16)) // the lease is the session: the same key as zklock's
 	s.State = qlock.NewState("etcdlock", log, c.Holder, sent.Add(s.ttl-s.margin), c.Observe)
+	s.SetRevocable(c.Revocable)
 	s.Log().Debug("etcdlock: session started", "ttl", ttl)
 	s.Finally(s.keepalive)
 	return s, nil

@@ -70,22 +70,33 @@ func (s *Session) create(ctx context.Context, dir, base, guid string, data []byt
 // ensureDir creates dir and its parents as container nodes (persistent
 // nodes where the server has no containers).
 func (s *Session) ensureDir(ctx context.Context, dir string) error {
+	p, err := mkdirs(ctx, s.conn, s.acl, dir)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", p, s.storeErr(err))
+	}
+	return nil
+}
+
+// mkdirs creates dir and its parents on conn as container nodes
+// (persistent nodes where the server has no containers); on failure it
+// returns the path it could not create.
+func mkdirs(ctx context.Context, conn *zk.Conn, acl []zk.ACL, dir string) (string, error) {
 	for i := 1; i <= len(dir); i++ {
 		if i < len(dir) && dir[i] != '/' {
 			continue
 		}
 		p := dir[:i]
 		_, err := retry(ctx, func() (string, error) {
-			return s.conn.CreateContainer(p, nil, zk.FlagContainer, s.acl)
+			return conn.CreateContainer(p, nil, zk.FlagContainer, acl)
 		})
 		if unimplemented(err) {
-			_, err = retry(ctx, func() (string, error) { return s.conn.Create(p, nil, zk.FlagPersistent, s.acl) })
+			_, err = retry(ctx, func() (string, error) { return conn.Create(p, nil, zk.FlagPersistent, acl) })
 		}
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create %s: %w", p, s.storeErr(err))
+			return p, err
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // findGUID looks for the entry with guid in dir, after a sync so that the

@@ -50,6 +50,9 @@ type Session struct {
 	// its czxid once known (0 before), which deletes check (see
 	// deleteMine).
 	nodes map[string]int64
+	// bells are the revocation directories this session's revocable
+	// holders follow, one watch each (see FollowRevoke).
+	bells map[string]*bell
 }
 
 // Config is a session's configuration, as the zklock options set it.
@@ -62,6 +65,8 @@ type Config struct {
 	ACL     []zk.ACL
 	// Observe says where the session reports metrics and spans.
 	Observe qlock.Observe
+	// Revocable makes the session's holders follow revocation requests.
+	Revocable bool
 }
 
 // NewSession waits until conn has a ZooKeeper session and follows it until
@@ -118,6 +123,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 	}
 	log := c.Logger.With("session", fmt.Sprintf("%#x", id))
 	s.State = qlock.NewState("zklock", log, c.Holder, sent.Add(s.timeout-s.margin), c.Observe)
+	s.SetRevocable(c.Revocable)
 	s.Log().Debug("zklock: session started", "timeout", s.timeout, "tick", s.tick, "tick from", tickFrom, "margin", s.margin)
 	p, answered := join(s)
 	s.Finally(func() { s.monitor(sent, p, answered) })

@@ -1,0 +1,191 @@
+package etcdq
+
+import (
+	"context"
+	"sort"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Revocation records (see distlock.Revocation) live beside the lock's
+// queue, one key per revoked holder, not bound to any lease so that they
+// outlive holder and revoker:
+//
+//	PREFIX@revoke/NAME/@req/TOKEN   TOKEN: distlock.RevokeKey of the holder's create revision
+//
+// Not under NAME/@…: the queue's range reads would see them. '@' never
+// occurs in lock names, so the records of lock "a" and "a/b" never mix.
+
+// RevokeDir returns the key prefix of lock name's revocation records.
+func RevokeDir(prefix, name string) string { return prefix + "@revoke/" + name + "/@req/" }
+
+func revokeKey(prefix, name string, seq int64) string {
+	return RevokeDir(prefix, name) + distlock.RevokeKey(seq)
+}
+
+// FollowRevoke watches the revocation record of n's token, from the
+// entry's own revision (the record cannot be older), until n.Alive()
+// ends: one watch per held lock, and only for sessions that opted in
+// (qlock.Driver).
+func (s *Session) FollowRevoke(n *qlock.Node, revoked func(data []byte)) {
+	key := revokeKey(s.prefix, n.Name, n.Token)
+	s.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(n.Alive(), cancel)
+		defer stop()
+		rev := n.Token
+		for ctx.Err() == nil {
+			wch := s.client.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithRev(rev), clientv3.WithFilterDelete())
+			for resp := range wch {
+				if resp.CompactRevision != 0 {
+					// History gone: read the record instead.
+					g, err := s.client.Get(ctx, key)
+					if err != nil {
+						break
+					}
+					if len(g.Kvs) > 0 {
+						revoked(g.Kvs[0].Value)
+						return
+					}
+					rev = g.Header.Revision + 1
+					break
+				}
+				if resp.Err() != nil {
+					break
+				}
+				for _, ev := range resp.Events {
+					if ev.Type == mvccpb.PUT && ev.Kv.CreateRevision == ev.Kv.ModRevision {
+						revoked(ev.Kv.Value)
+						return
+					}
+					rev = max(rev, ev.Kv.ModRevision+1)
+				}
+			}
+			if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
+				return
+			}
+		}
+	})
+}
+
+// RevokeStore is qlock.RevokeStore on an etcd client.
+type RevokeStore struct {
+	Client *clientv3.Client
+	Prefix string
+}
+
+var _ qlock.RevokeStore = RevokeStore{}
+
+// Inspect reads lock name's queue.
+func (r RevokeStore) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
+	return Inspect(ctx, r.Client, r.Prefix, name)
+}
+
+// Create puts token seq's record if there is none, in one Txn that
+// returns the existing one otherwise.
+func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []byte) ([]byte, error) {
+	key := revokeKey(r.Prefix, name, seq)
+	resp, err := r.Client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(data))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return nil, err
+	}
+	if resp.Succeeded {
+		return nil, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return nil, nil // deleted meanwhile (pruned): nothing to report
+	}
+	return kvs[0].Value, nil
+}
+
+// Update replaces token seq's record.
+func (r RevokeStore) Update(ctx context.Context, name string, seq int64, data []byte) error {
+	_, err := r.Client.Put(ctx, revokeKey(r.Prefix, name, seq), string(data))
+	return err
+}
+
+// List reads lock name's records, oldest holder first.
+func (r RevokeStore) List(ctx context.Context, name string) ([][]byte, error) {
+	resp, err := r.Client.Get(ctx, RevokeDir(r.Prefix, name), clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(resp.Kvs, func(i, j int) bool { return string(resp.Kvs[i].Key) < string(resp.Kvs[j].Key) })
+	out := make([][]byte, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		out[i] = kv.Value
+	}
+	return out, nil
+}
+
+// Prune deletes all but the newest keep records, the oldest first.
+func (r RevokeStore) Prune(ctx context.Context, name string, keep int) error {
+	dir := RevokeDir(r.Prefix, name)
+	resp, err := r.Client.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithCountOnly())
+	if err != nil || resp.Count <= int64(keep) {
+		return err
+	}
+	old, err := r.Client.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(resp.Count-int64(keep)))
+	if err != nil || len(old.Kvs) == 0 {
+		return err
+	}
+	last := string(old.Kvs[len(old.Kvs)-1].Key)
+	_, err = r.Client.Delete(ctx, dir, clientv3.WithRange(last+"\x00"))
+	return err
+}
+
+// WaitGone returns once e's key is gone or holds another entry: a read,
+// then a watch from the read's revision.
+func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error {
+	for {
+		g, err := r.Client.Get(ctx, e.Key)
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
+				return context.Cause(ctx)
+			}
+			continue
+		}
+		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != e.Token.Seq {
+			return nil
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := r.Client.Watch(wctx, e.Key, clientv3.WithRev(g.Header.Revision+1), clientv3.WithFilterPut())
+		for resp := range wch {
+			if resp.Err() != nil || resp.CompactRevision != 0 {
+				break
+			}
+			if len(resp.Events) > 0 {
+				cancel()
+				return nil
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// Delete deletes e's key only if its create revision is still e's token.
+func (r RevokeStore) Delete(ctx context.Context, e distlock.QueueEntry) (gone bool, err error) {
+	resp, err := r.Client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(e.Key), "=", e.Token.Seq)).
+		Then(clientv3.OpDelete(e.Key)).Commit()
+	if err != nil {
+		return false, err
+	}
+	return !resp.Succeeded, nil
+}

@@ -1,0 +1,211 @@
+package qlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// Revoking a lock's holders (see distlock's revoke.go for what users see):
+// the steps live here once; the stores' parts are a RevokeStore's.
+
+// RevokeKeep is how many revocation records of one lock are kept: older
+// ones are deleted when a new one is made, so that the audit trail of a
+// lock revoked again and again stays bounded.
+const RevokeKeep = 100
+
+// RevokeStore is what a store does for Revoke and Revocations, on a client
+// (not a session: a revoker holds nothing). Records are keyed by the
+// holder's token (distlock.RevokeKey) under the lock's revocation
+// directory.
+type RevokeStore interface {
+	// Inspect reads lock name's queue (the backend's Inspect).
+	Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error)
+	// Create stores record data for token seq if there is none, and then
+	// tells the holder (holders follow new records); it returns the
+	// existing record's data otherwise.
+	Create(ctx context.Context, name string, seq int64, data []byte) (existing []byte, err error)
+	// Update replaces the record of token seq.
+	Update(ctx context.Context, name string, seq int64, data []byte) error
+	// List returns lock name's records, oldest holder first.
+	List(ctx context.Context, name string) ([][]byte, error)
+	// Prune deletes all but the newest keep records of lock name.
+	Prune(ctx context.Context, name string, keep int) error
+	// WaitGone returns nil once entry e (its key with e's token) is gone,
+	// or ctx's error.
+	WaitGone(ctx context.Context, e distlock.QueueEntry) error
+	// Delete deletes entry e only if it is still e's (its token); gone
+	// reports that it was not there any more.
+	Delete(ctx context.Context, e distlock.QueueEntry) (gone bool, err error)
+}
+
+// Revoke asks lock name's holders to let go, as r says, and waits until
+// they have or r's grace period is over; then, with r.Force, deletes the
+// entries of those that have not. It records each holder's revocation and
+// its outcome, and returns them (none when the lock is free). A holder
+// already revoked is not asked again: its record is returned with Again
+// set and, with r.Force, forced once its first grace period is over.
+func Revoke(ctx context.Context, st RevokeStore, pkg, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
+	fail := func(err error) error {
+		return fmt.Errorf("%s: %w", pkg, &distlock.LockError{Name: name, Op: distlock.OpRevoke, Err: err})
+	}
+	if err := distlock.ValidateName(name); err != nil {
+		return nil, fmt.Errorf("%s: revoke: %w", pkg, err)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, fail(err)
+	}
+	if r.By == "" {
+		r.By = distlock.RevokedBy()
+	}
+	entries, err := st.Inspect(ctx, name)
+	if err != nil {
+		return nil, fail(err)
+	}
+	var held []distlock.QueueEntry
+	for _, e := range entries {
+		if e.Holding {
+			held = append(held, e)
+		}
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	now := time.Now()
+	out := make([]distlock.Revocation, len(held))
+	for i, e := range held {
+		rv := distlock.Revocation{
+			Lock: name, Key: e.Key, Token: e.Token.String(), Holder: e.Holder,
+			By: r.By, Reason: r.Reason, Grace: r.Grace, Force: r.Force,
+			Requested: now, Outcome: distlock.RevokePending,
+		}
+		existing, err := st.Create(ctx, name, e.Token.Seq, rv.Marshal())
+		if err != nil {
+			return out[:i], fail(fmt.Errorf("record the revocation of token %s: %w", e.Token, err))
+		}
+		if existing != nil {
+			old, err := distlock.ParseRevocation(existing)
+			if err != nil {
+				return out[:i], fail(fmt.Errorf("revocation of token %s: %w", e.Token, err))
+			}
+			rv = old
+			rv.Again = true
+		}
+		out[i] = rv
+	}
+	// A failed prune only delays the trail's bound: the next revocation
+	// prunes again.
+	_ = st.Prune(ctx, name, RevokeKeep)
+
+	// Wait for each holder until its own grace period is over (a record
+	// made earlier has its first grace), in parallel.
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for i, e := range held {
+		rv := &out[i]
+		if rv.Again && !r.Force {
+			// Asked already: this call adds nothing.
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := settleRevocation(ctx, st, name, e, rv, r.Force); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return out, fail(err)
+	}
+	return out, nil
+}
+
+// settleRevocation waits out rv's grace period for entry e to go, forces
+// it if force, and records the outcome in rv and in the store.
+func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlock.QueueEntry, rv *distlock.Revocation, force bool) error {
+	if rv.Outcome != distlock.RevokePending && rv.Outcome != distlock.RevokeStillHeld {
+		return nil // over already: released or forced
+	}
+	gctx, cancel := context.WithDeadline(ctx, rv.GraceEnds())
+	err := st.WaitGone(gctx, e)
+	cancel()
+	switch {
+	case err == nil:
+		rv.Outcome = distlock.RevokeReleased
+	case ctx.Err() != nil:
+		return fmt.Errorf("revocation of token %s: wait for the holder to release: %w", e.Token, context.Cause(ctx))
+	case !errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("revocation of token %s: wait for the holder to release: %w", e.Token, err)
+	case !force:
+		rv.Outcome = distlock.RevokeStillHeld
+	default:
+		gone, err := st.Delete(ctx, e)
+		if err != nil {
+			return fmt.Errorf("revocation of token %s: delete the holder's entry %s: %w", e.Token, e.Key, err)
+		}
+		rv.Outcome, rv.Force = distlock.RevokeForced, true
+		if gone {
+			rv.Outcome = distlock.RevokeReleased // it went just now
+		}
+	}
+	rv.Ended = time.Now()
+	if err := st.Update(ctx, name, e.Token.Seq, rv.Marshal()); err != nil {
+		return fmt.Errorf("revocation of token %s: record its outcome (%s): %w", e.Token, rv.Outcome, err)
+	}
+	return nil
+}
+
+// Revocations returns lock name's revocation records, oldest holder first.
+// A pending record whose holder is gone (its revoker stopped before
+// recording the outcome) is reported as distlock.RevokeEnded.
+func Revocations(ctx context.Context, st RevokeStore, pkg, name string) ([]distlock.Revocation, error) {
+	fail := func(err error) error {
+		return fmt.Errorf("%s: %w", pkg, &distlock.LockError{Name: name, Op: distlock.OpRevoke, Err: err})
+	}
+	if err := distlock.ValidateName(name); err != nil {
+		return nil, fmt.Errorf("%s: revocations: %w", pkg, err)
+	}
+	raw, err := st.List(ctx, name)
+	if err != nil {
+		return nil, fail(fmt.Errorf("list the revocation records: %w", err))
+	}
+	var out []distlock.Revocation
+	pending := false
+	for _, data := range raw {
+		rv, err := distlock.ParseRevocation(data)
+		if err != nil {
+			return nil, fail(err)
+		}
+		pending = pending || rv.Outcome == distlock.RevokePending
+		out = append(out, rv)
+	}
+	if pending {
+		entries, err := st.Inspect(ctx, name)
+		if err != nil {
+			return nil, fail(err)
+		}
+		live := map[string]bool{}
+		for _, e := range entries {
+			live[e.Token.String()] = true
+		}
+		for i := range out {
+			if out[i].Outcome == distlock.RevokePending && !live[out[i].Token] {
+				out[i].Outcome = distlock.RevokeEnded
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Requested.Before(out[j].Requested) })
+	return out, nil
+}

@@ -1,0 +1,314 @@
+package zkq
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sort"
+	"sync"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
+	"github.com/go-zookeeper/zk"
+)
+
+// Revocation records (see distlock.Revocation) live beside the lock's
+// directory, one persistent znode per revoked holder, so that they outlive
+// holder and revoker:
+//
+//	PREFIX/@revoke/NAME/@req           the bell: its data is set after each new record
+//	PREFIX/@revoke/NAME/@req/TOKEN     TOKEN: distlock.RevokeKey of the holder's czxid
+//
+// '@' never occurs in lock names, so the records of lock "a" and "a/b"
+// never mix.
+//
+// A holder cannot watch its own record's path: an exists watch on a path
+// that is never created stays on the server until the session ends, one
+// per acquisition. So a session's revocable holders of one lock share one
+// watch on the bell, which the revoker rings after each record it makes:
+// it costs a hold one read (its own record), and a revocation one read
+// per holder in each session that follows the lock.
+
+// RevokeDir returns the znode under which lock name's revocation records
+// are kept.
+func RevokeDir(prefix, name string) string { return prefix + "/@revoke/" + name + "/@req" }
+
+// bell is the watch of one revocation directory, shared by a session's
+// revocable holders of that lock.
+type bell struct {
+	dir     string
+	holders map[*qlock.Node]func([]byte)
+	running bool // a goroutine keeps the watch
+}
+
+// FollowRevoke calls revoked when n's revocation record appears, until
+// n.Alive() ends (qlock.Driver).
+func (s *Session) FollowRevoke(n *qlock.Node, revoked func(data []byte)) {
+	dir := RevokeDir(s.prefix, n.Name)
+	var once sync.Once
+	call := func(data []byte) {
+		if n.Alive().Err() == nil {
+			once.Do(func() { revoked(data) })
+		}
+	}
+	s.mu.Lock()
+	b := s.bells[dir]
+	if b == nil {
+		b = &bell{dir: dir, holders: map[*qlock.Node]func([]byte){}}
+		if s.bells == nil {
+			s.bells = map[string]*bell{}
+		}
+		s.bells[dir] = b
+	}
+	b.holders[n] = call
+	start := !b.running
+	b.running = true
+	s.mu.Unlock()
+	context.AfterFunc(n.Alive(), func() {
+		s.mu.Lock()
+		delete(b.holders, n)
+		s.mu.Unlock()
+	})
+	if start {
+		// The watch is set first, then every holder's record read: a record
+		// made before the watch is read, one made after rings it.
+		s.Go(func(ctx context.Context) { s.ring(ctx, b) })
+		return
+	}
+	// The watch is set already: a record made before it rang it, one
+	// made after is read here.
+	s.Go(func(ctx context.Context) { s.checkRevoked(ctx, b.dir, n, call) })
+}
+
+// ring keeps b's watch while b has holders, reading their records each
+// time it fires.
+func (s *Session) ring(ctx context.Context, b *bell) {
+	for {
+		ch, err := retry(ctx, func() (<-chan zk.Event, error) {
+			_, _, ch, err := s.conn.ExistsW(b.dir)
+			return ch, err
+		})
+		if err != nil {
+			if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
+				return
+			}
+			continue
+		}
+		s.mu.Lock()
+		hs := make(map[*qlock.Node]func([]byte), len(b.holders))
+		for n, f := range b.holders {
+			hs[n] = f
+		}
+		s.mu.Unlock()
+		for n, f := range hs {
+			s.checkRevoked(ctx, b.dir, n, f)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+		s.mu.Lock()
+		if len(b.holders) == 0 {
+			b.running = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+	}
+}
+
+// checkRevoked reads n's record and calls f with it if there is one.
+func (s *Session) checkRevoked(ctx context.Context, dir string, n *qlock.Node, f func([]byte)) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(n.Alive(), cancel)
+	defer stop()
+	data, err := retry(ctx, func() ([]byte, error) {
+		d, _, err := s.conn.Get(dir + "/" + distlock.RevokeKey(n.Token))
+		return d, err
+	})
+	if err == nil {
+		f(data)
+	}
+}
+
+// RevokeStore is qlock.RevokeStore on a ZooKeeper connection.
+type RevokeStore struct {
+	Conn   *zk.Conn
+	Prefix string
+	// ACL is the records' (nil: zk.WorldACL(zk.PermAll)).
+	ACL []zk.ACL
+}
+
+var _ qlock.RevokeStore = RevokeStore{}
+
+func (r RevokeStore) acl() []zk.ACL {
+	if r.ACL == nil {
+		return zk.WorldACL(zk.PermAll)
+	}
+	return r.ACL
+}
+
+// Inspect reads lock name's queue.
+func (r RevokeStore) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
+	return Inspect(ctx, r.Conn, r.Prefix, name)
+}
+
+// Create makes token seq's record if there is none, then rings the bell;
+// it returns the existing record otherwise.
+func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []byte) ([]byte, error) {
+	dir := RevokeDir(r.Prefix, name)
+	if _, err := mkdirs(ctx, r.Conn, r.acl(), dir); err != nil {
+		return nil, err
+	}
+	path := dir + "/" + distlock.RevokeKey(seq)
+	_, err := retry(ctx, func() (string, error) { return r.Conn.Create(path, data, zk.FlagPersistent, r.acl()) })
+	if errors.Is(err, zk.ErrNodeExists) {
+		old, err := retry(ctx, func() ([]byte, error) {
+			d, _, err := r.Conn.Get(path)
+			return d, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(old, data) {
+			return old, nil
+		}
+		// Ours: a create whose answer was lost, then retried.
+	} else if err != nil {
+		return nil, err
+	}
+	_, err = retry(ctx, func() (*zk.Stat, error) { return r.Conn.Set(dir, []byte(distlock.RevokeKey(seq)), -1) })
+	return nil, err
+}
+
+// Update replaces token seq's record.
+func (r RevokeStore) Update(ctx context.Context, name string, seq int64, data []byte) error {
+	path := RevokeDir(r.Prefix, name) + "/" + distlock.RevokeKey(seq)
+	_, err := retry(ctx, func() (*zk.Stat, error) { return r.Conn.Set(path, data, -1) })
+	return err
+}
+
+// records returns the names of lock name's records, oldest holder first.
+func (r RevokeStore) records(ctx context.Context, name string) ([]string, error) {
+	children, err := retry(ctx, func() ([]string, error) {
+		c, _, err := r.Conn.Children(RevokeDir(r.Prefix, name))
+		return c, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := children[:0]
+	for _, c := range children {
+		if len(c) == len(distlock.RevokeKey(0)) && c[0] >= '0' && c[0] <= '9' {
+			out = append(out, c)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// List reads lock name's records, oldest holder first.
+func (r RevokeStore) List(ctx context.Context, name string) ([][]byte, error) {
+	names, err := r.records(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	dir := RevokeDir(r.Prefix, name)
+	var out [][]byte
+	for _, c := range names {
+		data, err := retry(ctx, func() ([]byte, error) {
+			d, _, err := r.Conn.Get(dir + "/" + c)
+			return d, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // pruned meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, data)
+	}
+	return out, nil
+}
+
+// Prune deletes all but the newest keep records, the oldest first.
+func (r RevokeStore) Prune(ctx context.Context, name string, keep int) error {
+	names, err := r.records(ctx, name)
+	if err != nil {
+		return err
+	}
+	dir := RevokeDir(r.Prefix, name)
+	for len(names) > keep {
+		_, err := retry(ctx, func() (struct{}, error) { return struct{}{}, r.Conn.Delete(dir+"/"+names[0], -1) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		names = names[1:]
+	}
+	return nil
+}
+
+// WaitGone returns once e's znode is gone or is another node.
+func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error {
+	for {
+		type exists struct {
+			ok bool
+			st *zk.Stat
+			ch <-chan zk.Event
+		}
+		x, err := retry(ctx, func() (exists, error) {
+			ok, st, ch, err := r.Conn.ExistsW(e.Key)
+			return exists{ok, st, ch}, err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return err
+		}
+		if !x.ok || x.st.Czxid != e.Token.Seq {
+			return nil
+		}
+		select {
+		case <-x.ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// Delete deletes e's znode only if it is still e's (its czxid): a look,
+// then a delete of the version looked at.
+func (r RevokeStore) Delete(ctx context.Context, e distlock.QueueEntry) (gone bool, err error) {
+	for {
+		type exists struct {
+			ok bool
+			st *zk.Stat
+		}
+		x, err := retry(ctx, func() (exists, error) {
+			ok, st, err := r.Conn.Exists(e.Key)
+			return exists{ok, st}, err
+		})
+		if err != nil {
+			return false, err
+		}
+		if !x.ok || x.st.Czxid != e.Token.Seq {
+			return true, nil
+		}
+		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, r.Conn.Delete(e.Key, x.st.Version) })
+		switch {
+		case err == nil:
+			return false, nil
+		case errors.Is(err, zk.ErrNoNode):
+			return true, nil
+		case !errors.Is(err, zk.ErrBadVersion):
+			return false, err
+		}
+	}
+}
