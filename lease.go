@@ -149,6 +149,15 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		err = nil // the same loss, reported once
 	case err != nil:
 		err = &LockError{Name: l.token.Name, Op: OpUnlock, Err: err}
+		if errors.Is(err, ErrLost) {
+			// Found lost by the release itself (a revoked lease's Done
+			// closed already): Err says so from now on.
+			l.mu.Lock()
+			if l.lost == nil {
+				l.lost = err
+			}
+			l.mu.Unlock()
+		}
 	}
 	return errors.Join(lost, err)
 }

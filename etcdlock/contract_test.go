@@ -39,7 +39,18 @@ func (b *etcdBackend) ObservedSession(t *testing.T, o locktest.Observed) locktes
 	if o.Short {
 		opts = append(opts, etcdlock.WithTTL(3*time.Second))
 	}
+	if o.Revocable {
+		opts = append(opts, etcdlock.WithRevocable())
+	}
 	return &etcdSession{s: newSession(t, cli, opts...), admin: b.clus.Client(0)}
+}
+
+func (b *etcdBackend) Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
+	return etcdlock.Revoke(ctx, b.clus.Client(0), etcdlock.DefaultPrefix, name, r)
+}
+
+func (b *etcdBackend) Revocations(ctx context.Context, name string) ([]distlock.Revocation, error) {
+	return etcdlock.Revocations(ctx, b.clus.Client(0), etcdlock.DefaultPrefix, name)
 }
 
 func (b *etcdBackend) Entries(t *testing.T, name string) []string {

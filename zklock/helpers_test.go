@@ -243,8 +243,20 @@ func (b *zkBackend) ObservedSession(t *testing.T, o locktest.Observed) locktest.
 	}
 	drain(events)
 	b.n++
-	s := newSession(t, conn, zklock.WithPrefix(b.prefix), zklock.WithMeterProvider(o.MeterProvider), zklock.WithTracerProvider(o.TracerProvider), zklock.WithNameNormalizer(o.NameNormalizer))
+	opts := []zklock.Option{zklock.WithPrefix(b.prefix), zklock.WithMeterProvider(o.MeterProvider), zklock.WithTracerProvider(o.TracerProvider), zklock.WithNameNormalizer(o.NameNormalizer)}
+	if o.Revocable {
+		opts = append(opts, zklock.WithRevocable())
+	}
+	s := newSession(t, conn, opts...)
 	return &zkSession{ens: b.ens, conn: conn, s: s}
+}
+
+func (b *zkBackend) Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
+	return zklock.Revoke(ctx, b.admin, b.prefix, name, r, nil)
+}
+
+func (b *zkBackend) Revocations(ctx context.Context, name string) ([]distlock.Revocation, error) {
+	return zklock.Revocations(ctx, b.admin, b.prefix, name)
 }
 
 func (b *zkBackend) Entries(t *testing.T, name string) []string {

@@ -41,6 +41,8 @@ type Backend interface {
 	// WaitLine blocks until semaphore name's line has at least n entries,
 	// waiting on the store's notifications.
 	WaitLine(t *testing.T, name string, n int)
+	// Revoker revokes the backend's locks, and lists their revocations.
+	Revoker
 }
 
 // Session is one backend session.
@@ -92,6 +94,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	cases = append(cases, electionCases...)
 	cases = append(cases, telemetryCases...)
 	cases = append(cases, semaphoreCases...)
+	cases = append(cases, revokeCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
 	}

@@ -28,6 +28,9 @@ type Observed struct {
 	// (a TTL or session timeout of about 3 s), for cases that wait for
 	// keepalives and deadlines.
 	Short bool
+	// Revocable asks for a session whose holders follow revocations
+	// (etcdlock and zklock WithRevocable).
+	Revocable bool
 }
 
 // telemetryCases are the contract's metrics and traces: the same

@@ -137,10 +137,11 @@ type Driver interface {
 	// more than one waiter.
 	WaitSlot(ctx context.Context, line *Node) error
 	// FollowRevoke arranges for revoked to be called, once, with the
-	// record's data when a revocation of n's entry (a held lock's, by its
-	// token) is recorded, until n.Alive() ends; it returns at once. The
-	// engine calls it for held entries of revocable sessions only.
-	FollowRevoke(n *Node, revoked func(data []byte))
+	// record's data when a revocation of n's entry (a held entry of lock
+	// name, by its token) is recorded, until n.Alive() ends; it returns at
+	// once. The engine calls it for held entries of revocable sessions
+	// only.
+	FollowRevoke(n *Node, name string, revoked func(data []byte))
 	// Proclaim sets a leading candidate's value, only while its entry is
 	// still this acquisition's.
 	Proclaim(ctx context.Context, n *Node, value string) error

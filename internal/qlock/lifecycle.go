@@ -234,7 +234,11 @@ func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 		e.d.Log().Info(e.d.Shared().pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
 	})
 	if e.d.Shared().Revocable() {
-		e.d.FollowRevoke(n, func(data []byte) {
+		lock := n.Name
+		if name, _, ok := distlock.ParseSlotName(n.Name); ok && n.Kind == Counted {
+			lock = name // a permit's: revoked as the semaphore's holder
+		}
+		e.d.FollowRevoke(n, lock, func(data []byte) {
 			r, err := distlock.ParseRevocation(data)
 			if err != nil {
 				// Still a request to let go; what it says is unknown.

@@ -31,8 +31,8 @@ func revokeKey(prefix, name string, seq int64) string {
 // entry's own revision (the record cannot be older), until n.Alive()
 // ends: one watch per held lock, and only for sessions that opted in
 // (qlock.Driver).
-func (s *Session) FollowRevoke(n *qlock.Node, revoked func(data []byte)) {
-	key := revokeKey(s.prefix, n.Name, n.Token)
+func (s *Session) FollowRevoke(n *qlock.Node, name string, revoked func(data []byte)) {
+	key := revokeKey(s.prefix, name, n.Token)
 	s.Go(func(ctx context.Context) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()

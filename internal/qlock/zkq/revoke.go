@@ -44,8 +44,8 @@ type bell struct {
 
 // FollowRevoke calls revoked when n's revocation record appears, until
 // n.Alive() ends (qlock.Driver).
-func (s *Session) FollowRevoke(n *qlock.Node, revoked func(data []byte)) {
-	dir := RevokeDir(s.prefix, n.Name)
+func (s *Session) FollowRevoke(n *qlock.Node, name string, revoked func(data []byte)) {
+	dir := RevokeDir(s.prefix, name)
 	var once sync.Once
 	call := func(data []byte) {
 		if n.Alive().Err() == nil {
