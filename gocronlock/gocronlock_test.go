@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,12 +26,21 @@ type instance struct {
 	b        gocronlock.Backend
 	election func(name string) distlock.Elector
 	end      func(t *testing.T)
+	// holder is the session's holder value ("instance-N", N counting the
+	// instances of the store from 0): what the markers it writes name.
+	holder string
+	// markers counts the done-markers lock name has in the store
+	// (etcdlock.SlotMarkers, zklock.SlotMarkers: what `distlock status`
+	// shows).
+	markers func(ctx context.Context, name string) (int, error)
 }
 
 // store starts a cluster of kind ("etcd" or "zk") and returns a maker of
 // instances on it.
 func store(t *testing.T, kind string) func(t *testing.T) instance {
 	ctx := context.Background()
+	var made atomic.Int32
+	holder := func() string { return fmt.Sprintf("instance-%d", made.Add(1)-1) }
 	if kind == "etcd" {
 		c := integration.NewEtcd(t)
 		cli, err := c.Client()
@@ -37,12 +48,18 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 			t.Fatal(err)
 		}
 		return func(t *testing.T) instance {
-			s, err := etcdlock.NewSession(ctx, cli)
+			h := holder()
+			s, err := etcdlock.NewSession(ctx, cli, etcdlock.WithHolder(h))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close(context.Background()) })
 			return instance{
+				holder: h,
+				markers: func(ctx context.Context, name string) (int, error) {
+					n, _, err := etcdlock.SlotMarkers(ctx, cli, s.Prefix(), name, 0)
+					return n, err
+				},
 				b: gocronlock.Etcd(s),
 				election: func(name string) distlock.Elector {
 					e, err := etcdlock.NewElection(s, name)
@@ -66,12 +83,18 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 			t.Fatal(err)
 		}
 		t.Cleanup(conn.Close)
-		s, err := zklock.NewSession(ctx, conn)
+		h := holder()
+		s, err := zklock.NewSession(ctx, conn, zklock.WithHolder(h))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close(context.Background()) })
 		return instance{
+			holder: h,
+			markers: func(ctx context.Context, name string) (int, error) {
+				n, _, err := zklock.SlotMarkers(ctx, conn, s.Prefix(), name, 0)
+				return n, err
+			},
 			b: gocronlock.ZooKeeper(s),
 			election: func(name string) distlock.Elector {
 				e, err := zklock.NewElection(s, name)
@@ -159,19 +182,101 @@ func scheduler(t *testing.T, inst int, spec string, locker gocron.Locker, slot f
 	return s
 }
 
-// TestLockerOncePerSlot: three schedulers on three sessions run the same
-// every-second job, with clocks 150 ms apart and firing 0, 100 and 200 ms
-// late (a fast job: its lock is free again before the late ones try;
-// each fires within half a period of the scheduled second, which the
-// Locker needs).
-// Each slot runs exactly once across them, and each run's slot is marked.
+// claims is a Locker that notes, for one instance, the slot each Lock
+// claims — the Locker's clock read as it asks, as the Locker itself reads
+// it — and how the Lock ended: so that a run is counted in the slot its
+// lock was taken for (not in one read later, in the job), and a slot
+// that nobody ran can say why.
+type claims struct {
+	inst  int
+	l     *gocronlock.Locker
+	now   func() time.Time
+	tries *tries
+
+	mu   sync.Mutex
+	slot string // the slot of the last Lock that succeeded: the run under way
+}
+
+func (c *claims) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+	slot := c.l.Slot(c.now())
+	lk, err := c.l.Lock(ctx, key)
+	c.tries.add(slot, c.inst, err)
+	if err == nil {
+		c.mu.Lock()
+		c.slot = slot
+		c.mu.Unlock()
+	}
+	return lk, err
+}
+
+// claimed is the slot of the run under way.
+func (c *claims) claimed() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slot
+}
+
+// tries are every instance's Locks, by slot.
+type tries struct {
+	mu sync.Mutex
+	by map[string][]string // slot: "instance 1: lock held", ...
+	n  map[string]int      // outcome: how many
+}
+
+func newTries() *tries { return &tries{by: map[string][]string{}, n: map[string]int{}} }
+
+func (tr *tries) add(slot string, inst int, err error) {
+	what := "ran"
+	switch {
+	case err == nil:
+	case errors.Is(err, distlock.ErrLocked):
+		what = "lock held"
+	case errors.Is(err, distlock.ErrSlotDone):
+		what = "slot done"
+	default:
+		what = err.Error()
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.by[slot] = append(tr.by[slot], fmt.Sprintf("instance %d: %s", inst, what))
+	tr.n[what]++
+}
+
+func (tr *tries) of(slot string) []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]string(nil), tr.by[slot]...)
+}
+
+func (tr *tries) counts() map[string]int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return maps.Clone(tr.n)
+}
+
+// TestLockerOncePerSlot (issue #16): three schedulers, each on a session
+// (and client or connection) of its own, run the same every-second job for
+// 20 s of wall time, with clocks 150 ms apart and firing 0, 100 and
+// 200 ms late (a fast job: its lock is free again before the late ones
+// try; each fires within half a period of the scheduled second, which the
+// Locker needs). Each slot from the first that ran to the last ran exactly
+// once across them — none twice, none skipped by all three — on the
+// instance its marker names; the runs are as many as the slots' markers,
+// and as the markers the store holds in all (SlotMarkers); and there are
+// at least 17 of them. The stores run side by side (t.Parallel), so the
+// test takes about 20 s plus a cluster's start.
 func TestLockerOncePerSlot(t *testing.T) {
+	const (
+		duration = 20 * time.Second
+		minRuns  = 17 // of the ~20 slots the schedulers fire in duration
+	)
 	for _, kind := range []string{"etcd", "zk"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			newInst := store(t, kind)
 			skews := []time.Duration{-150 * time.Millisecond, 0, 150 * time.Millisecond}
 			splays := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}
-			rs := newRuns()
+			rs, tr := newRuns(), newTries()
 			var (
 				lockers []*gocronlock.Locker
 				insts   []instance
@@ -185,43 +290,101 @@ func TestLockerOncePerSlot(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				c := &claims{inst: i, l: l, now: now, tries: tr}
 				lockers, insts = append(lockers, l), append(insts, in)
-				scheds = append(scheds, scheduler(t, i, "* * * * * *", late{l, splays[i]}, func() string { return l.Slot(now()) }, rs, nil))
+				scheds = append(scheds, scheduler(t, i, "* * * * * *", late{c, splays[i]}, c.claimed, rs, nil))
 			}
-			// Wait for runs, on the runs themselves.
-			for n := 0; n < 8; n++ {
-				select {
-				case <-rs.ch:
-				case <-time.After(30 * time.Second):
-					t.Fatalf("only %d runs in 30 s", n)
-				}
+			// The 20 s are the duration under test: wall time, not an
+			// event to wait on.
+			timer := time.NewTimer(duration)
+			<-timer.C
+			// Shutdown waits for the runs under way (their Unlock marks).
+			// All three at once, so that no instance runs slots after
+			// another has stopped.
+			errs := make([]error, len(scheds))
+			var wg sync.WaitGroup
+			for i, s := range scheds {
+				wg.Go(func() { errs[i] = s.Shutdown() })
 			}
-			// Shutdown waits for the runs under way: their Unlock marks.
-			for _, s := range scheds {
-				if err := s.Shutdown(); err != nil {
-					t.Fatal(err)
-				}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
 			}
+
 			all := rs.list()
-			by := map[string][]int{}
+			if len(all) == 0 {
+				t.Fatalf("no run in %v", duration)
+			}
+			by := map[string][]int{} // slot: the instances that ran it
+			perInst := make([]int, len(insts))
+			var first, last string
 			for _, r := range all {
 				by[r.slot] = append(by[r.slot], r.inst)
-			}
-			for slot, who := range by {
-				if len(who) > 1 {
-					t.Errorf("slot %s ran %d times (instances %v)", slot, len(who), who)
+				perInst[r.inst]++
+				if first == "" || r.slot < first {
+					first = r.slot
+				}
+				if r.slot > last {
+					last = r.slot
 				}
 			}
-			marks, err := insts[0].b.Marks(lockers[0].LockName("report"))
+			// No edge of the range is excluded: a slot counts once an
+			// instance ran it, and each fires every slot from its Start
+			// to its Shutdown (all three at once), so the first and last
+			// slots that ran bound an unbroken range however the starts
+			// and the stop fall in their seconds.
+			from, err := time.Parse(time.RFC3339, first)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for slot := range by {
-				if m, err := marks.Marker(context.Background(), slot); err != nil || m == nil {
-					t.Errorf("slot %s ran but has no marker (err %v)", slot, err)
+			to, err := time.Parse(time.RFC3339, last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := lockers[0].LockName("report")
+			marks, err := insts[0].b.Marks(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			slots, marked := 0, 0
+			for at := from; !at.After(to); at = at.Add(time.Second) {
+				slot := lockers[0].Slot(at)
+				slots++
+				who := by[slot]
+				m, err := marks.Marker(ctx, slot)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m != nil {
+					marked++
+				}
+				switch {
+				case len(who) == 0:
+					t.Errorf("slot %s (between %s and %s) ran on no instance (%s; marker %v)", slot, first, last, strings.Join(tr.of(slot), ", "), m)
+				case len(who) > 1:
+					t.Errorf("slot %s ran %d times (instances %v; %s)", slot, len(who), who, strings.Join(tr.of(slot), ", "))
+				case m == nil:
+					t.Errorf("slot %s ran on instance %d but has no marker", slot, who[0])
+				case m.Holder != insts[who[0]].holder:
+					t.Errorf("slot %s ran on instance %d but its marker is %v", slot, who[0], m)
 				}
 			}
-			t.Logf("%d runs in %d slots", len(all), len(by))
+			if marked != len(all) {
+				t.Errorf("%d runs, %d markers in their slots %s..%s", len(all), marked, first, last)
+			}
+			total, err := insts[0].markers(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if total != len(all) {
+				t.Errorf("%d runs, %d markers of lock %q in the store", len(all), total, name)
+			}
+			if len(all) < minRuns {
+				t.Errorf("%d runs in %v, want at least %d", len(all), duration, minRuns)
+			}
+			t.Logf("%d runs in %d slots %s..%s (per instance %v), %d markers in all; Locks: %v", len(all), slots, first, last, perInst, total, tr.counts())
 		})
 	}
 }
