@@ -59,7 +59,7 @@ func (s *Session) FollowRevoke(n *qlock.Node, name string, revoked func(data []b
 					break
 				}
 				for _, ev := range resp.Events {
-					if ev.Type == mvccpb.PUT && ev.Kv.CreateRevision == ev.Kv.ModRevision {
+					if ev.Type == mvccpb.PUT {
 						revoked(ev.Kv.Value)
 						return
 					}

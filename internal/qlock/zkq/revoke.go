@@ -173,15 +173,23 @@ func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []
 		if err != nil {
 			return nil, err
 		}
-		if !bytes.Equal(old, data) {
-			return old, nil
+		if bytes.Equal(old, data) {
+			old = nil // ours: a create whose answer was lost, then retried
 		}
-		// Ours: a create whose answer was lost, then retried.
-	} else if err != nil {
+		// Rung again for a record that exists: its first revoker may have
+		// stopped before it rang.
+		return old, r.ring(ctx, dir, seq)
+	}
+	if err != nil {
 		return nil, err
 	}
-	_, err = retry(ctx, func() (*zk.Stat, error) { return r.Conn.Set(dir, []byte(distlock.RevokeKey(seq)), -1) })
-	return nil, err
+	return nil, r.ring(ctx, dir, seq)
+}
+
+// ring sets the bell's data, which revocable holders watch.
+func (r RevokeStore) ring(ctx context.Context, dir string, seq int64) error {
+	_, err := retry(ctx, func() (*zk.Stat, error) { return r.Conn.Set(dir, []byte(distlock.RevokeKey(seq)), -1) })
+	return err
 }
 
 // Update replaces token seq's record.
