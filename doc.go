@@ -3,8 +3,9 @@
 // [Locker] and [Elector] interfaces that the backends' recipes implement,
 // the helpers that run work under a lock or as the leader ([Do],
 // [RunAsLeader]), the errors ([LockError] and the sentinels), lock-name
-// rules ([ValidateName]) and the read-only view of a lock's queue
-// ([QueueEntry]).
+// rules ([ValidateName]), the read-only view of a lock's queue
+// ([QueueEntry]) and an operator's revocation of a holder
+// ([RevokeRequest], [Revocation], [RevokedError]).
 //
 // The recipes live in the backend packages: etcdlock (etcd) and zklock
 // (ZooKeeper) each offer a Session, a fair FIFO Mutex, a readers-writer
