@@ -29,6 +29,7 @@ var revokeCases = []struct {
 	{"RevokeReadersAndPermits", revokeShared},
 	{"RevokeRevokerStops", revokeRevokerStops},
 	{"RevokeAtOnce", revokeAtOnce},
+	{"RevokeForceRacesRelease", revokeForceRacesRelease},
 }
 
 // revocable returns a session whose holders follow revocations.
@@ -406,4 +407,41 @@ func revokeAtOnce(t *testing.T, b Backend) {
 		}
 		oneRevocation(t, <-res, distlock.RevokeReleased)
 	}
+}
+
+// revokeForceRacesRelease sweeps the holder's release across the end of
+// the grace period, when the revoker forces: whichever comes first, the
+// force never deletes the successor's entry (the waiter that the release
+// or the force let in keeps the lock), and the outcome says which came
+// first.
+func revokeForceRacesRelease(t *testing.T, b Backend) {
+	const grace = 150 * time.Millisecond
+	hs := revocable(t, b)
+	ws := b.Session(t)
+	outcomes := map[distlock.RevokeOutcome]int{}
+	for _, offset := range []time.Duration{-30, -15, -8, -4, -2, -1, 0, 1, 2, 4, 8, 15, 30} {
+		offset *= time.Millisecond
+		l := MustLock(t, mutex(t, hs, "sweep"))
+		waiter := LockAsync(Ctx(t), mutex(t, ws, "sweep"))
+		b.WaitEntries(t, "sweep", 2)
+		res := revokeAsync(Ctx(t), b, "sweep", distlock.RevokeRequest{Reason: "sweep", Grace: grace, Force: true})
+		release := time.AfterFunc(grace+offset, func() { _ = l.Unlock(context.Background()) })
+		r := <-res
+		w := <-waiter
+		if release.Stop() {
+			_ = l.Unlock(Ctx(t)) // forced before its time came: lost
+		}
+		if r.err != nil || w.Err != nil || len(r.rs) != 1 {
+			t.Fatalf("offset %v: Revoke %+v, %v; waiter %v", offset, r.rs, r.err, w.Err)
+		}
+		outcomes[r.rs[0].Outcome]++
+		// The successor's entry survived the force, whichever came first.
+		if got := b.Entries(t, "sweep"); len(got) != 1 || w.Lease.Err() != nil {
+			t.Fatalf("offset %v (%s): entries %v, successor's Err %v", offset, r.rs[0].Outcome, got, w.Lease.Err())
+		}
+		if err := w.Lease.Unlock(Ctx(t)); err != nil {
+			t.Fatalf("offset %v (%s): the successor's Unlock: %v", offset, r.rs[0].Outcome, err)
+		}
+	}
+	t.Logf("outcomes across the sweep: %v", outcomes)
 }
