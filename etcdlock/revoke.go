@@ -10,7 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Revoke asks the holders of lock name (under key prefix prefix: a
+// Revoke asks the holders of lock name (under key prefix prefix,
+// DefaultPrefix if empty: a
 // Mutex's or writer's holder, every reader holding, every permit of a
 // semaphore) to let go, in two phases: it records a revocation per holder
 // beside the lock,
@@ -34,6 +35,9 @@ func Revoke(ctx context.Context, cli *clientv3.Client, prefix, name string, r di
 	if cli == nil {
 		return nil, fmt.Errorf("etcdlock: revoke %q: %w: *clientv3.Client is nil", name, distlock.ErrNilClient)
 	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
 	return qlock.Revoke(ctx, etcdq.RevokeStore{Client: cli, Prefix: prefix}, "etcdlock", name, r)
 }
 
@@ -44,6 +48,9 @@ func Revoke(ctx context.Context, cli *clientv3.Client, prefix, name string, r di
 func Revocations(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]distlock.Revocation, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("etcdlock: revocations of %q: %w: *clientv3.Client is nil", name, distlock.ErrNilClient)
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
 	}
 	return qlock.Revocations(ctx, etcdq.RevokeStore{Client: cli, Prefix: prefix}, "etcdlock", name)
 }

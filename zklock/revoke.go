@@ -10,7 +10,8 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// Revoke asks the holders of lock name (under prefix: a Mutex's or
+// Revoke asks the holders of lock name (under prefix, DefaultPrefix if
+// empty: a Mutex's or
 // writer's holder, every reader holding, every permit of a semaphore) to
 // let go, in two phases: it records a revocation per holder beside the
 // lock, as a persistent znode with acl (nil: zk.WorldACL(zk.PermAll)),
@@ -35,6 +36,12 @@ func Revoke(ctx context.Context, conn *zk.Conn, prefix, name string, r distlock.
 	if conn == nil {
 		return nil, fmt.Errorf("zklock: revoke %q: %w: *zk.Conn is nil", name, distlock.ErrNilClient)
 	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if err := zkq.CheckPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("zklock: revoke %q: %w", name, err)
+	}
 	return qlock.Revoke(ctx, zkq.RevokeStore{Conn: conn, Prefix: prefix, ACL: acl}, "zklock", name, r)
 }
 
@@ -45,6 +52,12 @@ func Revoke(ctx context.Context, conn *zk.Conn, prefix, name string, r distlock.
 func Revocations(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distlock.Revocation, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("zklock: revocations of %q: %w: *zk.Conn is nil", name, distlock.ErrNilClient)
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if err := zkq.CheckPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("zklock: revocations of %q: %w", name, err)
 	}
 	return qlock.Revocations(ctx, zkq.RevokeStore{Conn: conn, Prefix: prefix}, "zklock", name)
 }
