@@ -132,6 +132,29 @@ func TestShort(t *testing.T) {
 				}
 			})
 
+			// Forced revocations of a stalled holder: its entry deleted
+			// from outside while it still works; its late writes must be
+			// refused.
+			t.Run("register/revoke", func(t *testing.T) {
+				nem, err := chaos.Nemeses(chaos.NemRevoke)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res := run(t, short(chaos.Config{Nemeses: nem, Duration: 2 * time.Second}))
+				if !res.OK(true) {
+					t.Errorf("seed %d: checks failed: %v", res.Seed, res.Failed())
+				}
+				if res.Faults[chaos.NemRevoke] == 0 {
+					t.Fatalf("seed %d: no revocation injected", res.Seed)
+				}
+				if c, _ := byName(res, "forced-expiry-fenced", "lock"); c.Skipped {
+					t.Errorf("seed %d: no holder was forced out: %s", res.Seed, c)
+				}
+				if c, _ := byName(res, "linearizable", "unfenced"); c.OK {
+					t.Errorf("seed %d: the unfenced control passed although a revoked holder wrote after its successor: %s", res.Seed, c)
+				}
+			})
+
 			for _, w := range chaos.Workloads() {
 				t.Run(w.Name()+"/mixed", func(t *testing.T) {
 					res := run(t, short(chaos.Config{Workload: w, Nemeses: shortNemeses(), Combine: true, Duration: 4 * time.Second}))

@@ -257,12 +257,28 @@ func acquisitions(ops []Op) []acquisition {
 }
 
 // forcedExpiries returns, per process, the times its session was expired
-// from outside.
+// from outside, or its hold was revoked by force (its entry deleted from
+// outside: the revoke nemesis records the token it forced, and the
+// process is the one that acquired with that token).
 func forcedExpiries(ops []Op) map[string][]int64 {
 	m := map[string][]int64{}
+	revoked := map[string][]int64{} // token: when forced
 	for _, op := range ops {
-		if op.Kind == KindFault && (op.Fault == NemExpireSession || op.Fault == NemExpireSession+"/expire") && op.Outcome == OK {
+		if op.Kind != KindFault || op.Outcome != OK {
+			continue
+		}
+		switch op.Fault {
+		case NemExpireSession, NemExpireSession + "/expire":
 			m[op.Target] = append(m[op.Target], op.Invoke)
+		case NemRevoke + "/force":
+			revoked[op.Token] = append(revoked[op.Token], op.Invoke)
+		}
+	}
+	if len(revoked) > 0 {
+		for _, op := range ops {
+			if op.Kind == KindAcquire && op.Outcome == OK && revoked[op.Token] != nil {
+				m[op.Process] = append(m[op.Process], revoked[op.Token]...)
+			}
 		}
 	}
 	return m

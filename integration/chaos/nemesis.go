@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -22,6 +23,10 @@ const (
 	NemHoldReplies     = "zk-hold-replies"
 	NemDropConnection  = "zk-drop-connection"
 	NemCompact         = "etcd-compact"
+	// NemRevoke force-revokes the lock's holders (distlock's Revoke with
+	// Force): their entries deleted from outside, while they may still
+	// be working.
+	NemRevoke = "revoke"
 )
 
 // Nemeses returns the named nemeses; "all" (or none) returns every one.
@@ -59,6 +64,7 @@ func AllNemeses() []Nemesis {
 		nemesis{NemHoldReplies, onZK, injectHoldReplies},
 		nemesis{NemDropConnection, onZK, injectDrop},
 		nemesis{NemCompact, onEtcd, injectCompact},
+		nemesis{NemRevoke, nil, injectRevoke},
 	}
 }
 
@@ -289,4 +295,56 @@ func (holderPause) Inject(ctx context.Context, env *Env) (string, func(context.C
 		}
 		return nil
 	}, nil
+}
+
+// injectRevoke force-revokes the lock's holders, as an operator would a
+// hung one. With a workload that can stall a worker mid-critical-section,
+// it stalls one first and revokes it at once (grace 0), so that the
+// revoked holder, which still believes it holds, writes after its
+// successor: the fences must refuse it. Otherwise it revokes whoever
+// holds, after a short grace. Each forced holder's token is recorded
+// (NemRevoke+"/force") for the checkers, which treat it like a session
+// expired from outside.
+func injectRevoke(ctx context.Context, env *Env) (string, func(context.Context) error, error) {
+	n := len(env.Clients)
+	revoke := func(by int, grace time.Duration) (string, error) {
+		rs, err := env.Clients[by].Revoke(ctx, env.Lock, distlock.RevokeRequest{Reason: "chaos", By: "nemesis", Grace: grace, Force: true})
+		var forced []string
+		for _, r := range rs {
+			if r.Outcome == distlock.RevokeForced {
+				forced = append(forced, r.Token)
+			}
+		}
+		return strings.Join(forced, ","), err
+	}
+	record := func(target, tokens string) {
+		for _, t := range strings.Split(tokens, ",") {
+			if t != "" {
+				env.History.Event(Op{Process: "nemesis", Kind: KindFault, Fault: NemRevoke + "/force", Target: target, Token: t, Outcome: OK})
+			}
+		}
+	}
+	st, ok := env.workload.(staller)
+	if !ok {
+		tokens, err := revoke(env.Rand(n), env.RandDuration(0, 300*time.Millisecond))
+		record("holders", tokens)
+		return "holders", noHeal, err
+	}
+	i := env.Rand(n)
+	target := fmt.Sprintf("w%d", i)
+	sctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
+	tok, release, stalled := st.Stall(sctx, i)
+	cancel()
+	tokens, err := revoke((i+1)%n, 0)
+	record(target, tokens)
+	if err != nil {
+		release()
+		return target, nil, err
+	}
+	if stalled && tokens != "" {
+		wctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
+		st.WaitSuccessor(wctx, tok)
+		cancel()
+	}
+	return target, func(context.Context) error { release(); return nil }, nil
 }

@@ -72,6 +72,8 @@ type Client interface {
 	Register(ctx context.Context, name, lock string) (Register, error)
 	// Entries lists the keys or znodes of lock's queue.
 	Entries(ctx context.Context, lock string) ([]string, error)
+	// Revoke revokes lock's holders (etcdlock.Revoke, zklock.Revoke).
+	Revoke(ctx context.Context, lock string, r distlock.RevokeRequest) ([]distlock.Revocation, error)
 	// Close closes the connection.
 	Close() error
 }
@@ -197,6 +199,10 @@ func (c *etcdClient) Entries(ctx context.Context, lock string) ([]string, error)
 	return entryKeys(es), err
 }
 
+func (c *etcdClient) Revoke(ctx context.Context, lock string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
+	return etcdlock.Revoke(ctx, c.cli, "", lock, r)
+}
+
 func entryKeys(es []distlock.QueueEntry) []string {
 	var keys []string
 	for _, e := range es {
@@ -303,6 +309,10 @@ func (c *zkClient) NewSession(ctx context.Context) (Session, error) {
 func (c *zkClient) Entries(ctx context.Context, lock string) ([]string, error) {
 	es, err := zklock.Inspect(ctx, c.conn, "", lock)
 	return entryKeys(es), err
+}
+
+func (c *zkClient) Revoke(ctx context.Context, lock string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
+	return zklock.Revoke(ctx, c.conn, "", lock, r, nil)
 }
 
 func (c *zkClient) Expire(ctx context.Context) error { return c.e.ExpireSession(ctx, c.conn) }
