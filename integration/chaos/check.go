@@ -258,8 +258,8 @@ func acquisitions(ops []Op) []acquisition {
 
 // forcedExpiries returns, per process, the times its session was expired
 // from outside, or its hold was revoked by force (its entry deleted from
-// outside: the revoke nemesis records the token it forced, and the
-// process is the one that acquired with that token).
+// outside: the revoke nemesis records the tokens it forced, with the time
+// it started, and the process is the one that acquired with each).
 func forcedExpiries(ops []Op) map[string][]int64 {
 	m := map[string][]int64{}
 	revoked := map[string][]int64{} // token: when forced
@@ -271,7 +271,11 @@ func forcedExpiries(ops []Op) map[string][]int64 {
 		case NemExpireSession, NemExpireSession + "/expire":
 			m[op.Target] = append(m[op.Target], op.Invoke)
 		case NemRevoke + "/force":
-			revoked[op.Token] = append(revoked[op.Token], op.Invoke)
+			for _, t := range strings.Split(op.Token, ",") {
+				if t != "" {
+					revoked[t] = append(revoked[t], op.Invoke)
+				}
+			}
 		}
 	}
 	if len(revoked) > 0 {

@@ -307,7 +307,11 @@ func (holderPause) Inject(ctx context.Context, env *Env) (string, func(context.C
 // expired from outside.
 func injectRevoke(ctx context.Context, env *Env) (string, func(context.Context) error, error) {
 	n := len(env.Clients)
-	revoke := func(by int, grace time.Duration) (string, error) {
+	// revoke records the forced tokens as one event that starts before
+	// the Revoke (the deletes happen inside it, and a successor may
+	// acquire before it returns) and names them once it is over.
+	revoke := func(by int, target string, grace time.Duration) (bool, error) {
+		op := env.History.Invoke(Op{Process: "nemesis", Kind: KindFault, Fault: NemRevoke + "/force", Target: target})
 		rs, err := env.Clients[by].Revoke(ctx, env.Lock, distlock.RevokeRequest{Reason: "chaos", By: "nemesis", Grace: grace, Force: true})
 		var forced []string
 		for _, r := range rs {
@@ -315,19 +319,13 @@ func injectRevoke(ctx context.Context, env *Env) (string, func(context.Context) 
 				forced = append(forced, r.Token)
 			}
 		}
-		return strings.Join(forced, ","), err
-	}
-	record := func(target, tokens string) {
-		for _, t := range strings.Split(tokens, ",") {
-			if t != "" {
-				env.History.Event(Op{Process: "nemesis", Kind: KindFault, Fault: NemRevoke + "/force", Target: target, Token: t, Outcome: OK})
-			}
-		}
+		env.History.Update(op, func(o *Op) { o.Token = strings.Join(forced, ",") })
+		env.History.Complete(op, outcomeOf(err), err)
+		return len(forced) > 0, err
 	}
 	st, ok := env.workload.(staller)
 	if !ok {
-		tokens, err := revoke(env.Rand(n), env.RandDuration(0, 300*time.Millisecond))
-		record("holders", tokens)
+		_, err := revoke(env.Rand(n), "holders", env.RandDuration(0, 300*time.Millisecond))
 		return "holders", noHeal, err
 	}
 	i := env.Rand(n)
@@ -335,13 +333,12 @@ func injectRevoke(ctx context.Context, env *Env) (string, func(context.Context) 
 	sctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
 	tok, release, stalled := st.Stall(sctx, i)
 	cancel()
-	tokens, err := revoke((i+1)%n, 0)
-	record(target, tokens)
+	forced, err := revoke((i+1)%n, target, 0)
 	if err != nil {
 		release()
 		return target, nil, err
 	}
-	if stalled && tokens != "" {
+	if stalled && forced {
 		wctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
 		st.WaitSuccessor(wctx, tok)
 		cancel()
