@@ -45,7 +45,8 @@ stderr who revoked it and why, sends SIGTERM, then SIGKILL after --grace
 or sooner, so that it can release the lock before the revocation's grace
 period ends (by then, less a quarter of it, at most 1s); then it releases
 the lock and exits with COMMAND's own code, as for a forwarded signal (76
-if the revocation was forced before COMMAND ended: the lock was lost).
+if the revocation was forced before COMMAND ended: the lock was lost; 75,
+COMMAND not started, if it was revoked before COMMAND started).
 With --revocable=false distlock ignores revocations: only a forced one
 (revoke --force) takes the lock, as a loss (exit 76).
 
