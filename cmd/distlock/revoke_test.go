@@ -152,9 +152,6 @@ func TestRevokeRunShortGrace(t *testing.T) {
 // TestRevokePermits: every permit of a semaphore is a holder; revoke asks
 // them all, and revocable ones release.
 func TestRevokePermits(t *testing.T) {
-	t.Skip("library bug: a permit's holder follows revocation records under the slot's name " +
-		"(FollowRevoke uses qlock.Node.Name, distlock.SlotName(NAME, K)), Revoke writes them under NAME: " +
-		"permits never see a revocation; un-skip once fixed")
 	forEachBackend(t, func(t *testing.T, b *testBackend) {
 		t.Parallel()
 		ctx := testCtx(t)
