@@ -104,6 +104,16 @@ const waitDelay = 2 * time.Second
 //     or while it ran: the command's process group got SIGTERM, then
 //     SIGKILL after o.grace if it was still running; the message says why
 //     the lock was lost (lease.Err());
+//   - when the lock was revoked while it ran (a revocable session's
+//     lease.Done closed with a *distlock.RevokedError), the command is
+//     stopped the same way, but SIGKILL comes sooner than o.grace if the
+//     revocation's grace period ends sooner (less a margin for the
+//     release), and a line on stderr says who revoked and why. It is no
+//     loss: the command's own code is returned, as for a forwarded signal,
+//     and the caller releases the lock as usual; exitLost only if the
+//     lock was lost as well before the command ended (the revocation was
+//     forced). Revoked before the command started: exit(exitNotAcquired);
+//     the command is not started;
 //   - exit(exitNotFound, ...) when the command does not exist,
 //     exit(exitCannotRun, ...) when it exists but cannot be run;
 //   - when ctx ends first, the command is stopped as on a loss and the
@@ -121,6 +131,9 @@ func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o chil
 	}
 	tok := lease.Token()
 	if err := lease.Err(); err != nil {
+		if re := (*distlock.RevokedError)(nil); errors.As(err, &re) {
+			return exit(exitNotAcquired, fmt.Errorf("lock %q revoked before the command started; not started, the lock is released: %s", tok.Name, revokedBy(re)))
+		}
 		return lostErr(tok.Name, err, false)
 	}
 	if err := ctx.Err(); err != nil {
@@ -163,35 +176,41 @@ func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o chil
 	go func() { done <- cmd.Wait() }()
 
 	var (
-		lost     error // why the lock was lost, once it was
-		stopped  error // ctx's cause, once ctx ended
+		lost     error                  // why the lock was lost, once it was
+		stopped  error                  // ctx's cause, once ctx ended
+		revoked  *distlock.RevokedError // the revocation, once one came
 		kill     <-chan time.Time
 		leaseEnd = lease.Done()
 		ctxEnd   = ctx.Done()
 	)
-	terminate := func() {
+	terminateIn := func(grace time.Duration) {
 		group(syscall.SIGTERM)
-		if o.grace <= 0 {
+		if grace <= 0 {
 			group(syscall.SIGKILL)
 			return
 		}
-		t := time.NewTimer(o.grace)
+		t := time.NewTimer(grace)
 		kill = t.C
 	}
+	terminate := func() { terminateIn(o.grace) }
 	for {
 		select {
 		case err := <-done:
 			if lost == nil && stopped == nil {
-				// The lock may have gone just as the command ended: its
-				// work may not have been exclusive, so say so.
+				// The lock may have gone just as the command ended (or a
+				// revocation was forced): its work may not have been
+				// exclusive, so say so.
 				if err := lease.Err(); errors.Is(err, distlock.ErrLost) {
 					lost = err
 				}
 			}
-			if lost != nil || stopped != nil {
+			if lost != nil || stopped != nil || revoked != nil {
 				// Whatever the command left in its group must not go on
-				// without the lock.
+				// without the lock (or once it is released).
 				group(syscall.SIGKILL)
+			}
+			if lost != nil && revoked != nil {
+				return exit(exitLost, fmt.Errorf("lock %q revoked, then lost before the command ended; the command was stopped: %s", tok.Name, lockCause(lost)))
 			}
 			if lost != nil {
 				return lostErr(tok.Name, lost, true)
@@ -206,24 +225,64 @@ func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o chil
 			}
 		case <-leaseEnd:
 			leaseEnd = nil
-			if lost == nil && stopped == nil {
-				lost = lease.Err()
-				if lost == nil {
-					lost = distlock.ErrLost
-				}
-				terminate()
+			if lost != nil || stopped != nil {
+				break
 			}
+			why := lease.Err()
+			if errors.As(why, &revoked) {
+				// Not a loss: the lock is still held. Stop the command
+				// as on one, but release before the revocation's grace
+				// period ends, so that it need not be forced.
+				grace := revokeKillAfter(o.grace, revoked.Revocation, time.Now())
+				fmt.Fprintf(distlockStderr(o), "distlock: lock %q revoked: %s; stopping the command (SIGTERM now, SIGKILL after %v if it is still running), then releasing the lock\n", tok.Name, revokedBy(revoked), grace.Round(10*time.Millisecond))
+				terminateIn(grace)
+				break
+			}
+			lost = why
+			if lost == nil {
+				lost = distlock.ErrLost
+			}
+			terminate()
 		case <-ctxEnd:
 			ctxEnd = nil
 			if lost == nil && stopped == nil {
 				stopped = context.Cause(ctx)
-				terminate()
+				if revoked == nil { // else stopping already, on the revocation's clock
+					terminate()
+				}
 			}
 		case <-kill:
 			kill = nil
 			group(syscall.SIGKILL)
 		}
 	}
+}
+
+// revokeMargin is how long before a revocation's grace period ends the
+// command is killed at the latest, for the release after it: a quarter of
+// the grace period, at most a second.
+func revokeMargin(grace time.Duration) time.Duration { return min(time.Second, grace/4) }
+
+// revokeKillAfter is how long a revoked command has between SIGTERM and
+// SIGKILL: the stop grace, or less when the revocation's grace period
+// (by the revoker's clock) ends sooner.
+func revokeKillAfter(stopGrace time.Duration, r distlock.Revocation, now time.Time) time.Duration {
+	left := r.GraceEnds().Add(-revokeMargin(r.Grace)).Sub(now)
+	return max(min(stopGrace, left), 0)
+}
+
+// revokedBy says who revoked and why, and when the grace period ends.
+func revokedBy(r *distlock.RevokedError) string {
+	return fmt.Sprintf("by %s: %q (grace %v, ends %s)", r.By, r.Reason, r.Grace, r.GraceEnds().UTC().Format(time.RFC3339))
+}
+
+// distlockStderr is where underLock says what distlock does: the
+// command's stderr, which is distlock's unless the caller chose another.
+func distlockStderr(o childOpts) io.Writer {
+	if o.stderr != nil {
+		return o.stderr
+	}
+	return os.Stderr
 }
 
 // lostErr is the exitLost error for lock name, lost because of why.

@@ -87,8 +87,8 @@ func (c *connFlags) open(ctx context.Context) (*backend.Client, error) {
 }
 
 // session starts a lock session whose entries carry holder.
-func session(ctx context.Context, b *backend.Client, holder string) (*backend.Session, error) {
-	s, err := b.NewSession(ctx, holder)
+func session(ctx context.Context, b *backend.Client, holder string, opts ...backend.SessionOption) (*backend.Session, error) {
+	s, err := b.NewSession(ctx, holder, opts...)
 	if err != nil {
 		return nil, exit(exitUnreachable, err)
 	}

@@ -27,7 +27,11 @@ type lockCmd struct {
 	// permits, when above 0, makes the lock a semaphore of that many
 	// permits (run --permits).
 	permits int
-	set     map[string]bool // the flags given
+	// revocable makes the holder follow revocations (run --revocable):
+	// the command is stopped, and the lock released, when an operator
+	// revokes it (distlock revoke).
+	revocable bool
+	set       map[string]bool // the flags given
 }
 
 // register adds the flags to fs; noWait says whether --no-wait is offered.
@@ -149,7 +153,11 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 		return nil, signalled(err)
 	}
 	cleanup = append(cleanup, b.Close)
-	s, err := session(wctx, b, holder)
+	var sopts []backend.SessionOption
+	if c.revocable {
+		sopts = append(sopts, backend.Revocable())
+	}
+	s, err := session(wctx, b, holder, sopts...)
 	if err != nil {
 		return nil, signalled(err)
 	}

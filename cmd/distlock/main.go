@@ -7,6 +7,8 @@
 //	distlock status [conn] NAME                    NAME's holder and waiters
 //	distlock once --lock NAME --slot SLOT [conn] -- CMD [ARGS]
 //	                                               run CMD once per SLOT across all servers
+//	distlock revoke --reason TEXT [--grace D] [--force] [conn] NAME
+//	                                               ask NAME's holders to let go, then force it
 //
 // Exit codes (see exitCodes): the command's own code when it ran, and
 // distinct codes for a usage error, a cluster that cannot be reached, a
@@ -56,8 +58,9 @@ const (
 	// credentials (TLS, etcd user, ZooKeeper digest), or answered with an
 	// error before the lock was asked for (EX_UNAVAILABLE).
 	exitUnreachable = 69
-	// exitNotAcquired: --no-wait found the lock held, or --wait elapsed
-	// (EX_TEMPFAIL: try again later).
+	// exitNotAcquired: --no-wait found the lock held, or --wait elapsed;
+	// revoke: a holder still holds the lock after the grace period, not
+	// forced (EX_TEMPFAIL: try again later).
 	exitNotAcquired = 75
 	// exitLost: the lock was lost while the command ran; the command was
 	// stopped.
@@ -70,12 +73,16 @@ const (
 
 // exitCodes is the table printed by --help.
 const exitCodes = `Exit codes:
-  0     success (for once: also when the slot was already done)
-  N     the command's own exit code when it ran (128+signal if a signal ended it)
+  0     success (for once: also when the slot was already done; for revoke:
+        every holder released or was forced, or nothing to do)
+  N     the command's own exit code when it ran (128+signal if a signal ended it),
+        also when a revocation stopped it (run)
   64    usage error
   69    the cluster could not be reached, or refused the credentials
-  75    lock not acquired (--no-wait, or --wait elapsed)
-  76    lock lost while the command ran (the command was stopped)
+  75    lock not acquired (--no-wait, or --wait elapsed); for revoke: a holder
+        still holds the lock after --grace (rerun with --force)
+  76    lock lost while the command ran (the command was stopped), also when a
+        revocation of it was forced
   126   the command could not be run; 127 the command was not found
 `
 

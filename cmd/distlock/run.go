@@ -15,7 +15,7 @@ func init() {
 const runUsage = `Usage:
   distlock run --lock NAME [--etcd ENDPOINTS | --zk SERVERS] [--ttl D]
                [--permits N] [--wait D | --no-wait] [--grace D] [--shell]
-               -- COMMAND [ARGS...]
+               [--revocable=false] -- COMMAND [ARGS...]
 
 Runs COMMAND only while holding the lock NAME, then releases it. COMMAND
 gets DISTLOCK_LOCK (the name), DISTLOCK_TOKEN (the fencing token,
@@ -39,6 +39,17 @@ SIGTERM, then SIGKILL after --grace, and distlock exits 76. SIGINT, SIGTERM
 and SIGHUP are passed on to COMMAND; while still waiting for the lock they
 cancel the wait (distlock exits 128+signal, leaving no entry behind).
 
+If an operator revokes the lock (distlock revoke NAME --reason TEXT), the
+lock is still held, but COMMAND is stopped the same way: distlock says on
+stderr who revoked it and why, sends SIGTERM, then SIGKILL after --grace
+or sooner, so that it can release the lock before the revocation's grace
+period ends (by then, less a quarter of it, at most 1s); then it releases
+the lock and exits with COMMAND's own code, as for a forwarded signal (76
+if the revocation was forced before COMMAND ended: the lock was lost; 75,
+COMMAND not started, if it was revoked before COMMAND started).
+With --revocable=false distlock ignores revocations: only a forced one
+(revoke --force) takes the lock, as a loss (exit 76).
+
 Examples:
   # one backup at a time across the fleet, waiting as long as it takes
   distlock run --lock backup --etcd 10.0.0.1:2379,10.0.0.2:2379 -- /usr/local/bin/backup --full
@@ -60,6 +71,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	c := &lockCmd{cmd: "run"}
 	c.register(fs, "backup or team/job", true)
 	fs.IntVar(&c.permits, "permits", 0, "treat NAME as a semaphore of this many permits: up to N holders at once (default: a lock, one holder)")
+	fs.BoolVar(&c.revocable, "revocable", true, "follow revocations (distlock revoke): stop COMMAND and release the lock when an operator revokes it; --revocable=false leaves it to --force")
 	argv, help, err := c.parse(fs, args, runUsage, stdout)
 	if help || err != nil {
 		return err

@@ -36,6 +36,15 @@ since TIME"). The age comes from the store where it keeps one (ZooKeeper),
 else from the "since TIME" in the entry; "-" when neither is known. A lock
 nobody holds prints "lock NAME: free (no holder, no waiters)".
 
+A lock that has been revoked (distlock revoke) also shows its revocation
+records: each pending one, whose holder still holds the lock, prominently
+under the first line ("REVOKED: token N asked to let go by WHO at TIME:
+REASON; grace G, ends TIME", or "still holds after its grace period
+ended" when it was not forced); then, at the end, how many are recorded
+and the newest three past ones with their outcome (released, forced,
+still-held, or ended: the holder went but its revoker did not record
+how). Records outlive their holders, so a free lock shows them too.
+
 The read is one consistent snapshot (etcd: one range read; ZooKeeper: a
 sync, the listing, then each entry; entries gone meanwhile are left out).
 
@@ -85,6 +94,12 @@ JSON output (--json), one object; fields are never removed or renamed:
       "newest": "backup@1042.694d9b1c2a3f4e01",  the newest token admitted, "" if none
       "state":  "current"           current, behind, ahead, none or free (see above)
     },
+    "revocations": {                only when the lock has revocation records (distlock revoke)
+      "total":   3,                 records kept (the newest 100)
+      "pending": [ REVOCATION ],    requests whose holder still holds the lock: outcome
+                                    "pending" (grace running) or "still-held" (over, not forced); oldest first
+      "past":    [ REVOCATION ]     the newest 3 others, newest first
+    },
     "entries": [                    holder(s) first, then waiters in queue order; [] when free
       {
         "position":    1,           1-based place in the queue
@@ -100,6 +115,12 @@ JSON output (--json), one object; fields are never removed or renamed:
       }
     ]
   }
+  REVOCATION is the record as stored, plus two fields:
+  {"lock", "key", "token", "holder": the revoked holder's entry;
+   "by", "reason", "grace" (nanoseconds), "force": the request;
+   "requested": RFC 3339; "outcome": pending, released, forced, still-held
+   or ended; "ended": RFC 3339, absent while pending;
+   "grace_ends": RFC 3339; "holding": whether that holder still holds the lock}
 
 Exit status 0 whether the lock is free or held; 64 for a usage error; 69
 when the cluster cannot be reached or refuses the credentials.
@@ -186,6 +207,9 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	if err := st.readSlots(qctx, b); err != nil {
 		return exit(exitUnreachable, fmt.Errorf("status of lock %q: done-markers: %w%s", name, err, b.AuthHint(err)))
 	}
+	if err := st.readRevocations(qctx, b, q); err != nil {
+		return exit(exitUnreachable, fmt.Errorf("status of lock %q: revocations: %w%s", name, err, b.AuthHint(err)))
+	}
 	if fence != "" {
 		if err := st.readFence(qctx, b, fence); errors.Is(err, backend.ErrFenceKey) {
 			return usageErr("status: --fence %q: %v", fence, err)
@@ -216,8 +240,115 @@ type lockStatus struct {
 	Fence   *fenceStatus `json:"fence,omitempty"`
 	// Slots are the lock's done-markers (distlock once, distlock.Once,
 	// gocronlock), when it has any.
-	Slots   *slotsStatus  `json:"slots,omitempty"`
-	Entries []statusEntry `json:"entries"`
+	Slots *slotsStatus `json:"slots,omitempty"`
+	// Revocations are the lock's revocation records (distlock revoke),
+	// when it has any.
+	Revocations *revocationsStatus `json:"revocations,omitempty"`
+	Entries     []statusEntry      `json:"entries"`
+}
+
+// revocationsStatus is what status shows of a lock's revocation records.
+type revocationsStatus struct {
+	Total int `json:"total"`
+	// Pending are the requests whose holder still holds the lock: asked,
+	// its grace period running ("pending"), or over and not forced
+	// ("still-held"); oldest first.
+	Pending []statusRevocation `json:"pending"`
+	// Past are the newest revocationsShown others, newest first.
+	Past []statusRevocation `json:"past"`
+
+	now time.Time
+}
+
+// statusRevocation is a revocation record as stored (distlock.Revocation:
+// lock, key, token, holder, by, reason, grace in nanoseconds, force,
+// requested, outcome, ended), and what status adds.
+type statusRevocation struct {
+	distlock.Revocation
+	// GraceEnds is when the holder's grace period ends (or ended).
+	GraceEnds time.Time `json:"grace_ends"`
+	// Holding says whether the revoked holder still holds the lock.
+	Holding bool `json:"holding"`
+}
+
+// revocationsShown is how many past revocations status shows.
+const revocationsShown = 3
+
+// readRevocations reads the lock's revocation records, if it has any,
+// and sorts them into pending and past by the queue q.
+func (st *lockStatus) readRevocations(ctx context.Context, b *backend.Client, q []distlock.QueueEntry) error {
+	recs, err := b.Revocations(ctx, st.Lock)
+	if err != nil || len(recs) == 0 {
+		return err
+	}
+	holding := map[string]bool{}
+	for _, e := range q {
+		if e.Holding {
+			holding[e.Token.String()] = true
+		}
+	}
+	rs := &revocationsStatus{Total: len(recs), Pending: []statusRevocation{}, Past: []statusRevocation{}, now: time.Now()}
+	for _, r := range recs {
+		sr := statusRevocation{Revocation: r, GraceEnds: r.GraceEnds().UTC(), Holding: holding[r.Token]}
+		if sr.Holding && (r.Outcome == distlock.RevokePending || r.Outcome == distlock.RevokeStillHeld) {
+			rs.Pending = append(rs.Pending, sr)
+		}
+	}
+	// Records come oldest first: the past ones newest first.
+	for i := len(recs) - 1; i >= 0 && len(rs.Past) < revocationsShown; i-- {
+		r := recs[i]
+		if holding[r.Token] && (r.Outcome == distlock.RevokePending || r.Outcome == distlock.RevokeStillHeld) {
+			continue
+		}
+		rs.Past = append(rs.Past, statusRevocation{Revocation: r, GraceEnds: r.GraceEnds().UTC(), Holding: holding[r.Token]})
+	}
+	st.Revocations = rs
+	return nil
+}
+
+// tokenSeq is a record's token as the table shows it: its number.
+func tokenSeq(token string) string {
+	if t, err := distlock.ParseToken(token); err == nil {
+		return fmt.Sprint(t.Seq)
+	}
+	return token
+}
+
+// writePending writes a line per pending revocation, for the top of the
+// text output.
+func (rs *revocationsStatus) writePending(w io.Writer) {
+	for _, r := range rs.Pending {
+		asked := fmt.Sprintf("by %s at %s: %q", r.By, rfc3339UTC(r.Requested), r.Reason)
+		if r.Outcome == distlock.RevokeStillHeld || !rs.now.Before(r.GraceEnds) {
+			fmt.Fprintf(w, "REVOKED: token %s still holds after its grace period ended at %s (%s ago); asked %s; 'distlock revoke --force' takes it\n",
+				tokenSeq(r.Token), rfc3339UTC(r.GraceEnds), rs.now.Sub(r.GraceEnds).Round(time.Second), asked)
+			continue
+		}
+		fmt.Fprintf(w, "REVOKED: token %s asked to let go %s; grace %v, ends %s (in %v)\n",
+			tokenSeq(r.Token), asked, r.Grace, rfc3339UTC(r.GraceEnds), r.GraceEnds.Sub(rs.now).Round(time.Second))
+	}
+}
+
+// writePast writes the past revocations' lines.
+func (rs *revocationsStatus) writePast(w io.Writer) {
+	if len(rs.Past) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "revocations: %d recorded (distlock revoke); newest past:\n", rs.Total)
+	for _, r := range rs.Past {
+		outcome := string(r.Outcome)
+		if r.Outcome == distlock.RevokeStillHeld && !r.Holding {
+			outcome += " after the grace period, released since"
+		}
+		if !r.Ended.IsZero() {
+			outcome += " at " + rfc3339UTC(r.Ended)
+		}
+		force := ""
+		if r.Force {
+			force = ", force"
+		}
+		fmt.Fprintf(w, "  token %s: %s; asked by %s at %s: %q, grace %v%s\n", tokenSeq(r.Token), outcome, r.By, rfc3339UTC(r.Requested), r.Reason, r.Grace, force)
+	}
 }
 
 // slotsStatus is what status shows of a lock's done-markers.
@@ -396,6 +527,9 @@ func (st *lockStatus) writeText(w io.Writer) {
 	if st.Fence != nil {
 		defer st.Fence.writeText(w)
 	}
+	if st.Revocations != nil {
+		defer st.Revocations.writePast(w)
+	}
 	if st.Slots != nil {
 		defer st.Slots.writeText(w)
 	}
@@ -411,6 +545,9 @@ func (st *lockStatus) writeText(w io.Writer) {
 		fmt.Fprintf(w, "semaphore %s: %d of %d permits held, %d waiting\n", st.Lock, st.Holders, st.Permits, st.Waiters)
 	} else {
 		fmt.Fprintf(w, "lock %s: %s (%d %s, %d waiting)\n", st.Lock, state, st.Holders, plural(st.Holders, "holder", "holders"), st.Waiters)
+	}
+	if st.Revocations != nil {
+		st.Revocations.writePending(w)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POS\tROLE\tKIND\tTOKEN\tOWNER\tAGE\tHOLDER")

@@ -278,6 +278,27 @@ func (c *Client) SlotMarkers(ctx context.Context, name string, n int) (int, []di
 	return zklock.SlotMarkers(ctx, c.zk, c.prefix, name, n)
 }
 
+// Revoke asks the holders of lock name to let go, as r says, and waits
+// for them (see etcdlock.Revoke and zklock.Revoke): one Revocation per
+// holder with its outcome, none when the lock is free. On ZooKeeper the
+// records get the client's ACL.
+func (c *Client) Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
+	if c.etcd != nil {
+		return etcdlock.Revoke(ctx, c.etcd, c.prefix, name, r)
+	}
+	return zklock.Revoke(ctx, c.zk, c.prefix, name, r, c.acl)
+}
+
+// Revocations returns lock name's revocation records, pending and past,
+// in the order they were requested (see etcdlock.Revocations and
+// zklock.Revocations).
+func (c *Client) Revocations(ctx context.Context, name string) ([]distlock.Revocation, error) {
+	if c.etcd != nil {
+		return etcdlock.Revocations(ctx, c.etcd, c.prefix, name)
+	}
+	return zklock.Revocations(ctx, c.zk, c.prefix, name)
+}
+
 // WatchQueue calls f with lock name's queue now and after every change
 // (see etcdlock.WatchQueue and zklock.WatchQueue).
 func (c *Client) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {

@@ -30,11 +30,34 @@ type session interface {
 	Close(ctx context.Context) error
 }
 
+// SessionOption changes a session NewSession starts.
+type SessionOption func(*sessionOptions)
+
+type sessionOptions struct {
+	revocable bool
+}
+
+// Revocable makes the session's holders revocable (etcdlock.WithRevocable,
+// zklock.WithRevocable): when an operator revokes a lock one of them
+// holds (Client.Revoke, distlock revoke), its Lease's Done closes with a
+// *distlock.RevokedError while the lock is still held; the holder is
+// expected to finish and Unlock within the revocation's grace period.
+// It costs each held lock one watch (etcd) or one read (ZooKeeper).
+func Revocable() SessionOption { return func(o *sessionOptions) { o.revocable = true } }
+
 // NewSession starts a lock session whose entries carry holder (what the
 // lock's queue says about who holds or waits).
-func (c *Client) NewSession(ctx context.Context, holder string) (*Session, error) {
+func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionOption) (*Session, error) {
+	var so sessionOptions
+	for _, o := range opts {
+		o(&so)
+	}
 	if c.etcd != nil {
-		s, err := etcdlock.NewSession(ctx, c.etcd, etcdlock.WithTTL(c.cfg.TTL), etcdlock.WithPrefix(c.prefix), etcdlock.WithHolder(holder), etcdlock.WithLogger(c.cfg.Logger))
+		eopts := []etcdlock.Option{etcdlock.WithTTL(c.cfg.TTL), etcdlock.WithPrefix(c.prefix), etcdlock.WithHolder(holder), etcdlock.WithLogger(c.cfg.Logger)}
+		if so.revocable {
+			eopts = append(eopts, etcdlock.WithRevocable())
+		}
+		s, err := etcdlock.NewSession(ctx, c.etcd, eopts...)
 		if err != nil {
 			return nil, err
 		}
@@ -52,11 +75,14 @@ func (c *Client) NewSession(ctx context.Context, holder string) (*Session, error
 			},
 		}, nil
 	}
-	opts := []zklock.Option{zklock.WithPrefix(c.prefix), zklock.WithHolder(holder), zklock.WithACL(c.acl), zklock.WithLogger(c.cfg.Logger)}
+	zopts := []zklock.Option{zklock.WithPrefix(c.prefix), zklock.WithHolder(holder), zklock.WithACL(c.acl), zklock.WithLogger(c.cfg.Logger)}
 	if c.cfg.TickTime > 0 {
-		opts = append(opts, zklock.WithTickTime(c.cfg.TickTime))
+		zopts = append(zopts, zklock.WithTickTime(c.cfg.TickTime))
 	}
-	s, err := zklock.NewSession(ctx, c.zk, opts...)
+	if so.revocable {
+		zopts = append(zopts, zklock.WithRevocable())
+	}
+	s, err := zklock.NewSession(ctx, c.zk, zopts...)
 	if err != nil {
 		return nil, err
 	}
