@@ -102,9 +102,10 @@ const (
 	// RevokeStillHeld: the grace period ended with the entry still there,
 	// and the revocation was not forced.
 	RevokeStillHeld RevokeOutcome = "still-held"
-	// RevokeEnded: a pending record's entry is gone, but no revoker
-	// recorded how (it stopped before). Only Revocations reports it; the
-	// record says pending.
+	// RevokeEnded: a pending or still-held record's entry is gone, but
+	// no revoker recorded how (one stopped before; the other gave up
+	// waiting). Only Revocations reports it; the record says pending or
+	// still-held.
 	RevokeEnded RevokeOutcome = "ended"
 )
 
@@ -133,6 +134,11 @@ type Revocation struct {
 	Outcome RevokeOutcome `json:"outcome"`
 	// Ended is when the outcome was recorded; zero while pending.
 	Ended time.Time `json:"ended,omitzero"`
+	// ForcedBy and ForceReason are the By and Reason of the request that
+	// forced it, when that was a later one than the first (whose By and
+	// Reason the record keeps).
+	ForcedBy    string `json:"forced_by,omitempty"`
+	ForceReason string `json:"force_reason,omitempty"`
 	// Again is set on what Revoke returns, not stored: the holder had a
 	// revocation recorded already, and this call did not ask again (it
 	// may have forced it).
@@ -149,6 +155,9 @@ func (r Revocation) String() string {
 		s += ", forced after it"
 	}
 	s += "; " + string(r.Outcome)
+	if r.ForcedBy != "" {
+		s += fmt.Sprintf(" by %s (%q)", r.ForcedBy, r.ForceReason)
+	}
 	if !r.Ended.IsZero() {
 		s += " at " + r.Ended.UTC().Format(time.RFC3339)
 	}

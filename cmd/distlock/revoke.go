@@ -234,6 +234,9 @@ func revocationLine(r distlock.Revocation) string {
 		}
 	case distlock.RevokeForced:
 		fmt.Fprintf(&b, "forced after %s%v grace period: its entry was deleted, the holder lost the lock", that, r.Grace)
+		if r.ForcedBy != "" {
+			fmt.Fprintf(&b, " (forced by %s: %q)", r.ForcedBy, r.ForceReason)
+		}
 	case distlock.RevokeStillHeld:
 		fmt.Fprintf(&b, "still held after %s%v grace period", that, r.Grace)
 	case distlock.RevokePending:

@@ -337,8 +337,13 @@ func (rs *revocationsStatus) writePast(w io.Writer) {
 	fmt.Fprintf(w, "revocations: %d recorded (distlock revoke); newest past:\n", rs.Total)
 	for _, r := range rs.Past {
 		outcome := string(r.Outcome)
-		if r.Outcome == distlock.RevokeStillHeld && !r.Holding {
+		switch {
+		case r.Outcome == distlock.RevokeStillHeld && !r.Holding:
 			outcome += " after the grace period, released since"
+		case r.Outcome == distlock.RevokeEnded:
+			outcome += " (the holder is gone; no revoker recorded how)"
+		case r.ForcedBy != "":
+			outcome += fmt.Sprintf(" by %s (%q)", r.ForcedBy, r.ForceReason)
 		}
 		if !r.Ended.IsZero() {
 			outcome += " at " + rfc3339UTC(r.Ended)

@@ -211,8 +211,8 @@ func revokeNotRevocable(t *testing.T, b Backend) {
 		t.Fatalf("second revocation %+v: want the first's record, Again", again)
 	}
 	forced := oneRevocation(t, <-revokeAsync(Ctx(t), b, "plain", distlock.RevokeRequest{Reason: "third", Force: true}), distlock.RevokeForced)
-	if !forced.Again || forced.Reason != "first" || !forced.Force {
-		t.Fatalf("forced revocation %+v: want the first's record, forced", forced)
+	if !forced.Again || forced.Reason != "first" || !forced.Force || forced.ForceReason != "third" || forced.ForcedBy == "" {
+		t.Fatalf("forced revocation %+v: want the first's record, forced by the third request", forced)
 	}
 	select {
 	case <-l.Done():
@@ -229,9 +229,21 @@ func revokeNotRevocable(t *testing.T, b Backend) {
 	if err != nil || len(all) != 1 || all[0].Outcome != distlock.RevokeForced {
 		t.Fatalf("Revocations: %+v, %v; want one forced record", all, err)
 	}
+	if all[0].ForceReason != "third" {
+		t.Fatalf("the stored record %+v does not say who forced it", all[0])
+	}
 	// And once more, on the free lock: nothing.
 	if rs, err := b.Revoke(Ctx(t), "plain", distlock.RevokeRequest{Reason: "free"}); err != nil || len(rs) != 0 {
 		t.Fatalf("Revoke of the free lock: %+v, %v", rs, err)
+	}
+
+	// A still-held revocation whose holder then releases reads ended.
+	l2 := MustLock(t, mutex(t, b.Session(t), "plain2"))
+	oneRevocation(t, <-revokeAsync(Ctx(t), b, "plain2", distlock.RevokeRequest{Reason: "ask"}), distlock.RevokeStillHeld)
+	MustUnlock(t, l2)
+	all, err = b.Revocations(Ctx(t), "plain2")
+	if err != nil || len(all) != 1 || all[0].Outcome != distlock.RevokeEnded {
+		t.Fatalf("Revocations after the still-held holder released: %+v, %v; want one ended", all, err)
 	}
 }
 

@@ -118,7 +118,7 @@ func Revoke(ctx context.Context, st RevokeStore, pkg, name string, r distlock.Re
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := settleRevocation(ctx, st, name, e, rv, r.Force); err != nil {
+			if err := settleRevocation(ctx, st, name, e, rv, r); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -133,8 +133,8 @@ func Revoke(ctx context.Context, st RevokeStore, pkg, name string, r distlock.Re
 }
 
 // settleRevocation waits out rv's grace period for entry e to go, forces
-// it if force, and records the outcome in rv and in the store.
-func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlock.QueueEntry, rv *distlock.Revocation, force bool) error {
+// it if r says so, and records the outcome in rv and in the store.
+func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlock.QueueEntry, rv *distlock.Revocation, r distlock.RevokeRequest) error {
 	if rv.Outcome != distlock.RevokePending && rv.Outcome != distlock.RevokeStillHeld {
 		return nil // over already: released or forced
 	}
@@ -148,14 +148,19 @@ func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlo
 		return fmt.Errorf("revocation of token %s: wait for the holder to release: %w", e.Token, context.Cause(ctx))
 	case !errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("revocation of token %s: wait for the holder to release: %w", e.Token, err)
-	case !force:
+	case !r.Force:
 		rv.Outcome = distlock.RevokeStillHeld
 	default:
 		gone, err := st.Delete(ctx, e)
 		if err != nil {
 			return fmt.Errorf("revocation of token %s: delete the holder's entry %s: %w", e.Token, e.Key, err)
 		}
-		rv.Outcome, rv.Force = distlock.RevokeForced, true
+		rv.Outcome = distlock.RevokeForced
+		if rv.Again && !rv.Force {
+			// Forced by a later request than the one recorded.
+			rv.ForcedBy, rv.ForceReason = r.By, r.Reason
+		}
+		rv.Force = true
 		if gone {
 			rv.Outcome = distlock.RevokeReleased // it went just now
 		}
@@ -167,9 +172,9 @@ func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlo
 	return nil
 }
 
-// Revocations returns lock name's revocation records, oldest holder first.
-// A pending record whose holder is gone (its revoker stopped before
-// recording the outcome) is reported as distlock.RevokeEnded.
+// Revocations returns lock name's revocation records, in the order they
+// were requested. A pending or still-held record whose holder is gone is
+// reported as distlock.RevokeEnded.
 func Revocations(ctx context.Context, st RevokeStore, pkg, name string) ([]distlock.Revocation, error) {
 	fail := func(err error) error {
 		return fmt.Errorf("%s: %w", pkg, &distlock.LockError{Name: name, Op: distlock.OpRevoke, Err: err})
@@ -188,7 +193,7 @@ func Revocations(ctx context.Context, st RevokeStore, pkg, name string) ([]distl
 		if err != nil {
 			return nil, fail(err)
 		}
-		pending = pending || rv.Outcome == distlock.RevokePending
+		pending = pending || rv.Outcome == distlock.RevokePending || rv.Outcome == distlock.RevokeStillHeld
 		out = append(out, rv)
 	}
 	if pending {
@@ -201,7 +206,7 @@ func Revocations(ctx context.Context, st RevokeStore, pkg, name string) ([]distl
 			live[e.Token.String()] = true
 		}
 		for i := range out {
-			if out[i].Outcome == distlock.RevokePending && !live[out[i].Token] {
+			if (out[i].Outcome == distlock.RevokePending || out[i].Outcome == distlock.RevokeStillHeld) && !live[out[i].Token] {
 				out[i].Outcome = distlock.RevokeEnded
 			}
 		}

@@ -199,8 +199,13 @@ func (r RevokeStore) Update(ctx context.Context, name string, seq int64, data []
 	return err
 }
 
-// records returns the names of lock name's records, oldest holder first.
+// records returns the names of lock name's records, oldest holder first,
+// after a sync: the server answering has seen every record written
+// before.
 func (r RevokeStore) records(ctx context.Context, name string) ([]string, error) {
+	if _, err := retry(ctx, func() (string, error) { return r.Conn.Sync(RevokeDir(r.Prefix, name)) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, err
+	}
 	children, err := retry(ctx, func() ([]string, error) {
 		c, _, err := r.Conn.Children(RevokeDir(r.Prefix, name))
 		return c, err
