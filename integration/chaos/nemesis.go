@@ -302,7 +302,7 @@ func (holderPause) Inject(ctx context.Context, env *Env) (string, func(context.C
 // it stalls one first and revokes it at once (grace 0), so that the
 // revoked holder, which still believes it holds, writes after its
 // successor: the fences must refuse it. Otherwise it revokes whoever
-// holds, after a short grace. Each forced holder's token is recorded
+// holds, at once (grace 0: holds are short). Each forced holder's token is recorded
 // (NemRevoke+"/force") for the checkers, which treat it like a session
 // expired from outside.
 func injectRevoke(ctx context.Context, env *Env) (string, func(context.Context) error, error) {
@@ -325,7 +325,7 @@ func injectRevoke(ctx context.Context, env *Env) (string, func(context.Context) 
 	}
 	st, ok := env.workload.(staller)
 	if !ok {
-		_, err := revoke(env.Rand(n), "holders", env.RandDuration(0, 300*time.Millisecond))
+		_, err := revoke(env.Rand(n), "holders", 0)
 		return "holders", noHeal, err
 	}
 	i := env.Rand(n)

@@ -30,6 +30,29 @@ var revokeCases = []struct {
 	{"RevokeRevokerStops", revokeRevokerStops},
 	{"RevokeAtOnce", revokeAtOnce},
 	{"RevokeForceRacesRelease", revokeForceRacesRelease},
+	{"RevokeNotElections", revokeNotElections},
+}
+
+// revokeNotElections: an election's leader is not a lock holder: Revoke
+// leaves it (and a semaphore's line) alone, and revokes the mutex of the
+// same name.
+func revokeNotElections(t *testing.T, b Backend) {
+	s := revocable(t, b)
+	ld := MustCampaign(t, election(t, s, "both"), "leader")
+	if rs, err := b.Revoke(Ctx(t), "both", distlock.RevokeRequest{Reason: "x", Force: true}); err != nil || len(rs) != 0 {
+		t.Fatalf("Revoke with only a leader: %+v, %v; want none", rs, err)
+	}
+	l := MustLock(t, mutex(t, b.Session(t), "both"))
+	rs, err := b.Revoke(Ctx(t), "both", distlock.RevokeRequest{Reason: "x", Force: true})
+	if err != nil || len(rs) != 1 || rs[0].Token != l.Token().String() || rs[0].Outcome != distlock.RevokeForced {
+		t.Fatalf("Revoke of the mutex beside a leader: %+v, %v; want the mutex holder's %s forced", rs, err, l.Token())
+	}
+	select {
+	case <-ld.Done():
+		t.Fatalf("the leader ended: %v", ld.Err())
+	default:
+	}
+	MustResign(t, ld)
 }
 
 // revocable returns a session whose holders follow revocations.

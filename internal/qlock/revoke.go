@@ -67,10 +67,27 @@ func Revoke(ctx context.Context, st RevokeStore, pkg, name string, r distlock.Re
 	if err != nil {
 		return nil, fail(err)
 	}
-	var held []distlock.QueueEntry
+	// Who holds, among the lock entries and permits the store listed: a
+	// permit always; a lock entry when no entry before it conflicts
+	// (Inspect's Holding may count an election of the same name in).
+	var (
+		held  []distlock.QueueEntry
+		locks []distlock.QueueEntry
+		kinds []Kind
+	)
 	for _, e := range entries {
-		if e.Holding {
+		switch {
+		case e.Permits > 0:
 			held = append(held, e)
+		case e.Kind == distlock.Shared:
+			locks, kinds = append(locks, e), append(kinds, Shared)
+		default:
+			locks, kinds = append(locks, e), append(kinds, Exclusive)
+		}
+	}
+	for i, h := range Holding(kinds) {
+		if h {
+			held = append(held, locks[i])
 		}
 	}
 	if len(held) == 0 {

@@ -81,9 +81,18 @@ type RevokeStore struct {
 
 var _ qlock.RevokeStore = RevokeStore{}
 
-// Inspect reads lock name's queue.
+// Inspect reads lock name's queue: its lock entries and a semaphore's
+// permits, not an election's candidates or a semaphore's line.
 func (r RevokeStore) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	return Inspect(ctx, r.Client, r.Prefix, name)
+	all, err := Inspect(ctx, r.Client, r.Prefix, name)
+	dir := QueueDir(r.Prefix, name)
+	out := all[:0]
+	for _, e := range all {
+		if k, ok := entryKind(dir, e.Key); !ok || k != qlock.Candidate && k != qlock.Counted {
+			out = append(out, e)
+		}
+	}
+	return out, err
 }
 
 // Create puts token seq's record if there is none, in one Txn that

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path"
 	"sort"
 	"sync"
 
@@ -151,9 +152,17 @@ func (r RevokeStore) acl() []zk.ACL {
 	return r.ACL
 }
 
-// Inspect reads lock name's queue.
+// Inspect reads lock name's queue: its lock entries and a semaphore's
+// permits, not an election's candidates or a semaphore's line.
 func (r RevokeStore) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	return Inspect(ctx, r.Conn, r.Prefix, name)
+	all, err := Inspect(ctx, r.Conn, r.Prefix, name)
+	out := all[:0]
+	for _, e := range all {
+		if k, _, _, ok := parseAny(path.Base(e.Key)); !ok || k != qlock.Candidate && k != qlock.Counted {
+			out = append(out, e)
+		}
+	}
+	return out, err
 }
 
 // Create makes token seq's record if there is none, then rings the bell;
