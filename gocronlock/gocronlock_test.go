@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,17 +113,23 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 	}
 }
 
-// late is a Locker that asks splay after its scheduler fired: an
-// instance that starts its runs a little late.
+// late is a Locker that asks splay after its scheduler fired, plus a
+// random part of jitter drawn anew each time: an instance that starts its
+// runs a little late, and not always by as much.
 type late struct {
-	l     gocron.Locker
-	splay time.Duration
+	l      gocron.Locker
+	splay  time.Duration
+	jitter time.Duration
 }
 
 func (l late) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	// The lateness under test is time itself, not an event to wait on;
 	// the scheduler's ctx still ends it.
-	t := time.NewTimer(l.splay)
+	d := l.splay
+	if l.jitter > 0 {
+		d += rand.N(l.jitter)
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -256,8 +263,9 @@ func (tr *tries) counts() map[string]int {
 
 // TestLockerOncePerSlot (issue #16): three schedulers, each on a session
 // (and client or connection) of its own, run the same every-second job for
-// 20 s of wall time, with clocks 150 ms apart and firing 0, 100 and
-// 200 ms late (a fast job: its lock is free again before the late ones
+// 20 s of wall time, with clocks 150 ms apart and firing 0, 40 and 80 ms
+// late plus a random 0–200 ms each time, so that the instance that runs a
+// slot changes from slot to slot (a fast job: its lock is free again before the late ones
 // try; each fires within half a period of the scheduled second, which the
 // Locker needs). Each slot from the first that ran to the last ran exactly
 // once across them — none twice, none skipped by all three — on the
@@ -275,7 +283,10 @@ func TestLockerOncePerSlot(t *testing.T) {
 			t.Parallel()
 			newInst := store(t, kind)
 			skews := []time.Duration{-150 * time.Millisecond, 0, 150 * time.Millisecond}
-			splays := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}
+			// Each fires 0, 40 or 80 ms late, and up to 200 ms more drawn
+			// anew each second, so that each instance wins some slots
+			// (at most 280 ms late + 150 ms skew: within half a period).
+			splays := []time.Duration{0, 40 * time.Millisecond, 80 * time.Millisecond}
 			rs, tr := newRuns(), newTries()
 			var (
 				lockers []*gocronlock.Locker
@@ -292,7 +303,7 @@ func TestLockerOncePerSlot(t *testing.T) {
 				}
 				c := &claims{inst: i, l: l, now: now, tries: tr}
 				lockers, insts = append(lockers, l), append(insts, in)
-				scheds = append(scheds, scheduler(t, i, "* * * * * *", late{c, splays[i]}, c.claimed, rs, nil))
+				scheds = append(scheds, scheduler(t, i, "* * * * * *", late{c, splays[i], 200 * time.Millisecond}, c.claimed, rs, nil))
 			}
 			// The 20 s are the duration under test: wall time, not an
 			// event to wait on.
@@ -384,6 +395,15 @@ func TestLockerOncePerSlot(t *testing.T) {
 			if len(all) < minRuns {
 				t.Errorf("%d runs in %v, want at least %d", len(all), duration, minRuns)
 			}
+			winners := 0
+			for _, n := range perInst {
+				if n > 0 {
+					winners++
+				}
+			}
+			if winners < 2 {
+				t.Errorf("one instance ran every slot (%v): no slot was taken by another", perInst)
+			}
 			t.Logf("%d runs in %d slots %s..%s (per instance %v), %d markers in all; Locks: %v", len(all), slots, first, last, perInst, total, tr.counts())
 		})
 	}
@@ -420,7 +440,7 @@ func TestLockerHolderDies(t *testing.T) {
 				})
 				// B tries 800 ms after each firing; its slot is the firing's.
 				const splay = 800 * time.Millisecond
-				scheduler(t, 1, "*/2 * * * * *", late{lb, splay}, func() string { return lb.Slot(time.Now()) }, rs, nil)
+				scheduler(t, 1, "*/2 * * * * *", late{lb, splay, 0}, func() string { return lb.Slot(time.Now()) }, rs, nil)
 				var first run
 				for first.slot == "" {
 					select {
@@ -556,7 +576,7 @@ func TestPlainLockRunsSlotsTwice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		scheds = append(scheds, scheduler(t, i, "* * * * * *", late{plain{in.b}, splays[i]}, func() string { return l.Slot(time.Now()) }, rs, nil))
+		scheds = append(scheds, scheduler(t, i, "* * * * * *", late{plain{in.b}, splays[i], 0}, func() string { return l.Slot(time.Now()) }, rs, nil))
 	}
 	for n := 0; n < 8; n++ {
 		select {
