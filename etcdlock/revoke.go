@@ -29,8 +29,8 @@ import (
 // RevokeForced, RevokeStillHeld); none, and no error, when the lock is
 // free. A holder revoked already is not asked again: its record is
 // returned with Again set, and forced (r.Force) once its first grace
-// period is over. Records are kept, not bound to any lease, as the audit
-// trail: the newest qlock.RevokeKeep (100) per lock.
+// period or r.Grace is over, whichever ends first. Records are kept,
+// not bound to any lease, as the audit trail: the newest qlock.RevokeKeep (100) per lock.
 func Revoke(ctx context.Context, cli *clientv3.Client, prefix, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("etcdlock: revoke %q: %w: *clientv3.Client is nil", name, distlock.ErrNilClient)

@@ -30,8 +30,8 @@ import (
 // RevokeForced, RevokeStillHeld); none, and no error, when the lock is
 // free. A holder revoked already is not asked again: its record is
 // returned with Again set, and forced (r.Force) once its first grace
-// period is over. Records are kept as the audit trail: the newest
-// qlock.RevokeKeep (100) per lock.
+// period or r.Grace is over, whichever ends first. Records are kept as
+// the audit trail: the newest qlock.RevokeKeep (100) per lock.
 func Revoke(ctx context.Context, conn *zk.Conn, prefix, name string, r distlock.RevokeRequest, acl []zk.ACL) ([]distlock.Revocation, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("zklock: revoke %q: %w: *zk.Conn is nil", name, distlock.ErrNilClient)

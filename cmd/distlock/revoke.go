@@ -40,8 +40,9 @@ when, the grace period and the outcome. Records are kept after the holder
 is gone, as the audit trail (the newest 100 per lock); distlock status
 NAME shows them. A holder revoked already is not asked again: without
 --force, revoke says who asked before, when and why, and where that
-request stands; with --force it waits out the rest of the first request's
-grace period, then forces.
+request stands; with --force it forces it when the first request's grace
+period or this one's --grace ends, whichever is first (so --force
+--grace 0 forces at once), and the record names who forced it.
 
 Where the records live (PREFIX is --prefix):
   etcd       key   PREFIX@revoke/NAME/@req/TOKEN    one JSON record per holder

@@ -49,7 +49,8 @@ type RevokeStore interface {
 // entries of those that have not. It records each holder's revocation and
 // its outcome, and returns them (none when the lock is free). A holder
 // already revoked is not asked again: its record is returned with Again
-// set and, with r.Force, forced once its first grace period is over.
+// set and, with r.Force, forced once its first grace period or r's is
+// over, whichever ends first.
 func Revoke(ctx context.Context, st RevokeStore, pkg, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
 	fail := func(err error) error {
 		return fmt.Errorf("%s: %w", pkg, &distlock.LockError{Name: name, Op: distlock.OpRevoke, Err: err})
@@ -135,7 +136,7 @@ func Revoke(ctx context.Context, st RevokeStore, pkg, name string, r distlock.Re
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := settleRevocation(ctx, st, name, e, rv, r); err != nil {
+			if err := settleRevocation(ctx, st, name, e, rv, r, now); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -149,13 +150,19 @@ func Revoke(ctx context.Context, st RevokeStore, pkg, name string, r distlock.Re
 	return out, nil
 }
 
-// settleRevocation waits out rv's grace period for entry e to go, forces
-// it if r says so, and records the outcome in rv and in the store.
-func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlock.QueueEntry, rv *distlock.Revocation, r distlock.RevokeRequest) error {
+// settleRevocation waits out rv's grace period (or r's, made at now, if
+// it ends first) for entry e to go, forces it if r says so, and records the outcome in rv and in the store.
+func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlock.QueueEntry, rv *distlock.Revocation, r distlock.RevokeRequest, now time.Time) error {
 	if rv.Outcome != distlock.RevokePending && rv.Outcome != distlock.RevokeStillHeld {
 		return nil // over already: released or forced
 	}
-	gctx, cancel := context.WithDeadline(ctx, rv.GraceEnds())
+	end := rv.GraceEnds()
+	if rv.Again && now.Add(r.Grace).Before(end) {
+		// A later request may shorten the grace it forces after, never
+		// lengthen it: the operator's call (fences keep the work safe).
+		end = now.Add(r.Grace)
+	}
+	gctx, cancel := context.WithDeadline(ctx, end)
 	err := st.WaitGone(gctx, e)
 	cancel()
 	switch {
