@@ -31,6 +31,27 @@ var revokeCases = []struct {
 	{"RevokeAtOnce", revokeAtOnce},
 	{"RevokeForceRacesRelease", revokeForceRacesRelease},
 	{"RevokeNotElections", revokeNotElections},
+	{"RevokeForceShortensGrace", revokeForceShortensGrace},
+}
+
+// revokeForceShortensGrace: a holder asked with an hour's grace (its
+// revoker gone) is forced at once by a later request with no grace; the
+// record keeps the first request and names the one that forced it.
+func revokeForceShortensGrace(t *testing.T, b Backend) {
+	l := MustLock(t, mutex(t, revocable(t, b), "short"))
+	ctx, cancel := context.WithCancel(Ctx(t))
+	res := revokeAsync(ctx, b, "short", distlock.RevokeRequest{Reason: "later please", By: "alice", Grace: time.Hour})
+	awaitRevoked(t, l, "later please")
+	cancel()
+	<-res
+	start := time.Now()
+	rv := oneRevocation(t, <-revokeAsync(Ctx(t), b, "short", distlock.RevokeRequest{Reason: "now", By: "bob", Force: true}), distlock.RevokeForced)
+	if time.Since(start) > time.Minute || !rv.Again || rv.By != "alice" || rv.ForcedBy != "bob" || rv.ForceReason != "now" {
+		t.Fatalf("forcing request: %+v after %v; want alice's record forced at once by bob", rv, time.Since(start))
+	}
+	if err := l.Unlock(Ctx(t)); !errors.Is(err, distlock.ErrLost) {
+		t.Fatalf("Unlock of the forced lease: %v, want ErrLost", err)
+	}
 }
 
 // revokeNotElections: an election's leader is not a lock holder: Revoke
