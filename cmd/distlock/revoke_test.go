@@ -288,7 +288,7 @@ func TestRevokeNotRevocable(t *testing.T) {
 		r = cli(ctx, t, nil, b.args("status", lock)...)
 		t.Logf("status:\n%s", r.stdout)
 		if !strings.HasPrefix(r.stdout, "lock "+lock+": free") || !strings.Contains(r.stdout, "revocations: 1 recorded") ||
-			!regexp.MustCompile(fmt.Sprintf(`(?m)^  token %d: forced at \S+; asked by alice at \S+: "first ask", grace 1s, force$`, tok.Seq)).MatchString(r.stdout) {
+			!regexp.MustCompile(fmt.Sprintf(`(?m)^  token %d: forced by .+ pid \d+ \("take it"\) at \S+; asked by alice at \S+: "first ask", grace 1s, force$`, tok.Seq)).MatchString(r.stdout) {
 			t.Errorf("status of the free lock: %q; want the forced revocation", r.stdout)
 		}
 		if strings.Contains(r.stdout, "REVOKED") {
