@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
+	"github.com/testcontainers/testcontainers-go/wait"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -193,10 +194,10 @@ func TestEtcdContainersTeardown(t *testing.T) {
 }
 
 // runImage runs cmd in image ref on the host's network, with binds, until
-// ready says it is ready or it exits, and returns its output so far. The
-// container is labelled as the harness's and removed at the end of the
-// test.
-func runImage(t *testing.T, ref string, cmd, binds []string, ready func() bool) string {
+// ready (a testcontainers wait strategy: the container exits, a log line
+// appears) says it is ready, and returns its output so far. The container
+// is labelled as the harness's and removed at the end of the test.
+func runImage(t *testing.T, ref string, cmd, binds []string, ready wait.Strategy) string {
 	t.Helper()
 	ctx := ctxFor(t, 2*time.Minute)
 	ctr, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
@@ -208,6 +209,7 @@ func runImage(t *testing.T, ref string, cmd, binds []string, ready func() bool) 
 				hc.NetworkMode = "host"
 				hc.Binds = binds
 			},
+			WaitingFor: ready,
 		},
 		Started: true,
 		Logger:  tclog.TestLogger(t),
@@ -221,16 +223,6 @@ func runImage(t *testing.T, ref string, cmd, binds []string, ready func() bool) 
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for ctx.Err() == nil {
-		st, err := ctr.State(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !st.Running || ready != nil && ready() {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	rc, err := ctr.Logs(ctx)
 	if err != nil {
@@ -253,7 +245,7 @@ func TestZooKeeperImageContainers(t *testing.T) {
 	}
 	t.Logf("image %s ready in %v", ref, time.Since(start).Round(time.Millisecond))
 
-	out := runImage(t, ref, []string{"-version"}, nil, nil)
+	out := runImage(t, ref, []string{"-version"}, nil, wait.ForExit())
 	if !strings.Contains(out, `version "17`) {
 		t.Fatalf("java -version in the image: %s", out)
 	}
@@ -265,16 +257,14 @@ func TestZooKeeperImageContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	imok := false
+	// The server logs "binding to port" once its client socket listens;
+	// a connection made from then on is answered once it serves.
 	out = runImage(t, ref, []string{
 		"-cp", "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar",
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg,
-	}, []string{dir + ":" + dir}, func() bool {
-		imok = fourLetter(addr, "ruok") == "imok"
-		return imok
-	})
-	if !imok {
-		t.Fatalf("ZooKeeper in a container did not answer ruok at %s:\n%s", addr, out)
+	}, []string{dir + ":" + dir}, wait.ForLog("binding to port"))
+	if got := fourLetter(addr, "ruok"); got != "imok" {
+		t.Fatalf("ZooKeeper in a container answered ruok at %s with %q:\n%s", addr, got, out)
 	}
 	checkNoPull(t, cli, since)
 }

@@ -40,6 +40,9 @@ type zkCaptureConn struct {
 	// delivered.
 	reading bool
 	stopped chan struct{}
+	// entered, if not nil (tests), is called each time a Read goes into
+	// the socket's Read.
+	entered func()
 }
 
 func (c *zkCaptureConn) Read(p []byte) (int, error) {
@@ -73,7 +76,11 @@ func (c *zkCaptureConn) awaitUnheld() error {
 				c.Conn.SetReadDeadline(c.deadline)
 			}
 			c.reading = true
+			entered := c.entered
 			c.hmu.Unlock()
+			if entered != nil {
+				entered()
+			}
 			return nil
 		}
 		changed, deadline := c.holdChanged, c.deadline

@@ -25,7 +25,14 @@ func TestHoldStopsTheReadInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	c := &zkCaptureConn{Conn: cc, parsed: true, closed: make(chan struct{}), holdChanged: make(chan struct{})}
+	entered := make(chan struct{}, 1)
+	c := &zkCaptureConn{Conn: cc, parsed: true, closed: make(chan struct{}), holdChanged: make(chan struct{}),
+		entered: func() {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+		}}
 	defer c.Close()
 	got := make(chan string, 10)
 	go func() {
@@ -46,10 +53,10 @@ func TestHoldStopsTheReadInProgress(t *testing.T) {
 		defer c.hmu.Unlock()
 		return c.reading
 	}
-	for deadline := time.Now().Add(10 * time.Second); !inSocket(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the reader never reached the socket")
-		}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader never reached the socket")
 	}
 	select {
 	case <-c.hold():

@@ -104,7 +104,7 @@ func TestRevokeRun(t *testing.T) {
 		if code := holder.wait(30 * time.Second); code != 0 {
 			t.Fatalf("revoked holder: code %d, want its command's 0; stderr %s", code, holder.stderr)
 		}
-		waitFile(t, file, "got TERM")
+		fileSays(t, file, "got TERM")
 		t.Logf("holder: %s", holder.stderr)
 		if s := holder.stderr.String(); !strings.Contains(s, `distlock: lock "`+lock+`" revoked: by ops-test: "hangs on NFS, INC-4711"`) {
 			t.Errorf("holder stderr: want a line saying who revoked and why: %q", s)
@@ -142,7 +142,7 @@ func TestRevokeRunShortGrace(t *testing.T) {
 		if code := holder.wait(30 * time.Second); code != 128+9 {
 			t.Errorf("holder: code %d, want 137 (its command killed); stderr %s", code, holder.stderr)
 		}
-		waitFile(t, file, "got TERM")
+		fileSays(t, file, "got TERM")
 		if e := b.entries(t, lock); len(e) != 0 {
 			t.Errorf("entries left behind: %v", e)
 		}

@@ -154,18 +154,6 @@ func (p *bgProc) wait(d time.Duration) int {
 	}
 }
 
-// until polls cond (bounded) until it holds.
-func until(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: still not %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestRunUsage(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -312,12 +300,15 @@ func TestRunNotAcquired(t *testing.T) {
 }
 
 // readFile waits (bounded) for path to contain want.
-func waitFile(t *testing.T, path, want string) {
+// fileSays checks that the file a command's trap wrote says want. It is
+// read once the command has exited (the callers wait for that event), so
+// whatever the trap wrote is there.
+func fileSays(t *testing.T, path, want string) {
 	t.Helper()
-	until(t, 10*time.Second, fmt.Sprintf("%q in %s", want, path), func() bool {
-		b, _ := os.ReadFile(path)
-		return strings.Contains(string(b), want)
-	})
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(b), want) {
+		t.Errorf("%s: %q, %v; want %q (the command's trap did not run)", path, b, err, want)
+	}
 }
 
 func TestRunLockLoss(t *testing.T) {
@@ -340,7 +331,7 @@ func TestRunLockLoss(t *testing.T) {
 		if s := holder.stderr.String(); !regexp.MustCompile(`(?m)^distlock: lock "[^"]+" lost while the command ran; .*deleted.*$`).MatchString(s) || strings.Count(s, "distlock:") != 1 {
 			t.Errorf("stderr: want one line saying the lock was lost and why: %q", s)
 		}
-		waitFile(t, file, "got TERM")
+		fileSays(t, file, "got TERM")
 	})
 }
 
@@ -362,7 +353,7 @@ func TestRunLockLossGrace(t *testing.T) {
 	if d := time.Since(begin); d > 8*time.Second {
 		t.Errorf("took %v to stop a command ignoring SIGTERM with --grace 1s", d)
 	}
-	waitFile(t, file, "got TERM")
+	fileSays(t, file, "got TERM")
 }
 
 func TestRunSignalForwarded(t *testing.T) {
@@ -380,7 +371,7 @@ func TestRunSignalForwarded(t *testing.T) {
 		if code := holder.wait(30 * time.Second); code != 7 {
 			t.Fatalf("code %d, want the command's 7; stderr %s", code, holder.stderr)
 		}
-		waitFile(t, file, "got TERM")
+		fileSays(t, file, "got TERM")
 		if e := b.entries(t, lock); len(e) != 0 {
 			t.Errorf("entries left behind: %v", e)
 		}

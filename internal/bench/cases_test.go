@@ -108,8 +108,11 @@ func (e *env) runUncontended() [2]*uncontendedResult {
 		cycle(first, it >= uncontendedWarmup)
 		cycle(1-first, it >= uncontendedWarmup)
 	}
-	// Let background work of the last cycle (a watch cancel) go out.
-	time.Sleep(50 * time.Millisecond)
+	// Let background work of the last cycle (a watch cancel) go out: until
+	// nothing is pending and 50 ms pass without a request.
+	if err := (&clientSet{counters: counters[:]}).quiet(50*time.Millisecond, 10*time.Second); err != nil {
+		e.tb.Error(err)
+	}
 	for i := range impls {
 		for _, ev := range counters[i].between(start, time.Now()) {
 			res[i].all.add(ev.kind)

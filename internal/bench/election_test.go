@@ -25,7 +25,8 @@ var failoverRounds = pick(20, 6)
 //
 // Each round uses a fresh election: the leader campaigns through one
 // member, the other candidate through another, and once the candidate's
-// entry is in and its watches have settled (100 ms), an outside client
+// entry is in and its watches have settled (every watch the candidates
+// asked for confirmed, and 50 ms without a request), an outside client
 // revokes the leader's lease. The time is taken from just before the
 // Revoke to the candidate's Campaign returning. The table also gives the
 // Revoke's own round trip (the floor under both), and the leader's
@@ -35,20 +36,19 @@ func BenchmarkElectionFailover(b *testing.B) {
 	etcdVerify(b)
 	e := newEnv(b)
 	var clis [2]*clientv3.Client
-	counter := newRPCCounter() // the first candidate's, for its uncontended Campaign
+	// The first candidate's counter is for its uncontended Campaign; both
+	// tell when the candidates' watches are in place.
+	cands := &clientSet{counters: []*rpcCounter{newRPCCounter(), newRPCCounter()}}
+	counter := cands.counters[0]
 	for i := range clis {
-		c := counter
-		if i > 0 {
-			c = nil
-		}
-		cli, err := e.client(e.leader+1+i, c) // candidates on different members
+		cli, err := e.client(e.leader+1+i, cands.counters[i]) // candidates on different members
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { cli.Close() })
 		clis[i] = cli
 	}
-	runs := [2]func(ctx context.Context, e *env, clis [2]*clientv3.Client, round int) (r failoverRound, err error){
+	runs := [2]func(ctx context.Context, e *env, clis [2]*clientv3.Client, cands *clientSet, round int) (r failoverRound, err error){
 		ours: failoverOurs, theirs: failoverTheirs,
 	}
 	names := [2]string{ours: "etcdlock.Election", theirs: "concurrency.Election"}
@@ -61,7 +61,7 @@ func BenchmarkElectionFailover(b *testing.B) {
 		}
 		for _, i := range order {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			fr, err := runs[i](ctx, e, clis, r)
+			fr, err := runs[i](ctx, e, clis, cands, r)
 			cancel()
 			if err != nil {
 				b.Fatalf("%s round %d: %v", names[i], r, err)
@@ -127,13 +127,16 @@ func campaignInBackground(campaign func() error) *timedCampaign {
 }
 
 // failover runs one round once both candidates have campaigned: it waits for
-// two entries under prefix, lets the watches settle, revokes lease and
-// times the candidate's Campaign, and the Revoke's own round trip.
-func (e *env) failover(ctx context.Context, prefix string, lease clientv3.LeaseID, c *timedCampaign) (d, revoke time.Duration, err error) {
+// two entries under prefix and for the candidates' watches to be in place
+// (cands quiet), revokes lease and times the candidate's Campaign, and the
+// Revoke's own round trip.
+func (e *env) failover(ctx context.Context, prefix string, lease clientv3.LeaseID, c *timedCampaign, cands *clientSet) (d, revoke time.Duration, err error) {
 	if err := e.waitKeys(ctx, prefix, 2); err != nil {
 		return 0, 0, err
 	}
-	time.Sleep(100 * time.Millisecond)
+	if err := cands.quiet(50*time.Millisecond, 10*time.Second); err != nil {
+		return 0, 0, err
+	}
 	start := time.Now()
 	if _, err := e.observer.Revoke(ctx, lease); err != nil {
 		return 0, 0, err
@@ -150,7 +153,7 @@ func (e *env) failover(ctx context.Context, prefix string, lease clientv3.LeaseI
 	}
 }
 
-func failoverOurs(ctx context.Context, e *env, clis [2]*clientv3.Client, round int) (fr failoverRound, err error) {
+func failoverOurs(ctx context.Context, e *env, clis [2]*clientv3.Client, cands *clientSet, round int) (fr failoverRound, err error) {
 	name := fmt.Sprintf("bench-election/%d", round)
 	var ss [2]*etcdlock.Session
 	defer func() {
@@ -180,11 +183,11 @@ func failoverOurs(ctx context.Context, e *env, clis [2]*clientv3.Client, round i
 		_, err := els[1].Campaign(ctx, "next")
 		return err
 	})
-	fr.failover, fr.revoke, err = e.failover(ctx, etcdlock.DefaultPrefix+name+"/@", ss[0].ID(), c)
+	fr.failover, fr.revoke, err = e.failover(ctx, etcdlock.DefaultPrefix+name+"/@", ss[0].ID(), c, cands)
 	return fr, err
 }
 
-func failoverTheirs(ctx context.Context, e *env, clis [2]*clientv3.Client, round int) (fr failoverRound, err error) {
+func failoverTheirs(ctx context.Context, e *env, clis [2]*clientv3.Client, cands *clientSet, round int) (fr failoverRound, err error) {
 	prefix := fmt.Sprintf("/bench-election-theirs/%d", round)
 	var ss [2]*concurrency.Session
 	defer func() {
@@ -209,7 +212,7 @@ func failoverTheirs(ctx context.Context, e *env, clis [2]*clientv3.Client, round
 	}
 	fr.firstDone = time.Now()
 	c := campaignInBackground(func() error { return els[1].Campaign(ctx, "next") })
-	fr.failover, fr.revoke, err = e.failover(ctx, prefix+"/", ss[0].Lease(), c)
+	fr.failover, fr.revoke, err = e.failover(ctx, prefix+"/", ss[0].Lease(), c, cands)
 	return fr, err
 }
 
