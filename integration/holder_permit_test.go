@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/zklock"
 )
 
 // TestHolderPermit is the seed scenario with a semaphore's permit: a
@@ -24,17 +22,18 @@ func TestHolderPermit(t *testing.T) {
 	for _, store := range []string{"etcd", "zk"} {
 		t.Run(store, func(t *testing.T) {
 			ctx := ctxFor(t, 2*time.Minute)
-			spec, newSem := permitEnv(ctx, t, store)
+			spec, cli := holderEnv(ctx, t, store, "report", 0, 2)
+			newSem := func() distlock.Locker { return semaphoreOn(ctx, t, cli, "report", 2) }
 			a := integration.NewHolder(t, spec)
 			t1 := a.Token()
 			if _, _, ok := distlock.ParseSlotName(t1.Name); !ok {
 				t.Fatalf("the holder's token %v is not a slot's", t1)
 			}
-			pc, err := newSem().Acquire(ctx)
+			pc, err := newSem().Lock(ctx)
 			if err != nil {
 				t.Fatalf("C's Acquire of the other permit: %v", err)
 			}
-			defer pc.Release(context.Background())
+			defer pc.Unlock(context.Background())
 			if pc.Token().Name == t1.Name {
 				t.Fatalf("C got the holder's slot %s", t1.Name)
 			}
@@ -51,7 +50,7 @@ func TestHolderPermit(t *testing.T) {
 			}
 			paused := time.Now()
 			actx, cancel := context.WithTimeout(ctx, time.Minute)
-			pb, err := newSem().Acquire(actx)
+			pb, err := newSem().Lock(actx)
 			cancel()
 			if err != nil {
 				t.Fatalf("B's Acquire while the holder is paused: %v", err)
@@ -86,55 +85,9 @@ func TestHolderPermit(t *testing.T) {
 				t.Fatalf("B's permit ended after the holder's late release: %v", pb.Err())
 			default:
 			}
-			if err := pb.Release(ctx); err != nil {
+			if err := pb.Unlock(ctx); err != nil {
 				t.Fatalf("B's release: %v", err)
 			}
 		})
 	}
-}
-
-// permitEnv starts a cluster of store and returns the spec of a holder
-// taking a permit of the semaphore "report" of 2, and a constructor of
-// that semaphore on sessions of its own.
-func permitEnv(ctx context.Context, t *testing.T, store string) (integration.HolderSpec, func() *etcdlock.Semaphore) {
-	t.Helper()
-	if store == "etcd" {
-		c := integration.NewEtcd(t)
-		cli, err := c.Client()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return integration.HolderSpec{Backend: "etcd", Endpoints: c.Endpoints(), Lock: "report", TTL: etcdlock.MinTTL, Permits: 2},
-			func() *etcdlock.Semaphore {
-				s, err := etcdlock.NewSession(ctx, cli)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close(context.Background()) })
-				m, err := etcdlock.NewSemaphore(s, "report", 2)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return m
-			}
-	}
-	ens := integration.NewZooKeeper(t)
-	return integration.HolderSpec{Backend: "zk", Endpoints: ens.Addrs(), Lock: "report", TTL: 4 * time.Second, Permits: 2},
-		func() *etcdlock.Semaphore {
-			conn, _, err := ens.Connect(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(conn.Close)
-			s, err := zklock.NewSession(ctx, conn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close(context.Background()) })
-			m, err := zklock.NewSemaphore(s, "report", 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return m
-		}
 }

@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/zklock"
 )
 
 // TestHolderRevoke is the operator's story of a hung holder: a holder
@@ -26,7 +24,7 @@ func TestHolderRevoke(t *testing.T) {
 		t.Run(store, func(t *testing.T) {
 			ctx := ctxFor(t, 2*time.Minute)
 			const ttl = 30 * time.Second
-			spec, locker, revoke, revocations := revokeEnv(ctx, t, store, ttl)
+			spec, cli := holderEnv(ctx, t, store, "report", ttl, 0)
 			a := integration.NewHolder(t, spec)
 			t1 := a.Token()
 			fence, err := fencing.NewMemory("report")
@@ -36,9 +34,13 @@ func TestHolderRevoke(t *testing.T) {
 			if err := fence.Admit(ctx, t1); err != nil {
 				t.Fatalf("the holder's write before the pause: %v", err)
 			}
+			m, err := newSession(ctx, t, cli).Mutex("report")
+			if err != nil {
+				t.Fatal(err)
+			}
 			waiter := make(chan *distlock.Lease, 1)
 			go func() {
-				l, err := locker().Lock(ctx)
+				l, err := m.Lock(ctx)
 				if err != nil {
 					t.Error(err)
 				}
@@ -50,7 +52,7 @@ func TestHolderRevoke(t *testing.T) {
 			}
 			paused := time.Now()
 			const grace = time.Second
-			rs, err := revoke(ctx, distlock.RevokeRequest{Reason: "holder hung", By: "on-call", Grace: grace, Force: true})
+			rs, err := cli.Revoke(ctx, "report", distlock.RevokeRequest{Reason: "holder hung", By: "on-call", Grace: grace, Force: true})
 			if err != nil {
 				t.Fatalf("Revoke: %v", err)
 			}
@@ -94,72 +96,10 @@ func TestHolderRevoke(t *testing.T) {
 			if l.Err() != nil {
 				t.Fatalf("the waiter's lease ended after the revoked holder's late release: %v", l.Err())
 			}
-			all, err := revocations(ctx)
+			all, err := cli.Revocations(ctx, "report")
 			if err != nil || len(all) != 1 || all[0].Outcome != distlock.RevokeForced || all[0].By != "on-call" || all[0].Reason != "holder hung" {
 				t.Fatalf("audit records: %+v, %v; want the forced revocation", all, err)
 			}
 		})
 	}
-}
-
-// revokeEnv starts a cluster of store and returns the spec of a holder of
-// lock "report" whose session lives ttl, a constructor of that lock on
-// sessions of its own, and the lock's Revoke and Revocations.
-func revokeEnv(ctx context.Context, t *testing.T, store string, ttl time.Duration) (
-	spec integration.HolderSpec, locker func() distlock.Locker,
-	revoke func(context.Context, distlock.RevokeRequest) ([]distlock.Revocation, error),
-	revocations func(context.Context) ([]distlock.Revocation, error),
-) {
-	t.Helper()
-	if store == "etcd" {
-		c := integration.NewEtcd(t)
-		cli, err := c.Client()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return integration.HolderSpec{Backend: "etcd", Endpoints: c.Endpoints(), Lock: "report", TTL: ttl},
-			func() distlock.Locker {
-				s, err := etcdlock.NewSession(ctx, cli)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close(context.Background()) })
-				m, err := etcdlock.NewMutex(s, "report")
-				if err != nil {
-					t.Fatal(err)
-				}
-				return m
-			},
-			func(ctx context.Context, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
-				return etcdlock.Revoke(ctx, cli, etcdlock.DefaultPrefix, "report", r)
-			},
-			func(ctx context.Context) ([]distlock.Revocation, error) {
-				return etcdlock.Revocations(ctx, cli, etcdlock.DefaultPrefix, "report")
-			}
-	}
-	ens := integration.NewZooKeeper(t)
-	conn, _, err := ens.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	return integration.HolderSpec{Backend: "zk", Endpoints: ens.Addrs(), Lock: "report", TTL: ttl},
-		func() distlock.Locker {
-			s, err := zklock.NewSession(ctx, conn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close(context.Background()) })
-			m, err := zklock.NewMutex(s, "report")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return m
-		},
-		func(ctx context.Context, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
-			return zklock.Revoke(ctx, conn, zklock.DefaultPrefix, "report", r, nil)
-		},
-		func(ctx context.Context) ([]distlock.Revocation, error) {
-			return zklock.Revocations(ctx, conn, zklock.DefaultPrefix, "report")
-		}
 }
