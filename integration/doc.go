@@ -42,6 +42,10 @@
 //     to that client alone, ExpireSession expires its session for real.
 //   - Backups put back: SaveSnapshot and RestoreSnapshot (etcd), SaveData,
 //     RestoreData and SetEpoch (ZooKeeper) roll revisions or zxids back.
+//   - Membership changes: RemoveMember(i) takes server i out of the
+//     configuration, stops it and wipes its data; AddMember(i) adds a
+//     fresh server back in its place, with the same name and addresses
+//     (ZooKeeper: on an ensemble started WithReconfig; see zkmember.go).
 //
 // A fault is verified before its method returns (Cut waits until the
 // server notices, Pause until the process is stopped, Kill until it is

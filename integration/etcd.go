@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +28,9 @@ type EtcdCluster struct {
 	TLS     *TLSFiles
 	tlsConf *tls.Config // the harness's clients' (see TLSConfig)
 	authOn  bool        // WithAuth: authentication is enabled
+
+	bin      string   // the etcd server binary
+	security []string // the members' TLS flags (see securityArgs)
 }
 
 // EtcdMember is one member of an EtcdCluster.
@@ -38,6 +39,7 @@ type EtcdMember struct {
 
 	c           *EtcdCluster
 	clientAddr  string // where the member really listens for clients
+	peerAddr    string // where it really listens for its peers
 	clientProxy *Proxy
 	peerProxy   *Proxy
 }
@@ -94,8 +96,6 @@ func StartEtcd(ctx context.Context, opts ...Option) (*EtcdCluster, error) {
 }
 
 func (c *EtcdCluster) start(ctx context.Context, bin string) error {
-	type ports struct{ client, peer string }
-	real := make([]ports, c.cfg.size)
 	var initial []string
 	for i := range c.cfg.size {
 		name := fmt.Sprintf("etcd%d", i)
@@ -107,8 +107,7 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 		if err != nil {
 			return err
 		}
-		real[i] = ports{cp, pp}
-		m := &EtcdMember{node: node{Name: name, procs: c.procs}, c: c, clientAddr: cp}
+		m := &EtcdMember{node: node{Name: name, procs: c.procs}, c: c, clientAddr: cp, peerAddr: pp}
 		if m.clientProxy, err = c.newProxy(name, cp); err != nil {
 			return err
 		}
@@ -119,36 +118,13 @@ func (c *EtcdCluster) start(ctx context.Context, bin string) error {
 		c.nodes = append(c.nodes, &m.node)
 		initial = append(initial, fmt.Sprintf("%s=%s%s", name, c.scheme(), m.peerProxy.Addr()))
 	}
-	token := filepath.Base(c.dir)
 	security, err := c.securityArgs()
 	if err != nil {
 		return err
 	}
-	for i, m := range c.Members {
-		data := filepath.Join(c.dir, m.Name)
-		if err := os.MkdirAll(data, 0o755); err != nil {
-			return err
-		}
-		srv, err := c.cfg.newServer(serverSpec{
-			name: m.Name,
-			argv: append([]string{bin,
-				"--name", m.Name,
-				"--data-dir", data,
-				"--listen-client-urls", c.scheme() + real[i].client,
-				"--advertise-client-urls", m.ClientURL(),
-				"--listen-peer-urls", c.scheme() + real[i].peer,
-				"--initial-advertise-peer-urls", c.scheme() + m.peerProxy.Addr(),
-				"--initial-cluster", strings.Join(initial, ","),
-				"--initial-cluster-state", "new",
-				"--initial-cluster-token", token,
-				// Fast failure detection keeps fault tests short.
-				"--heartbeat-interval", "50",
-				"--election-timeout", "500",
-				"--log-level", "warn",
-			}, security...),
-			log:  filepath.Join(c.dir, m.Name+".log"),
-			dirs: append([]string{data}, c.securityDirs()...),
-		})
+	c.bin, c.security = bin, security
+	for _, m := range c.Members {
+		srv, err := c.newMemberServer(m, initial, "new")
 		if err != nil {
 			return err
 		}

@@ -34,6 +34,8 @@ type config struct {
 	// tls and rootPassword: see WithTLS and WithAuth (etcd only).
 	tls          bool
 	rootPassword string
+	// reconfig: see WithReconfig (ZooKeeper only).
+	reconfig bool
 }
 
 func newConfig(opts []Option) config {

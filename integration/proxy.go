@@ -52,7 +52,12 @@ func (l *link) setSource(node string) { l.src.Store(&node) }
 // identify names the node a connection comes from ("" for clients; see
 // procs.identify).
 func newProxy(nw *Network, node, upstream string, identify func(peer, self net.Addr) (string, uint64, bool)) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newProxyOn(nw, "127.0.0.1:0", node, upstream, identify)
+}
+
+// newProxyOn is newProxy listening on the loopback address listen.
+func newProxyOn(nw *Network, listen, node, upstream string, identify func(peer, self net.Addr) (string, uint64, bool)) (*Proxy, error) {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
 	}

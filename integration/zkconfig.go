@@ -78,13 +78,13 @@ func (e *ZooKeeperEnsemble) start(ctx context.Context, java, cp string) error {
 		if s.quorumRelay, err = newPeerRelay(s.quorumAddr, nil); err != nil {
 			return err
 		}
-		if s.quorumProxy, err = e.newProxy(s.Name, s.quorumRelay.Addr()); err != nil {
+		if s.quorumProxy, err = e.newPeerProxy(s, s.quorumAddr, s.quorumRelay.Addr()); err != nil {
 			return err
 		}
 		if s.electionRelay, err = newPeerRelay(s.electionAddr, e.electionProxyAddr); err != nil {
 			return err
 		}
-		if s.electionProxy, err = e.newProxy(s.Name, s.electionRelay.Addr()); err != nil {
+		if s.electionProxy, err = e.newPeerProxy(s, s.electionAddr, s.electionRelay.Addr()); err != nil {
 			return err
 		}
 	}
@@ -124,6 +124,11 @@ func (e *ZooKeeperEnsemble) start(ctx context.Context, java, cp string) error {
 			"-Dzookeeper.fastleader.maxNotificationInterval=1000",
 		}
 		argv = append(argv, logCfg...)
+		reconfigFlags, err := e.reconfigJVMFlags(s)
+		if err != nil {
+			return err
+		}
+		argv = append(argv, reconfigFlags...)
 		argv = append(argv, "-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", zooCfg)
 		srv, err := e.cfg.newServer(serverSpec{
 			name: s.Name,
@@ -152,7 +157,7 @@ func (e *ZooKeeperEnsemble) start(ctx context.Context, java, cp string) error {
 }
 
 // zooCfg is server s's configuration: its own entry with the ports it
-// binds, the others' with their proxies' ports.
+// binds, the others' with their proxies' ports (see serverLine).
 func (e *ZooKeeperEnsemble) zooCfg(s *ZooKeeperServer, data string) string {
 	host, port, _ := net.SplitHostPort(s.clientAddr)
 	lines := []string{
@@ -175,15 +180,11 @@ func (e *ZooKeeperEnsemble) zooCfg(s *ZooKeeperServer, data string) string {
 	if len(e.Servers) > 1 {
 		lines = append(lines,
 			"standaloneEnabled=false",
-			"reconfigEnabled=false",
+			"reconfigEnabled="+strconv.FormatBool(e.cfg.reconfig),
 			"quorumListenOnAllIPs=false",
 		)
 		for _, o := range e.Servers {
-			q, el := o.quorumProxy.Addr(), o.electionProxy.Addr()
-			if o == s {
-				q, el = o.quorumAddr, o.electionAddr
-			}
-			lines = append(lines, fmt.Sprintf("server.%d=%s:%s", o.ID, q, portOf(el)))
+			lines = append(lines, e.serverLine(o, s))
 		}
 	}
 	return strings.Join(lines, "\n") + "\n"

@@ -27,6 +27,9 @@ const (
 	// Force): their entries deleted from outside, while they may still
 	// be working.
 	NemRevoke = "revoke"
+	// NemMemberChange removes a member from the cluster's configuration
+	// and adds a fresh one back (nemesis_member.go).
+	NemMemberChange = "member-change"
 )
 
 // Nemeses returns the named nemeses; "all" (or none) returns every one.
@@ -65,6 +68,7 @@ func AllNemeses() []Nemesis {
 		nemesis{NemDropConnection, onZK, injectDrop},
 		nemesis{NemCompact, onEtcd, injectCompact},
 		nemesis{NemRevoke, nil, injectRevoke},
+		nemesis{NemMemberChange, changesMembers, injectMemberChange},
 	}
 }
 

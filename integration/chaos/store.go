@@ -131,7 +131,8 @@ func StartStore(ctx context.Context, name string, log *slog.Logger, extra ...int
 		}
 		return &etcdStore{c: c}, nil
 	case ZooKeeper:
-		e, err := integration.StartZooKeeper(ctx, opts...)
+		// Reconfiguration enabled, for the member-change nemesis.
+		e, err := integration.StartZooKeeper(ctx, append(opts, integration.WithReconfig())...)
 		if err != nil {
 			return nil, err
 		}
