@@ -164,3 +164,51 @@ func (b *etcdBackend) WaitLine(t *testing.T, name string, n int) {
 		}
 	}
 }
+
+func (s *etcdSession) TTL() time.Duration { return s.s.TTL() }
+
+// DeletionOrder watches the lock's keys from the revision of a read that
+// found them all: one watch, whose events come in revision order.
+func (b *etcdBackend) DeletionOrder(t *testing.T, name string, keys []string) func() []string {
+	t.Helper()
+	cli := b.clus.Client(0)
+	ctx := testCtx(t)
+	dir := etcdlock.DefaultPrefix + name + "/"
+	resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, k := range keys {
+		want[k] = false
+	}
+	for _, kv := range resp.Kvs {
+		if _, ok := want[string(kv.Key)]; ok {
+			want[string(kv.Key)] = true
+		}
+	}
+	for k, present := range want {
+		if !present {
+			t.Fatalf("DeletionOrder: key %s is not there", k)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	wch := cli.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithRev(resp.Header.Revision+1))
+	return func() []string {
+		t.Helper()
+		defer cancel()
+		var order []string
+		for len(order) < len(keys) {
+			r, ok := <-wch
+			if !ok {
+				t.Fatalf("DeletionOrder: watch ended after %q: %v", order, ctx.Err())
+			}
+			for _, ev := range r.Events {
+				if _, ok := want[string(ev.Kv.Key)]; ok {
+					order = append(order, string(ev.Kv.Key))
+				}
+			}
+		}
+		return order
+	}
+}

@@ -347,3 +347,46 @@ func (b *zkBackend) WaitLine(t *testing.T, name string, n int) {
 	t.Helper()
 	waitChildren(t, b.admin, b.prefix+"/"+name, n, func(c string) bool { return strings.HasPrefix(c, "@c-") })
 }
+
+func (s *zkSession) TTL() time.Duration { return s.s.TTL() }
+
+// DeletionOrder sets an exists watch on every key from a connection of its
+// own: a connection delivers its watch events in zxid order, and its
+// event channel carries them all.
+func (b *zkBackend) DeletionOrder(t *testing.T, name string, keys []string) func() []string {
+	t.Helper()
+	conn, events := connect(t, b.ens)
+	dir := b.prefix + "/" + name
+	paths := map[string]string{} // path: key
+	for _, k := range keys {
+		p := dir + "/" + k
+		if !strings.HasPrefix(k, "@") {
+			p = dir + "/@permits/" + k // a semaphore's slot
+		}
+		ok, _, _, err := conn.ExistsW(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			t.Fatalf("DeletionOrder: %s is not there", p)
+		}
+		paths[p] = k
+	}
+	ctx := testCtx(t)
+	return func() []string {
+		t.Helper()
+		defer conn.Close()
+		var order []string
+		for len(order) < len(keys) {
+			select {
+			case ev := <-events:
+				if k, ok := paths[ev.Path]; ok && ev.Type == zk.EventNodeDeleted {
+					order = append(order, k)
+				}
+			case <-ctx.Done():
+				t.Fatalf("DeletionOrder: %q deleted of %q: %v", order, keys, ctx.Err())
+			}
+		}
+		return order
+	}
+}

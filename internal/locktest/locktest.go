@@ -41,6 +41,13 @@ type Backend interface {
 	// WaitLine blocks until semaphore name's line has at least n entries,
 	// waiting on the store's notifications.
 	WaitLine(t *testing.T, name string, n int)
+	// DeletionOrder starts following keys, entries of lock name as
+	// Entries and SemaphoreEntries name them, all present now; the
+	// returned function blocks until every one of them is deleted and
+	// returns them in the order the store deleted them (etcd: by
+	// revision; ZooKeeper: by zxid, as one connection's watch events are
+	// ordered).
+	DeletionOrder(t *testing.T, name string, keys []string) func() []string
 	// Revoker revokes the backend's locks, and lists their revocations.
 	Revoker
 }
@@ -64,6 +71,8 @@ type Session interface {
 	End(t *testing.T)
 	// Close closes the session as its owner would.
 	Close(t *testing.T)
+	// TTL is the session's TTL (etcd) or timeout (ZooKeeper).
+	TTL() time.Duration
 	// Cut closes the session's client (etcd) or connection (ZooKeeper)
 	// under it, as a client that loses every server at once: nothing
 	// confirms the session any more.
@@ -89,6 +98,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"InvalidNames", invalidNames},
 		{"TokensNameTheirOwner", tokensNameTheirOwner},
 		{"LeaseDeadline", leaseDeadline},
+		{"WaiterEndsAtHandoff", endRace},
 	}
 	cases = append(cases, rwCases...)
 	cases = append(cases, electionCases...)

@@ -154,9 +154,10 @@ func (e *Engine) start(ctx context.Context, name string, op distlock.Op) (_ cont
 // wait blocks until q says its owner holds the lock, waiting on one entry
 // at a time (step 3). When n's entry ends (deleted, session over) the
 // wait fails with that cause, which also wins over "acquired": the watch
-// on n's own entry may run behind the one on the entry it waits for. (A
-// foreign delete of n's entry racing the handoff can therefore still be
-// reported just after Lock returns, through the Lease's Done.)
+// on n's own entry may run behind the one on the entry it waits for, which
+// is why Confirm (step 4) asks the store whether n's entry outlived its
+// last predecessor before n is reported held. (A foreign delete of n's
+// entry after that is reported through the Lease's Done.)
 func (e *Engine) wait(ctx context.Context, n *Node, q *Queue, a *acquisition) error {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

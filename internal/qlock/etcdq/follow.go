@@ -78,6 +78,9 @@ type followed struct {
 	seq int64
 	// deletedAt is the revision of the newest deletion seen before Follow.
 	deletedAt int64
+	// since, if not 0, is a revision from which on the watch must cover
+	// the entry: it was read present just before (see followSince).
+	since int64
 	// unsure: a resync read found no key, but the put may not have been
 	// applied yet; Follow looks again.
 	unsure bool
@@ -133,7 +136,7 @@ func (s *Session) Follow(n *qlock.Node, gone func(error)) {
 	f.mu.Unlock()
 	t := time.AfterFunc(followDelay, func() {
 		if n.Alive().Err() == nil {
-			f.ensure(n.Seq + 1)
+			f.ensure(f.since(n.Key, n.Seq+1))
 		}
 	})
 	context.AfterFunc(n.Alive(), func() {
@@ -153,6 +156,42 @@ func (s *Session) Follow(n *qlock.Node, gone func(error)) {
 			}
 		})
 	}
+}
+
+// followSince has n's follower watch from revision rev on, now: n's entry
+// was read present at rev-1 (Confirm), so nothing before rev need be
+// watched. A waiter that just took the lock over is followed at once, by
+// a watch that starts at the current revision, which etcd serves as soon
+// as a deletion is committed: had it started from history (n's own
+// revision), etcd's catch-up loop would deliver a deletion up to 100 ms
+// later, after followDelay.
+func (s *Session) followSince(n *qlock.Node, rev int64) {
+	s.followMu.Lock()
+	f := s.followers[followPrefix(n.Key)]
+	s.followMu.Unlock()
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	e := f.entries[n.Key]
+	if e != nil {
+		e.since = max(e.since, rev)
+	}
+	f.mu.Unlock()
+	if e != nil && n.Alive().Err() == nil {
+		f.ensure(rev)
+	}
+}
+
+// since returns the revision from which key's entry must be watched:
+// rev, or later if it was read present since.
+func (f *follower) since(key string, rev int64) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e := f.entries[key]; e != nil {
+		return max(rev, e.since)
+	}
+	return rev
 }
 
 // entryGone is the cause reported for an entry deleted by someone else.

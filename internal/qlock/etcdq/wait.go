@@ -3,8 +3,8 @@ package etcdq
 import (
 	"context"
 	"fmt"
+	"math"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -14,9 +14,33 @@ import (
 // entries may be left (the view still holds some, or left some out), the
 // engine reads which are (Survivors) — one read, where following the next
 // older entry too would cost a watch create, a cancel and an event more
-// for every handoff of a drained queue.
+// for every handoff of a drained queue. The revision at which p was seen
+// gone is recorded for Confirm.
 func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, _ *qlock.Queue, p qlock.Entry) error {
-	return s.waitDeleted(ctx, p.Key, p.Seq, n.Seq)
+	rev, err := s.waitDeleted(ctx, p.Key, p.Seq, n.Seq)
+	if err == nil {
+		cleared(n, rev)
+	}
+	return err
+}
+
+// waiting is a waiting entry's driver state (qlock.Node.Store): the
+// newest revision at which an entry ahead of it was seen gone, or read
+// to be gone (Survivors). Once the last conflicting entry ahead is gone,
+// that revision is one at which nothing conflicting is ahead any more.
+type waiting struct{ cleared int64 }
+
+// cleared records that n's view of the queue was true at revision rev.
+func cleared(n *qlock.Node, rev int64) {
+	w, ok := n.Store.(*waiting)
+	if !ok {
+		if n.Store != nil {
+			return // a semaphore line's claim state: Claim checks the entry itself
+		}
+		w = &waiting{}
+		n.Store = w
+	}
+	w.cleared = max(w.cleared, rev)
 }
 
 // Survivors reads the nearest entry older than below that still conflicts
@@ -39,33 +63,79 @@ func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, 
 	if found {
 		kv := resp.Kvs[0]
 		nearest = qlock.Entry{Key: string(kv.Key), Seq: kv.CreateRevision, Kind: queueKind(dir, string(kv.Key))}
+	} else {
+		cleared(n, resp.Header.Revision)
 	}
 	q.Observed(below, nearest, found)
 }
 
-// Confirm makes sure, by one linearizable read, that a candidate that
-// waited still has its entry now that those ahead of it are gone
-// (qlock.Driver). The watch on its own entry runs from history and may lag
-// behind the one on its predecessor: without the read, a candidate whose
-// entry (or session) went just before its predecessor's would return a
-// phantom leadership and only report the loss a moment later. An
-// uncontended Campaign needs no read: its enqueue Txn itself saw its entry
-// at the front. Locks skip the read: their Lease reports such a loss.
+// Confirm is the last look before n is reported held (qlock.Driver): for
+// an entry that waited, that it still existed once those ahead of it were
+// gone.
+//
+// Its own entry's deletion and its predecessor's reach a waiter on
+// different watches: the follower's starts from history and is served by
+// etcd's catch-up loop (every 100 ms), the predecessor's is current, and
+// etcd orders events within one watch only. So a waiter whose entry (or
+// lease) went just before its predecessor's hears of the predecessor
+// first. One read decides: a serializable read served by a member that
+// has applied the revision at which the waiter saw its last predecessor
+// go (WaitGone, Survivors), or, from a member that has not, a
+// linearizable one. The entry present then was present at that revision
+// (keys are never re-created), so the waiter held; absent, it did not, or
+// has already lost, and the acquisition fails either way. A read is the
+// cheapest correct check: a progress notification costs a request too
+// and is only answered once every watch on the stream is caught up, and
+// the follower's watch cannot be made to come first.
+//
+// An entry that did not wait needs no read: its enqueue Txn saw it at the
+// front. Nor does a semaphore's line head: its Claim deletes the line
+// entry in the Txn that takes the slot, only while it is still there.
 func (s *Session) Confirm(ctx context.Context, n *qlock.Node) error {
-	if n.Kind == qlock.Candidate && n.Waited {
-		resp, err := s.client.Get(ctx, n.Key, clientv3.WithKeysOnly())
+	if n.Waited && n.Kind != qlock.Counted {
+		rev := int64(math.MaxInt64) // not known: a linearizable read
+		if w, ok := n.Store.(*waiting); ok {
+			rev = w.cleared
+		}
+		at, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (int64, error) {
+			return s.existsSince(ctx, n.Key, n.Seq, rev)
+		})
 		if err != nil {
+			if n.Alive().Err() != nil {
+				return context.Cause(n.Alive())
+			}
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
 			return fmt.Errorf("confirm entry %s: %w", n.Key, s.storeErr(err))
 		}
-		if n.Alive().Err() == nil && (len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != n.Seq) {
-			return fmt.Errorf("%w: key %s", distlock.ErrEntryGone, n.Key)
+		if at == 0 && n.Alive().Err() == nil {
+			return s.entryGone(n.Key)
+		}
+		if at > 0 {
+			s.followSince(n, at+1)
 		}
 	}
 	if err := n.Alive().Err(); err != nil {
 		return context.Cause(n.Alive())
 	}
 	return nil
+}
+
+// existsSince reports whether the key created at createRev still existed
+// at revision rev or later: it returns the revision of a read that found
+// it, 0 if the read did not. The read is serializable where the member has
+// applied rev, linearizable otherwise.
+func (s *Session) existsSince(ctx context.Context, key string, createRev, rev int64) (int64, error) {
+	resp, err := s.client.Get(ctx, key, clientv3.WithKeysOnly(), clientv3.WithSerializable())
+	if err == nil && resp.Header.Revision < rev {
+		resp, err = s.client.Get(ctx, key, clientv3.WithKeysOnly())
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == createRev {
+		return resp.Header.Revision, nil
+	}
+	return 0, nil
 }

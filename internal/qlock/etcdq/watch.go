@@ -13,7 +13,8 @@ import (
 )
 
 // waitDeleted blocks until the key created at createRev no longer exists,
-// and returns nil then; or returns ctx's cause.
+// and returns then a revision at which it was gone; or returns ctx's
+// cause.
 //
 // known is a revision at which the key was known to exist. The watch
 // starts at the current revision, which etcd serves as soon as the delete
@@ -29,7 +30,7 @@ import (
 // its watches to a new gRPC stream, which the client's balancer opens on
 // the next member, and the watch starts again there (with the gap check
 // above).
-func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known int64) error {
+func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known int64) (int64, error) {
 	for {
 		gen := s.streamGen.Load()
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
@@ -44,7 +45,7 @@ func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known 
 		gone, seen, silent, err := s.watchOnce(ctx, wctx, opened, key, createRev, known)
 		cancel()
 		if gone || err != nil {
-			return err
+			return seen, err
 		}
 		if silent {
 			if s.streamGen.CompareAndSwap(gen, gen+1) {
@@ -53,7 +54,7 @@ func (s *Session) waitDeleted(ctx context.Context, key string, createRev, known 
 		}
 		known = seen
 		if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
-			return err
+			return 0, err
 		}
 	}
 }

@@ -1,0 +1,276 @@
+package locktest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// EndRaceOffsets are the offsets EndRace sweeps: how long before (negative)
+// or after (positive) the holder's release the waiter's session is ended
+// on the server. The end of an etcd lease and the release are each one
+// request, so these straddle the point where the two land in either
+// order.
+var EndRaceOffsets = []time.Duration{
+	-10 * time.Millisecond, -6 * time.Millisecond, -3 * time.Millisecond, -1 * time.Millisecond,
+	0,
+	1 * time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond,
+}
+
+// endRaces is how many races EndRace runs per offset and kind: 20, or
+// DISTLOCK_ENDRACE_RACES.
+func endRaces() int {
+	if n, err := strconv.Atoi(os.Getenv("DISTLOCK_ENDRACE_RACES")); err == nil && n > 0 {
+		return n
+	}
+	return 20
+}
+
+// held is one acquisition, of whatever kind: how to let go of it and how
+// it says it was lost.
+type held struct {
+	release func(context.Context) error
+	done    <-chan struct{}
+	err     func() error
+}
+
+type taker func(ctx context.Context, s Session, name string) (held, error)
+
+func takeLock(t *testing.T) taker {
+	return func(ctx context.Context, s Session, name string) (held, error) {
+		l, err := mutex(t, s, name).Lock(ctx)
+		if err != nil {
+			return held{}, err
+		}
+		return held{l.Unlock, l.Done(), l.Err}, nil
+	}
+}
+
+func takeRW(t *testing.T, shared bool) taker {
+	return func(ctx context.Context, s Session, name string) (held, error) {
+		m := rwmutex(t, s, name)
+		lock := m.Lock
+		if shared {
+			lock = m.RLock
+		}
+		l, err := lock(ctx)
+		if err != nil {
+			return held{}, err
+		}
+		return held{l.Unlock, l.Done(), l.Err}, nil
+	}
+}
+
+func takeCampaign(t *testing.T) taker {
+	return func(ctx context.Context, s Session, name string) (held, error) {
+		l, err := election(t, s, name).Campaign(ctx, "candidate")
+		if err != nil {
+			return held{}, err
+		}
+		return held{l.Resign, l.Done(), l.Err}, nil
+	}
+}
+
+func takePermit(t *testing.T) taker {
+	return func(ctx context.Context, s Session, name string) (held, error) {
+		sem, err := s.Semaphore(name, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := sem.Acquire(ctx)
+		if err != nil {
+			return held{}, err
+		}
+		return held{p.Release, p.Done(), p.Err}, nil
+	}
+}
+
+// lockedSessions is a Backend whose Session may be called concurrently.
+type lockedSessions struct {
+	Backend
+	mu *sync.Mutex
+}
+
+func (b lockedSessions) Session(t *testing.T) Session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Backend.Session(t)
+}
+
+type tookResult struct {
+	h   held
+	err error
+}
+
+func takeAsync(ctx context.Context, take taker, s Session, name string) <-chan tookResult {
+	ch := make(chan tookResult, 1)
+	go func() {
+		h, err := take(ctx, s, name)
+		ch <- tookResult{h, err}
+	}()
+	return ch
+}
+
+// endRaceStats counts what the races of one kind did.
+type endRaceStats struct {
+	races        int
+	wentFirst    int // the waiter's entry was deleted before the holder's
+	failed       int // the waiter's call returned an error
+	granted      int // granted, its entry deleted after the holder's
+	phantom      int // granted although its entry went first: the bug
+	maxLost      time.Duration
+	maxSuccessor time.Duration
+}
+
+// endRace is the race of a waiter whose session is ended on the server
+// (etcd: its lease revoked; ZooKeeper: its session expired) around the
+// moment the holder ahead of it releases, for every kind of waiter: a
+// Mutex waiter, a reader behind a writer, a writer behind a reader, a
+// candidate, a semaphore's waiter. The end is swept from 10 ms before the
+// release to 10 ms after, EndRaceOffsets × endRaces times per kind. The
+// store itself says which of the two entries went first (Backend's
+// DeletionOrder). Checked:
+//
+//   - a waiter whose entry went before the holder's is never told it
+//     acquired (its call fails, with its session's or its entry's end);
+//   - a waiter granted before its entry went hears that it lost the lock
+//     (Done closes), bounded by Timeout, and the longest time it took is
+//     logged;
+//   - a third client, queued behind the waiter, acquires within twice the
+//     session TTL of the release;
+//   - nothing is left in the queue.
+func endRace(t *testing.T, b Backend) {
+	kinds := []struct {
+		name              string
+		hold, wait, third taker
+		semaphore         bool
+	}{
+		{"Mutex", takeLock(t), takeLock(t), takeLock(t), false},
+		{"RLockBehindWriter", takeRW(t, false), takeRW(t, true), takeRW(t, false), false},
+		{"LockBehindReader", takeRW(t, true), takeRW(t, false), takeRW(t, true), false},
+		{"Campaign", takeCampaign(t), takeCampaign(t), takeCampaign(t), false},
+		{"Acquire", takePermit(t), takePermit(t), takePermit(t), true},
+	}
+	// The kinds race in parallel, on sessions of their own; the backend's
+	// Session is not safe for concurrent use.
+	var mu sync.Mutex
+	b = lockedSessions{Backend: b, mu: &mu}
+	races := endRaces()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			holder, third := b.Session(t), b.Session(t)
+			var st endRaceStats
+			for i, d := range EndRaceOffsets {
+				for r := 0; r < races; r++ {
+					name := fmt.Sprintf("endrace-%s-%d-%d", k.name, i, r)
+					endRaceOnce(t, b, holder, third, name, d, k.hold, k.wait, k.third, k.semaphore, &st)
+					if t.Failed() {
+						return
+					}
+				}
+			}
+			t.Logf("%s: %d races: waiter's entry went first in %d, waiter failed %d, granted (and then lost) %d; phantom grants %d; longest wait for a granted waiter's Done %v; longest release-to-successor %v",
+				k.name, st.races, st.wentFirst, st.failed, st.granted, st.phantom, st.maxLost, st.maxSuccessor)
+			if st.phantom > 0 {
+				t.Errorf("%s: %d waiters were told they acquired although their entry was deleted before the holder's", k.name, st.phantom)
+			}
+		})
+	}
+}
+
+func endRaceOnce(t *testing.T, b Backend, holder, third Session, name string, d time.Duration, hold, wait, take3 taker, semaphore bool, st *endRaceStats) {
+	t.Helper()
+	ctx := Ctx(t)
+	h, err := hold(ctx, holder, name)
+	if err != nil {
+		t.Fatalf("%s: holder: %v", name, err)
+	}
+	waiter := b.Session(t)
+	wres := takeAsync(ctx, wait, waiter, name)
+	keysOf := func() []string {
+		if !semaphore {
+			return b.Entries(t, name)
+		}
+		line, slots := b.SemaphoreEntries(t, name)
+		return append(slots, line...)
+	}
+	queued := func(n int) {
+		if semaphore {
+			b.WaitLine(t, name, n-1)
+		} else {
+			b.WaitEntries(t, name, n)
+		}
+	}
+	queued(2)
+	keys := keysOf()
+	if len(keys) != 2 {
+		t.Fatalf("%s: entries %q, want the holder's and the waiter's", name, keys)
+	}
+	hKey, wKey := keys[0], keys[1]
+	tres := takeAsync(ctx, take3, third, name)
+	queued(3)
+	order := b.DeletionOrder(t, name, []string{hKey, wKey})
+
+	released := make(chan time.Time, 1)
+	relErr := make(chan error, 1)
+	go func() {
+		if d < 0 {
+			time.Sleep(-d)
+		}
+		released <- time.Now()
+		relErr <- h.release(ctx)
+	}()
+	if d > 0 {
+		time.Sleep(d)
+	}
+	waiter.End(t)
+	if err := Recv(t, relErr, name+": the holder's release"); err != nil {
+		t.Fatalf("%s: holder's release: %v", name, err)
+	}
+	relAt := <-released
+	gone := order()
+	wentFirst := gone[0] == wKey
+	st.races++
+	if wentFirst {
+		st.wentFirst++
+	}
+
+	w := Recv(t, wres, name+": the waiter's call")
+	if w.err != nil {
+		st.failed++
+	} else {
+		if wentFirst {
+			st.phantom++
+			t.Errorf("%s (end %v from the release): the waiter was told it acquired, but its entry %s was deleted before the holder's %s", name, d, wKey, hKey)
+		} else {
+			st.granted++
+		}
+		start := time.Now()
+		Recv(t, w.h.done, name+": the granted waiter's Done after its entry was deleted")
+		st.maxLost = max(st.maxLost, time.Since(start))
+		_ = w.h.release(ctx) // reports the loss
+	}
+
+	ttl := third.TTL()
+	select {
+	case s := <-tres:
+		if s.err != nil {
+			t.Fatalf("%s: third client: %v", name, s.err)
+		}
+		st.maxSuccessor = max(st.maxSuccessor, time.Since(relAt))
+		if err := s.h.release(ctx); err != nil {
+			t.Fatalf("%s: third client's release: %v", name, err)
+		}
+	case <-time.After(2*ttl - time.Since(relAt)):
+		t.Fatalf("%s: the third client did not acquire within 2 × TTL (%v) of the release", name, 2*ttl)
+	}
+	left, _ := settleCount(func() int { return len(keysOf()) }, 0, Timeout)
+	if left > 0 {
+		t.Fatalf("%s: entries %q left behind", name, keysOf())
+	}
+}
