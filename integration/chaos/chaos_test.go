@@ -155,6 +155,28 @@ func TestShort(t *testing.T) {
 				}
 			})
 
+			// The etcd twin of zk-expire-session: leases of waiters and
+			// holders revoked from outside, at random, just before a
+			// release, or while a holder is stalled. Its faults need no
+			// heal, so they are held briefly, for a few of them.
+			if store == chaos.Etcd {
+				t.Run("register/etcd-revoke-lease", func(t *testing.T) {
+					nem, err := chaos.Nemeses(chaos.NemRevokeLease)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cfg := short(chaos.Config{Nemeses: nem, Duration: 3 * time.Second})
+					cfg.FaultMax = time.Second
+					res := run(t, cfg)
+					if !res.OK(true) {
+						t.Errorf("seed %d: checks failed: %v", res.Seed, res.Failed())
+					}
+					if res.Faults[chaos.NemRevokeLease] == 0 {
+						t.Fatalf("seed %d: no lease revoked", res.Seed)
+					}
+				})
+			}
+
 			for _, w := range chaos.Workloads() {
 				t.Run(w.Name()+"/mixed", func(t *testing.T) {
 					res := run(t, short(chaos.Config{Workload: w, Nemeses: shortNemeses(), Combine: true, Duration: 4 * time.Second}))

@@ -259,7 +259,9 @@ func acquisitions(ops []Op) []acquisition {
 // forcedExpiries returns, per process, the times its session was expired
 // from outside, or its hold was revoked by force (its entry deleted from
 // outside: the revoke nemesis records the tokens it forced, with the time
-// it started, and the process is the one that acquired with each).
+// it started, and the process is the one that acquired with each), or its
+// etcd lease was revoked from outside (etcd-revoke-lease records the
+// lease; the processes are those that acquired with it).
 func forcedExpiries(ops []Op) map[string][]int64 {
 	m := map[string][]int64{}
 	revoked := map[string][]int64{} // token: when forced
@@ -285,6 +287,7 @@ func forcedExpiries(ops []Op) map[string][]int64 {
 			}
 		}
 	}
+	addRevokedLeases(ops, m)
 	return m
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -79,9 +80,22 @@ type Op struct {
 // History records operations from many goroutines.
 type History struct {
 	start time.Time
+	hook  atomic.Pointer[func(Op)] // see SetHook
 
 	mu  sync.Mutex
 	ops []*Op
+}
+
+// SetHook makes Invoke call f with each operation before recording it,
+// in the invoking goroutine, so that the operation itself waits for f: a
+// nemesis uses it to act just before a worker's release goes out (see
+// etcd-revoke-lease). nil removes it.
+func (h *History) SetHook(f func(Op)) {
+	if f == nil {
+		h.hook.Store(nil)
+		return
+	}
+	h.hook.Store(&f)
 }
 
 // NewHistory starts an empty history; its clock starts now.
@@ -93,6 +107,9 @@ func (h *History) Now() int64 { return int64(time.Since(h.start)) }
 // Invoke records the invocation of op (its Invoke is set now) and returns
 // it for Complete.
 func (h *History) Invoke(op Op) *Op {
+	if f := h.hook.Load(); f != nil {
+		(*f)(op)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	op.Invoke = h.Now()

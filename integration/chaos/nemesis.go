@@ -23,6 +23,11 @@ const (
 	NemHoldReplies     = "zk-hold-replies"
 	NemDropConnection  = "zk-drop-connection"
 	NemCompact         = "etcd-compact"
+	// NemRevokeLease revokes the etcd lease of a waiter or a holder from
+	// an admin client of its own (the etcd twin of zk-expire-session):
+	// at a random moment, just before a release, or while the holder is
+	// stalled inside its critical section (nemesis_lease.go).
+	NemRevokeLease = "etcd-revoke-lease"
 	// NemRevoke force-revokes the lock's holders (distlock's Revoke with
 	// Force): their entries deleted from outside, while they may still
 	// be working.
@@ -67,6 +72,7 @@ func AllNemeses() []Nemesis {
 		nemesis{NemHoldReplies, onZK, injectHoldReplies},
 		nemesis{NemDropConnection, onZK, injectDrop},
 		nemesis{NemCompact, onEtcd, injectCompact},
+		nemesis{NemRevokeLease, onEtcd, injectRevokeLease},
 		nemesis{NemRevoke, nil, injectRevoke},
 		nemesis{NemMemberChange, changesMembers, injectMemberChange},
 	}

@@ -368,6 +368,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Checks = cfg.Workload.Check(env, ops)
 	res.Checks = append(res.Checks, checkLiveness(env, ops, healed.Invoke, 2*store.TTL()))
 	res.Checks = append(res.Checks, checkOrphans(ops))
+	res.Checks = append(res.Checks, checkGrantAfterRevoke(ops))
 	res.Checks = append(res.Checks, checkFaultsInjected(ops))
 	if len(cfg.Nemeses) == 0 {
 		res.Checks = append(res.Checks, checkFIFO(ops))

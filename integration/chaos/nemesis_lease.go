@@ -1,0 +1,387 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// etcd-revoke-lease revokes a session's lease from outside, from an admin
+// client of its own, as an operator (or a buggy tool) would: every entry
+// bound to the lease goes at once, while its owner may be waiting in
+// Lock or working in its critical section. Three ways, drawn from the
+// seed:
+//
+//   - at a random moment, the lease of a random entry of the lock's queue
+//     (a waiter or a holder);
+//   - just before a release: when a worker is about to release (the
+//     history's hook, see History.SetHook), the lease of a random waiter
+//     (the releasing holder's own if nobody waits) is revoked, and the
+//     release goes out 0–10 ms after the revocation was applied. A waiter
+//     whose entry went just before the entry ahead of it must not be told
+//     it acquired;
+//   - with a workload that can stall a worker in its critical section,
+//     the stalled holder's lease, after which its successor works and the
+//     stalled holder writes with its stale token: the fences must refuse
+//     it.
+//
+// Each revocation is recorded as a fault of its own (NemRevokeLease +
+// "/revoke", Value the lease ID) from before the request until its
+// answer, and then told what the lease had in the lock's queue just
+// before the revocation, read at the revision before the one that
+// deleted its keys: Mode "holding", "waiting", "idle" (no entry), or
+// "unknown" (the revision was compacted away), Token its entries'
+// tokens. The checkers treat a revoked holder like a session expired from
+// outside (forcedExpiries: two may then believe they hold, the fences
+// decide), and check that no lease revoked while it did not hold was
+// told "acquired" afterwards (checkGrantAfterRevoke).
+
+// revokeLeadMax bounds how long before a release a timed revocation is
+// applied.
+const revokeLeadMax = 10 * time.Millisecond
+
+// Lease states recorded in a revocation's Mode.
+const (
+	leaseHolding = "holding"
+	leaseWaiting = "waiting"
+	leaseIdle    = "idle"
+	leaseUnknown = "unknown"
+)
+
+// leaseAdmin is a store whose sessions are leases that an admin client
+// can revoke (etcd).
+type leaseAdmin interface {
+	// adminClient returns a new client of every member, apart from the
+	// workers'; the caller closes it.
+	adminClient() (*clientv3.Client, error)
+}
+
+func (s *etcdStore) adminClient() (*clientv3.Client, error) { return s.c.Client() }
+
+func injectRevokeLease(ctx context.Context, env *Env) (string, func(context.Context) error, error) {
+	la, ok := env.Store.(leaseAdmin)
+	if !ok {
+		return "", nil, fmt.Errorf("chaos: %s has no leases to revoke", env.Store.Name())
+	}
+	cli, err := la.adminClient()
+	if err != nil {
+		return "", nil, err
+	}
+	defer cli.Close()
+	st, stalls := env.workload.(staller)
+	ways := 2
+	if stalls {
+		ways = 3
+	}
+	switch env.Rand(ways) {
+	case 0:
+		return revokeAtRandom(ctx, env, cli)
+	case 1:
+		return revokeBeforeRelease(ctx, env, cli)
+	default:
+		return revokeStalled(ctx, env, cli, st)
+	}
+}
+
+// revokeAtRandom revokes the lease of a random entry of the queue, once
+// there is one.
+func revokeAtRandom(ctx context.Context, env *Env, cli *clientv3.Client) (string, func(context.Context) error, error) {
+	pick := env.Rand(1 << 30)
+	wctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
+	defer cancel()
+	var victim distlock.QueueEntry
+	errFound := errors.New("found")
+	err := etcdlock.WatchQueue(wctx, cli, "", env.Lock, func(q []distlock.QueueEntry) error {
+		if len(q) == 0 {
+			return nil
+		}
+		victim = q[pick%len(q)]
+		return errFound
+	})
+	if !errors.Is(err, errFound) {
+		return "", nil, fmt.Errorf("chaos: no entry in the queue to revoke the lease of: %w", err)
+	}
+	role := leaseWaiting
+	if victim.Holding {
+		role = leaseHolding
+	}
+	lease := clientv3.LeaseID(victim.Token.Owner)
+	target := leaseTarget(env, lease, "random "+role)
+	op, rev, err := revokeLease(ctx, env, cli, lease, target)
+	if err != nil {
+		return target, nil, err
+	}
+	recordLeaseState(ctx, env, cli, op, lease, rev)
+	return target, noHeal, nil
+}
+
+// revokeBeforeRelease revokes, when a worker is about to release, the
+// lease of a random waiter (the releaser's own if nobody waits), and lets
+// the release go out 0–10 ms after the revocation was applied.
+func revokeBeforeRelease(ctx context.Context, env *Env, cli *clientv3.Client) (string, func(context.Context) error, error) {
+	lead := env.RandDuration(0, revokeLeadMax)
+	pick := env.Rand(1 << 30)
+	type fired struct {
+		target string
+		lease  clientv3.LeaseID
+		op     *Op
+		rev    int64
+		err    error
+	}
+	done := make(chan fired, 1)
+	var armed atomic.Bool
+	armed.Store(true)
+	env.History.SetHook(func(rel Op) {
+		if rel.Kind != KindRelease || !armed.CompareAndSwap(true, false) {
+			return
+		}
+		var f fired
+		defer func() { done <- f }()
+		rctx, cancel := context.WithTimeout(ctx, env.Store.TTL())
+		defer cancel()
+		q, err := etcdlock.Inspect(rctx, cli, "", env.Lock)
+		if err != nil {
+			f.err = err
+			return
+		}
+		var waiters []distlock.QueueEntry
+		for _, e := range q {
+			if !e.Holding {
+				waiters = append(waiters, e)
+			}
+		}
+		role := "waiter"
+		if len(waiters) > 0 {
+			f.lease = clientv3.LeaseID(waiters[pick%len(waiters)].Token.Owner)
+		} else if t, err := distlock.ParseToken(rel.Token); err == nil {
+			f.lease, role = clientv3.LeaseID(t.Owner), "releasing holder"
+		} else {
+			f.err = fmt.Errorf("chaos: a release without a token (%q) and nobody waiting", rel.Token)
+			return
+		}
+		f.target = leaseTarget(env, f.lease, fmt.Sprintf("%s, %v before %s's release", role, lead.Round(time.Microsecond), rel.Process))
+		f.op, f.rev, f.err = revokeLease(rctx, env, cli, f.lease, f.target)
+		// The release waits: it goes out lead after the revocation.
+		time.Sleep(lead)
+	})
+	defer env.History.SetHook(nil)
+	wctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
+	defer cancel()
+	var f fired
+	select {
+	case f = <-done:
+	case <-wctx.Done():
+		if armed.CompareAndSwap(true, false) {
+			return "", nil, fmt.Errorf("chaos: no release within %v to revoke a lease before", 4*env.Store.TTL())
+		}
+		f = <-done // fired just now
+	}
+	if f.err != nil {
+		return f.target, nil, f.err
+	}
+	recordLeaseState(ctx, env, cli, f.op, f.lease, f.rev)
+	return f.target, noHeal, nil
+}
+
+// revokeStalled stalls a worker inside its critical section, revokes its
+// lease, waits for a successor to work, and lets the stalled worker write
+// with its stale token at the heal.
+func revokeStalled(ctx context.Context, env *Env, cli *clientv3.Client, st staller) (string, func(context.Context) error, error) {
+	i := env.Rand(len(env.Clients))
+	target := fmt.Sprintf("w%d", i)
+	sctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
+	tok, release, stalled := st.Stall(sctx, i)
+	cancel()
+	if !stalled {
+		release()
+		env.Log.Info("chaos: no worker stalled; revoking a random lease instead", "worker", target)
+		return revokeAtRandom(ctx, env, cli)
+	}
+	lease := clientv3.LeaseID(tok.Owner)
+	target = leaseTarget(env, lease, "stalled holder")
+	op, rev, err := revokeLease(ctx, env, cli, lease, target)
+	if err != nil {
+		release()
+		return target, nil, err
+	}
+	recordLeaseState(ctx, env, cli, op, lease, rev)
+	wctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
+	st.WaitSuccessor(wctx, tok)
+	cancel()
+	return target, func(context.Context) error { release(); return nil }, nil
+}
+
+// revokeLease revokes lease and records the revocation, from before the
+// request until its answer; it returns the revision the answer carries.
+// A lease the server no longer knows (ended meanwhile) is recorded as
+// failed and is not an error.
+func revokeLease(ctx context.Context, env *Env, cli *clientv3.Client, lease clientv3.LeaseID, target string) (*Op, int64, error) {
+	op := env.History.Invoke(Op{Process: "nemesis", Kind: KindFault, Fault: NemRevokeLease + "/revoke", Target: target, Value: int64(lease)})
+	resp, err := cli.Revoke(ctx, lease)
+	switch {
+	case err == nil:
+		env.History.Complete(op, OK, nil)
+		return op, resp.Header.Revision, nil
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		env.History.Complete(op, Fail, err)
+		return op, 0, nil
+	}
+	env.History.Complete(op, Info, err)
+	return op, 0, err
+}
+
+// recordLeaseState records in a revocation what its lease had in the
+// lock's queue just before the revocation: read at the revision before
+// the one it answered with. If the revocation deleted keys, that
+// revision is the deletion's, so the read sees the queue right before;
+// if it deleted none, the lease had no entry at the revocation, and the
+// read can only show entries that someone else deleted at that revision.
+// Either way a lease shown holding nothing there held nothing when it
+// was revoked.
+func recordLeaseState(ctx context.Context, env *Env, cli *clientv3.Client, op *Op, lease clientv3.LeaseID, rev int64) {
+	if rev == 0 {
+		return // not revoked
+	}
+	rctx, cancel := context.WithTimeout(ctx, env.Store.TTL())
+	defer cancel()
+	state, toks := leaseState(rctx, cli, env.Lock, lease, rev-1)
+	env.History.Update(op, func(o *Op) { o.Mode, o.Token = state, strings.Join(toks, ",") })
+}
+
+// leaseState reads lock's queue at revision rev and returns what lease
+// had in it, and its entries' tokens.
+func leaseState(ctx context.Context, cli *clientv3.Client, lock string, lease clientv3.LeaseID, rev int64) (string, []string) {
+	q, err := etcdlock.Inspect(ctx, &clientv3.Client{KV: atRevision{cli.KV, rev}}, "", lock)
+	if err != nil {
+		return leaseUnknown, nil
+	}
+	state := leaseIdle
+	var toks []string
+	for _, e := range q {
+		if e.Token.Owner != uint64(lease) {
+			continue
+		}
+		toks = append(toks, e.Token.String())
+		switch {
+		case e.Holding:
+			state = leaseHolding
+		case state == leaseIdle:
+			state = leaseWaiting
+		}
+	}
+	return state, toks
+}
+
+// atRevision reads at one revision of the past.
+type atRevision struct {
+	clientv3.KV
+	rev int64
+}
+
+func (a atRevision) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	return a.KV.Get(ctx, key, append(opts, clientv3.WithRev(a.rev))...)
+}
+
+// leaseTarget names a revocation's target: the worker that acquired with
+// the lease before, if one did, the lease, and why it was chosen.
+func leaseTarget(env *Env, lease clientv3.LeaseID, why string) string {
+	proc := ""
+	for _, op := range env.History.Ops() {
+		if op.Kind != KindAcquire || op.Outcome != OK {
+			continue
+		}
+		if t, err := distlock.ParseToken(op.Token); err == nil && t.Owner == uint64(lease) {
+			proc = op.Process + " "
+		}
+	}
+	return fmt.Sprintf("%slease %x (%s)", proc, int64(lease), why)
+}
+
+// revokedLeases returns the leases revoked by etcd-revoke-lease whose
+// revocation may have taken effect, with its recorded operations.
+func revokedLeases(ops []Op) map[uint64][]Op {
+	m := map[uint64][]Op{}
+	for _, op := range ops {
+		if op.Kind == KindFault && op.Fault == NemRevokeLease+"/revoke" && op.Outcome != Fail && op.Value != 0 {
+			m[uint64(op.Value)] = append(m[uint64(op.Value)], op)
+		}
+	}
+	return m
+}
+
+// addRevokedLeases adds to forced (see forcedExpiries) the revocations of
+// etcd-revoke-lease, to every process that acquired with the lease.
+func addRevokedLeases(ops []Op, forced map[string][]int64) {
+	revoked := revokedLeases(ops)
+	if len(revoked) == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	for _, op := range ops {
+		if op.Kind != KindAcquire || op.Outcome != OK {
+			continue
+		}
+		t, err := distlock.ParseToken(op.Token)
+		if err != nil || seen[op.Process+" "+strconv.FormatUint(t.Owner, 16)] {
+			continue
+		}
+		seen[op.Process+" "+strconv.FormatUint(t.Owner, 16)] = true
+		for _, r := range revoked[t.Owner] {
+			forced[op.Process] = append(forced[op.Process], r.Invoke)
+		}
+	}
+}
+
+// checkGrantAfterRevoke checks that no one was told "acquired" for an
+// entry already gone: a lease that etcd-revoke-lease revoked while it
+// held nothing in the queue (waiting, or idle) cannot hold afterwards,
+// so no acquisition with it may complete after the revocation was
+// answered. It checks each such revocation. (A lease revoked while
+// holding is a forced expiry: its Lock may return just after, and its
+// Lease then reports the loss; the fences refuse what it writes after its
+// successor.)
+func checkGrantAfterRevoke(ops []Op) Check {
+	c := Check{Name: "no-grant-after-revoke", Subject: "lock"}
+	revoked := revokedLeases(ops)
+	states := map[string]int{}
+	for _, rs := range revoked {
+		for _, r := range rs {
+			states[r.Mode]++
+			if r.Outcome == OK && (r.Mode == leaseWaiting || r.Mode == leaseIdle) {
+				c.Checked++
+			}
+		}
+	}
+	var bad []string
+	for _, op := range ops {
+		if op.Kind != KindAcquire || op.Outcome != OK {
+			continue
+		}
+		t, err := distlock.ParseToken(op.Token)
+		if err != nil {
+			continue
+		}
+		for _, r := range revoked[t.Owner] {
+			if r.Outcome == OK && (r.Mode == leaseWaiting || r.Mode == leaseIdle) && op.Complete > r.Complete {
+				c.Violations++
+				bad = append(bad, fmt.Sprintf("%s told acquired %s at %v, %v after its lease was revoked while %s (%s)",
+					op.Process, op.Token, time.Duration(op.Complete), time.Duration(op.Complete-r.Complete), r.Mode, r.Target))
+			}
+		}
+	}
+	c.OK = c.Violations == 0
+	c.Skipped = c.Checked == 0
+	c.Detail = limit(append([]string{fmt.Sprintf("%d revocations (of a lease holding %d, waiting %d, idle %d, unknown %d)",
+		states[leaseHolding]+states[leaseWaiting]+states[leaseIdle]+states[leaseUnknown]+states[""],
+		states[leaseHolding], states[leaseWaiting], states[leaseIdle], states[leaseUnknown]+states[""])}, bad...))
+	return c
+}
