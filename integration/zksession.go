@@ -34,6 +34,8 @@ type zkSession struct {
 	addr    string   // the address it was dialed at
 	queue   []zk.Event
 	ended   bool // the zk.Conn's event loop has ended
+
+	gate zkCutGate // CutClient's (zkcut.go)
 }
 
 func newZKSession(e *ZooKeeperEnsemble) *zkSession {
@@ -53,10 +55,14 @@ func (s *zkSession) notify() {
 // real partition would leave the SYN unanswered; the client would then wait
 // for its ConnectResponse ten times its receive timeout (over a minute)
 // before it tries another server. So while the harness holds or drops the
-// server's traffic, dial waits as an unanswered SYN would: until the fault
-// ends or the client's connect timeout passes.
+// server's traffic, or CutClient cuts this client off, dial waits as an
+// unanswered SYN would: until the fault ends or the client's connect
+// timeout passes.
 func (s *zkSession) dial(network, address string, timeout time.Duration) (net.Conn, error) {
 	if err := s.e.partitioned(address, timeout); err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	if err := s.waitUncut(timeout); err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
 	c, err := net.DialTimeout(network, address, timeout)
@@ -64,9 +70,7 @@ func (s *zkSession) dial(network, address string, timeout time.Duration) (net.Co
 		return nil, err
 	}
 	w := &zkCaptureConn{Conn: c, s: s, closed: make(chan struct{}), holdChanged: make(chan struct{})}
-	s.mu.Lock()
-	s.conn, s.addr = w, address
-	s.mu.Unlock()
+	s.adopt(w, address)
 	return w, nil
 }
 

@@ -28,6 +28,14 @@ const (
 	// at a random moment, just before a release, or while the holder is
 	// stalled inside its critical section (nemesis_lease.go).
 	NemRevokeLease = "etcd-revoke-lease"
+	// NemEtcdHoldReplies holds what the members send one client (its
+	// keepalives', enqueues' and releases' replies) while its requests
+	// are still applied, then delivers it (the etcd twin of
+	// zk-hold-replies; nemesis_client.go).
+	NemEtcdHoldReplies = "etcd-hold-replies"
+	// NemIsolateClient cuts one client off from every server while the
+	// servers keep their quorum (nemesis_client.go).
+	NemIsolateClient = "isolate-client"
 	// NemRevoke force-revokes the lock's holders (distlock's Revoke with
 	// Force): their entries deleted from outside, while they may still
 	// be working.
@@ -73,6 +81,8 @@ func AllNemeses() []Nemesis {
 		nemesis{NemDropConnection, onZK, injectDrop},
 		nemesis{NemCompact, onEtcd, injectCompact},
 		nemesis{NemRevokeLease, onEtcd, injectRevokeLease},
+		nemesis{NemEtcdHoldReplies, onEtcd, injectEtcdHoldReplies},
+		nemesis{NemIsolateClient, nil, injectIsolateClient},
 		nemesis{NemRevoke, nil, injectRevoke},
 		nemesis{NemMemberChange, changesMembers, injectMemberChange},
 	}

@@ -159,11 +159,11 @@ func (s *etcdStore) Holder(lock string) integration.HolderSpec {
 }
 
 func (s *etcdStore) NewClient(ctx context.Context) (Client, error) {
-	cli, err := s.c.Client()
+	cli, relay, err := s.c.RelayedClient()
 	if err != nil {
 		return nil, err
 	}
-	return &etcdClient{cli: cli}, nil
+	return &etcdClient{cli: cli, relay: relay}, nil
 }
 
 // Compact compacts the store's history up to its current revision, so
@@ -183,7 +183,12 @@ func (s *etcdStore) Compact(ctx context.Context) (int64, error) {
 	return rev, err
 }
 
-type etcdClient struct{ cli *clientv3.Client }
+type etcdClient struct {
+	cli *clientv3.Client
+	// relay stands between the client and the members, for the faults
+	// of this client alone (nemesis_client.go).
+	relay *integration.ClientRelay
+}
 
 func (c *etcdClient) Close() error { return nil } // closed with the cluster
 
