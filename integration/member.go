@@ -116,8 +116,8 @@ func (c *EtcdCluster) adminClient(i int) (*clientv3.Client, error) {
 	return clientv3.New(c.clientConfig(eps, 5*time.Second))
 }
 
-// listMembers returns the cluster's members, as a quorum agrees on them.
-func listMembers(ctx context.Context, cli *clientv3.Client) ([]*etcdserverpb.Member, error) {
+// etcdMemberList returns the cluster's members, as a quorum agrees on them.
+func etcdMemberList(ctx context.Context, cli *clientv3.Client) ([]*etcdserverpb.Member, error) {
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	resp, err := cli.MemberList(lctx)
@@ -127,8 +127,8 @@ func listMembers(ctx context.Context, cli *clientv3.Client) ([]*etcdserverpb.Mem
 	return resp.Members, nil
 }
 
-// memberAt returns the member whose peer URL is url (nil if none).
-func memberAt(ms []*etcdserverpb.Member, url string) *etcdserverpb.Member {
+// etcdMemberAt returns the member whose peer URL is url (nil if none).
+func etcdMemberAt(ms []*etcdserverpb.Member, url string) *etcdserverpb.Member {
 	for _, x := range ms {
 		if slices.Contains(x.PeerURLs, url) {
 			return x
@@ -137,12 +137,12 @@ func memberAt(ms []*etcdserverpb.Member, url string) *etcdserverpb.Member {
 	return nil
 }
 
-// retriable reports whether a membership request refused with err may
+// etcdRetriable reports whether a membership request refused with err may
 // succeed later: etcd refuses a change while a member has been connected
 // for less than its health interval (5 s), and while a member is not
 // started yet; a request that timed out may or may not have been applied
 // (the caller looks).
-func retriable(err error) bool {
+func etcdRetriable(err error) bool {
 	return !errors.Is(err, rpctypes.ErrPermissionDenied) && !errors.Is(err, rpctypes.ErrUserEmpty) &&
 		!errors.Is(err, rpctypes.ErrInvalidAuthToken) && !errors.Is(err, rpctypes.ErrAuthNotEnabled)
 }
@@ -163,11 +163,11 @@ func (c *EtcdCluster) RemoveMember(ctx context.Context, i int) error {
 		return err
 	}
 	defer cli.Close()
-	ms, err := listMembers(ctx, cli)
+	ms, err := etcdMemberList(ctx, cli)
 	if err != nil {
 		return fmt.Errorf("integration: remove %s: member list: %w", m.Name, err)
 	}
-	me := memberAt(ms, m.peerURL())
+	me := etcdMemberAt(ms, m.peerURL())
 	if me == nil {
 		return fmt.Errorf("integration: remove %s: not a member", m.Name)
 	}
@@ -181,11 +181,11 @@ func (c *EtcdCluster) RemoveMember(ctx context.Context, i int) error {
 		if err == nil || errors.Is(err, rpctypes.ErrMemberNotFound) {
 			return nil
 		}
-		if !retriable(err) {
+		if !etcdRetriable(err) {
 			return err
 		}
 		// A request that failed may still have been applied.
-		if ms, lerr := listMembers(ctx, cli); lerr == nil && memberAt(ms, m.peerURL()) == nil {
+		if ms, lerr := etcdMemberList(ctx, cli); lerr == nil && etcdMemberAt(ms, m.peerURL()) == nil {
 			return nil
 		}
 		return err
@@ -204,11 +204,11 @@ func (c *EtcdCluster) RemoveMember(ctx context.Context, i int) error {
 	}
 	// The others agree on the configuration without it, and have a leader.
 	err = poll(rctx, 50*time.Millisecond, func(ctx context.Context) error {
-		ms, err := listMembers(ctx, cli)
+		ms, err := etcdMemberList(ctx, cli)
 		if err != nil {
 			return err
 		}
-		if len(ms) != len(c.Members)-1 || memberAt(ms, m.peerURL()) != nil {
+		if len(ms) != len(c.Members)-1 || etcdMemberAt(ms, m.peerURL()) != nil {
 			return fmt.Errorf("%d members", len(ms))
 		}
 		return nil
@@ -249,13 +249,13 @@ func (c *EtcdCluster) AddMember(ctx context.Context, i int) error {
 			id, members = resp.Member.ID, resp.Members
 			return nil
 		}
-		if !retriable(err) {
+		if !etcdRetriable(err) {
 			return err
 		}
 		// A request that failed may still have been applied: the
 		// member is there, not started yet.
-		if ms, lerr := listMembers(ctx, cli); lerr == nil {
-			if x := memberAt(ms, m.peerURL()); x != nil {
+		if ms, lerr := etcdMemberList(ctx, cli); lerr == nil {
+			if x := etcdMemberAt(ms, m.peerURL()); x != nil {
 				if x.Name != "" {
 					return fmt.Errorf("a started member already has its peer URL: %w", err)
 				}
@@ -342,7 +342,7 @@ func (c *EtcdCluster) WaitFullMembership(ctx context.Context) error {
 	}
 	defer cli.Close()
 	err = poll(ctx, 50*time.Millisecond, func(ctx context.Context) error {
-		ms, err := listMembers(ctx, cli)
+		ms, err := etcdMemberList(ctx, cli)
 		if err != nil {
 			return err
 		}
@@ -350,7 +350,7 @@ func (c *EtcdCluster) WaitFullMembership(ctx context.Context) error {
 			return fmt.Errorf("%d members, not %d", len(ms), len(c.Members))
 		}
 		for _, o := range c.Members {
-			x := memberAt(ms, o.peerURL())
+			x := etcdMemberAt(ms, o.peerURL())
 			switch {
 			case x == nil:
 				return fmt.Errorf("%s is not a member", o.Name)

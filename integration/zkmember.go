@@ -179,9 +179,9 @@ func zkMembers(ctx context.Context, conn *zk.Conn) (map[int]string, error) {
 	return out, nil
 }
 
-// reconfig asks for one incremental reconfiguration until done says it
+// zkReconfig asks for one incremental reconfiguration until done says it
 // is in the list the ensemble agrees on, or ctx ends.
-func reconfig(ctx context.Context, conn *zk.Conn, joining, leaving []string, done func(map[int]string) bool) error {
+func zkReconfig(ctx context.Context, conn *zk.Conn, joining, leaving []string, done func(map[int]string) bool) error {
 	return poll(ctx, 100*time.Millisecond, func(ctx context.Context) error {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := zkctx.Call(qctx, func() (*zk.Stat, error) { return conn.IncrementalReconfig(joining, leaving, -1) })
@@ -229,7 +229,7 @@ func (e *ZooKeeperEnsemble) RemoveMember(ctx context.Context, i int) error {
 		return fmt.Errorf("integration: remove %s: not in the configuration", s.Name)
 	}
 	gone := func(ms map[int]string) bool { _, in := ms[s.ID]; return !in && len(ms) == len(e.Servers)-1 }
-	if err := reconfig(rctx, conn, nil, []string{strconv.Itoa(s.ID)}, gone); err != nil {
+	if err := zkReconfig(rctx, conn, nil, []string{strconv.Itoa(s.ID)}, gone); err != nil {
 		return e.explain(fmt.Errorf("integration: remove %s: %w", s.Name, err))
 	}
 	e.cfg.logger.Info("integration: ZooKeeper server removed", "server", s.Name, "id", s.ID)
@@ -309,7 +309,7 @@ func (e *ZooKeeperEnsemble) AddMember(ctx context.Context, i int) error {
 		return e.explain(fmt.Errorf("integration: add %s: %w", s.Name, err))
 	}
 	in := func(ms map[int]string) bool { _, ok := ms[s.ID]; return ok }
-	if err := reconfig(actx, conn, []string{s.reconfigLine("participant")}, nil, in); err != nil {
+	if err := zkReconfig(actx, conn, []string{s.reconfigLine("participant")}, nil, in); err != nil {
 		return e.explain(fmt.Errorf("integration: add %s: %w", s.Name, err))
 	}
 	e.cfg.logger.Info("integration: ZooKeeper server added", "server", s.Name, "id", s.ID)
