@@ -21,14 +21,14 @@ import (
 // Lock or working in its critical section. Three ways, drawn from the
 // seed:
 //
-//   - at a random moment, the lease of a random entry of the lock's queue
-//     (a waiter or a holder);
-//   - just before a release: when a worker is about to release (the
-//     history's hook, see History.SetHook), the lease of a random waiter
-//     (the releasing holder's own if nobody waits) is revoked, and the
-//     release goes out 0–10 ms after the revocation was applied. A waiter
-//     whose entry went just before the entry ahead of it must not be told
-//     it acquired;
+//   - at a random moment, the lease of a random waiter or a random holder
+//     of the lock's queue;
+//   - just before a release: a random waiter is picked, and when a worker
+//     is next about to release (the history's hook, see History.SetHook)
+//     the waiter's lease is revoked (the releasing holder's own if nobody
+//     waited), and the release goes out 0–10 ms after the revocation was
+//     applied. A waiter whose entry went just before the entry ahead of it
+//     must not be told it acquired;
 //   - with a workload that can stall a worker in its critical section,
 //     the stalled holder's lease, after which its successor works and the
 //     stalled holder writes with its stale token: the fences must refuse
@@ -92,22 +92,31 @@ func injectRevokeLease(ctx context.Context, env *Env) (string, func(context.Cont
 	}
 }
 
-// revokeAtRandom revokes the lease of a random entry of the queue, once
-// there is one.
+// revokeAtRandom revokes, once the queue has entries, the lease of a
+// random waiter or a random holder (a coin decides which, when there are
+// both).
 func revokeAtRandom(ctx context.Context, env *Env, cli *clientv3.Client) (string, func(context.Context) error, error) {
 	pick := env.Rand(1 << 30)
-	wctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
-	defer cancel()
+	wantHolder := pick%2 == 0
+	pick /= 2
 	var victim distlock.QueueEntry
-	errFound := errors.New("found")
-	err := etcdlock.WatchQueue(wctx, cli, "", env.Lock, func(q []distlock.QueueEntry) error {
+	err := waitQueue(ctx, env, cli, func(q []distlock.QueueEntry) bool {
 		if len(q) == 0 {
-			return nil
+			return false
 		}
-		victim = q[pick%len(q)]
-		return errFound
+		var of []distlock.QueueEntry
+		for _, e := range q {
+			if e.Holding == wantHolder {
+				of = append(of, e)
+			}
+		}
+		if len(of) == 0 {
+			of = q
+		}
+		victim = of[pick%len(of)]
+		return true
 	})
-	if !errors.Is(err, errFound) {
+	if err != nil {
 		return "", nil, fmt.Errorf("chaos: no entry in the queue to revoke the lease of: %w", err)
 	}
 	role := leaseWaiting
@@ -124,12 +133,49 @@ func revokeAtRandom(ctx context.Context, env *Env, cli *clientv3.Client) (string
 	return target, noHeal, nil
 }
 
-// revokeBeforeRelease revokes, when a worker is about to release, the
-// lease of a random waiter (the releaser's own if nobody waits), and lets
-// the release go out 0–10 ms after the revocation was applied.
+// waitQueue follows the lock's queue until pick, called with each new
+// state of it, returns true, for up to 2 × TTL.
+func waitQueue(ctx context.Context, env *Env, cli *clientv3.Client, pick func([]distlock.QueueEntry) bool) error {
+	wctx, cancel := context.WithTimeout(ctx, 2*env.Store.TTL())
+	defer cancel()
+	errPicked := errors.New("picked")
+	err := etcdlock.WatchQueue(wctx, cli, "", env.Lock, func(q []distlock.QueueEntry) error {
+		if pick(q) {
+			return errPicked
+		}
+		return nil
+	})
+	if errors.Is(err, errPicked) {
+		return nil
+	}
+	return err
+}
+
+// revokeBeforeRelease picks a random waiter, once one waits, and revokes
+// its lease when a worker is about to release (for a lock, most likely
+// the release the waiter waits for), letting the release go out 0–10 ms
+// after the revocation was applied. If nobody waits for 2 × TTL, it
+// revokes the releasing holder's own lease instead.
 func revokeBeforeRelease(ctx context.Context, env *Env, cli *clientv3.Client) (string, func(context.Context) error, error) {
 	lead := env.RandDuration(0, revokeLeadMax)
 	pick := env.Rand(1 << 30)
+	var waiter clientv3.LeaseID // 0: the releaser's own
+	err := waitQueue(ctx, env, cli, func(q []distlock.QueueEntry) bool {
+		var ws []distlock.QueueEntry
+		for _, e := range q {
+			if !e.Holding {
+				ws = append(ws, e)
+			}
+		}
+		if len(ws) == 0 {
+			return false
+		}
+		waiter = clientv3.LeaseID(ws[pick%len(ws)].Token.Owner)
+		return true
+	})
+	if err != nil {
+		env.Log.Info("chaos: nobody waits; revoking a releasing holder's lease instead", "err", err)
+	}
 	type fired struct {
 		target string
 		lease  clientv3.LeaseID
@@ -144,31 +190,20 @@ func revokeBeforeRelease(ctx context.Context, env *Env, cli *clientv3.Client) (s
 		if rel.Kind != KindRelease || !armed.CompareAndSwap(true, false) {
 			return
 		}
-		var f fired
+		f := fired{lease: waiter}
 		defer func() { done <- f }()
-		rctx, cancel := context.WithTimeout(ctx, env.Store.TTL())
-		defer cancel()
-		q, err := etcdlock.Inspect(rctx, cli, "", env.Lock)
-		if err != nil {
-			f.err = err
-			return
-		}
-		var waiters []distlock.QueueEntry
-		for _, e := range q {
-			if !e.Holding {
-				waiters = append(waiters, e)
-			}
-		}
 		role := "waiter"
-		if len(waiters) > 0 {
-			f.lease = clientv3.LeaseID(waiters[pick%len(waiters)].Token.Owner)
-		} else if t, err := distlock.ParseToken(rel.Token); err == nil {
+		if f.lease == 0 {
+			t, err := distlock.ParseToken(rel.Token)
+			if err != nil {
+				f.err = fmt.Errorf("chaos: a release without a token (%q)", rel.Token)
+				return
+			}
 			f.lease, role = clientv3.LeaseID(t.Owner), "releasing holder"
-		} else {
-			f.err = fmt.Errorf("chaos: a release without a token (%q) and nobody waiting", rel.Token)
-			return
 		}
 		f.target = leaseTarget(env, f.lease, fmt.Sprintf("%s, %v before %s's release", role, lead.Round(time.Microsecond), rel.Process))
+		rctx, cancel := context.WithTimeout(ctx, env.Store.TTL())
+		defer cancel()
 		f.op, f.rev, f.err = revokeLease(rctx, env, cli, f.lease, f.target)
 		// The release waits: it goes out lead after the revocation.
 		time.Sleep(lead)
