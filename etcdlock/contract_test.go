@@ -169,7 +169,7 @@ func (s *etcdSession) TTL() time.Duration { return s.s.TTL() }
 
 // DeletionOrder watches the lock's keys from the revision of a read that
 // found them all: one watch, whose events come in revision order.
-func (b *etcdBackend) DeletionOrder(t *testing.T, name string, keys []string) func() []string {
+func (b *etcdBackend) DeletionOrder(t *testing.T, name string, keys []string) func() ([]string, []time.Time) {
 	t.Helper()
 	cli := b.clus.Client(0)
 	ctx := testCtx(t)
@@ -194,21 +194,36 @@ func (b *etcdBackend) DeletionOrder(t *testing.T, name string, keys []string) fu
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	wch := cli.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithRev(resp.Header.Revision+1))
-	return func() []string {
-		t.Helper()
-		defer cancel()
-		var order []string
-		for len(order) < len(keys) {
-			r, ok := <-wch
-			if !ok {
-				t.Fatalf("DeletionOrder: watch ended after %q: %v", order, ctx.Err())
-			}
+	type deletion struct {
+		key string
+		at  time.Time
+	}
+	// Read as the events come, so that each is stamped when it arrived.
+	seen := make(chan deletion, len(keys))
+	go func() {
+		defer close(seen)
+		n := 0
+		for r := range wch {
 			for _, ev := range r.Events {
-				if _, ok := want[string(ev.Kv.Key)]; ok {
-					order = append(order, string(ev.Kv.Key))
+				if _, ok := want[string(ev.Kv.Key)]; ok && n < len(keys) {
+					seen <- deletion{string(ev.Kv.Key), time.Now()}
+					n++
 				}
 			}
 		}
-		return order
+	}()
+	return func() ([]string, []time.Time) {
+		t.Helper()
+		defer cancel()
+		var order []string
+		var at []time.Time
+		for len(order) < len(keys) {
+			d, ok := <-seen
+			if !ok {
+				t.Fatalf("DeletionOrder: watch ended after %q: %v", order, ctx.Err())
+			}
+			order, at = append(order, d.key), append(at, d.at)
+		}
+		return order, at
 	}
 }

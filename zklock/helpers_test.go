@@ -353,7 +353,7 @@ func (s *zkSession) TTL() time.Duration { return s.s.TTL() }
 // DeletionOrder sets an exists watch on every key from a connection of its
 // own: a connection delivers its watch events in zxid order, and its
 // event channel carries them all.
-func (b *zkBackend) DeletionOrder(t *testing.T, name string, keys []string) func() []string {
+func (b *zkBackend) DeletionOrder(t *testing.T, name string, keys []string) func() ([]string, []time.Time) {
 	t.Helper()
 	conn, events := connect(t, b.ens)
 	dir := b.prefix + "/" + name
@@ -372,21 +372,54 @@ func (b *zkBackend) DeletionOrder(t *testing.T, name string, keys []string) func
 		}
 		paths[p] = k
 	}
-	ctx := testCtx(t)
-	return func() []string {
-		t.Helper()
-		defer conn.Close()
-		var order []string
-		for len(order) < len(keys) {
+	ctx, cancel := context.WithCancel(testCtx(t))
+	type deletion struct {
+		key string
+		at  time.Time
+	}
+	// Read as the events come, so that each is stamped when it arrived.
+	seen := make(chan deletion, len(keys))
+	go func() {
+		defer close(seen)
+		for n := 0; n < len(keys); {
+			var ev zk.Event
 			select {
-			case ev := <-events:
-				if k, ok := paths[ev.Path]; ok && ev.Type == zk.EventNodeDeleted {
-					order = append(order, k)
-				}
+			case ev = <-events:
 			case <-ctx.Done():
-				t.Fatalf("DeletionOrder: %q deleted of %q: %v", order, keys, ctx.Err())
+				return
+			}
+			k, ok := paths[ev.Path]
+			gone := false
+			switch {
+			case !ok:
+			case ev.Type == zk.EventNodeDeleted:
+				gone = true
+			case ev.Type == zk.EventNodeDataChanged:
+				// A data change (a release marks its entry) used the
+				// watch up: set it again. Gone by then, its deletion is
+				// taken to come now, after every event before the answer.
+				there, _, _, err := conn.ExistsW(ev.Path)
+				gone = err == nil && !there
+			}
+			if gone {
+				seen <- deletion{k, time.Now()}
+				n++
 			}
 		}
-		return order
+	}()
+	return func() ([]string, []time.Time) {
+		t.Helper()
+		defer cancel()
+		defer conn.Close()
+		var order []string
+		var at []time.Time
+		for len(order) < len(keys) {
+			d, ok := <-seen
+			if !ok {
+				t.Fatalf("DeletionOrder: %q deleted of %q: %v", order, keys, ctx.Err())
+			}
+			order, at = append(order, d.key), append(at, d.at)
+		}
+		return order, at
 	}
 }

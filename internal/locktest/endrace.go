@@ -104,19 +104,31 @@ func (b lockedSessions) Session(t *testing.T) Session {
 type tookResult struct {
 	h   held
 	err error
+	// lost receives when a granted h's Done closed.
+	lost <-chan time.Time
+	// at is when the call returned.
+	at time.Time
 }
 
 func takeAsync(ctx context.Context, take taker, s Session, name string) <-chan tookResult {
 	ch := make(chan tookResult, 1)
 	go func() {
 		h, err := take(ctx, s, name)
-		ch <- tookResult{h, err}
+		lost := make(chan time.Time, 1)
+		if err == nil {
+			go func() {
+				<-h.done
+				lost <- time.Now()
+			}()
+		}
+		ch <- tookResult{h, err, lost, time.Now()}
 	}()
 	return ch
 }
 
 // endRaceStats counts what the races of one kind did.
 type endRaceStats struct {
+	mu           sync.Mutex
 	races        int
 	wentFirst    int // the waiter's entry was deleted before the holder's
 	failed       int // the waiter's call returned an error
@@ -124,7 +136,20 @@ type endRaceStats struct {
 	phantom      int // granted although its entry went first: the bug
 	maxLost      time.Duration
 	maxSuccessor time.Duration
+	// releaseLag and endLag are running estimates of how long a release
+	// and a session's end take from the call to the deletion heard.
+	releaseLag, endLag time.Duration
 }
+
+// lags returns the current estimates.
+func (st *endRaceStats) lags() (release, end time.Duration) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.releaseLag, st.endLag
+}
+
+// endRaceParallel is how many races of one kind run at once.
+const endRaceParallel = 4
 
 // endRace is the race of a waiter whose session is ended on the server
 // (etcd: its lease revoked; ZooKeeper: its session expired) around the
@@ -166,16 +191,26 @@ func endRace(t *testing.T, b Backend) {
 			holder, third := b.Session(t), b.Session(t)
 			var st endRaceStats
 			for i, d := range EndRaceOffsets {
-				for r := 0; r < races; r++ {
-					name := fmt.Sprintf("endrace-%s-%d-%d", k.name, i, r)
-					endRaceOnce(t, b, holder, third, name, d, k.hold, k.wait, k.third, k.semaphore, &st)
-					if t.Failed() {
-						return
-					}
+				var wg sync.WaitGroup
+				for p := 0; p < endRaceParallel; p++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for r := p; r < races; r += endRaceParallel {
+							name := fmt.Sprintf("endrace-%s-%d-%d", k.name, i, r)
+							t.Run(name, func(t *testing.T) {
+								endRaceOnce(t, b, holder, third, name, d, k.hold, k.wait, k.third, k.semaphore, &st)
+							})
+						}
+					}()
+				}
+				wg.Wait()
+				if t.Failed() {
+					return
 				}
 			}
-			t.Logf("%s: %d races: waiter's entry went first in %d, waiter failed %d, granted (and then lost) %d; phantom grants %d; longest wait for a granted waiter's Done %v; longest release-to-successor %v",
-				k.name, st.races, st.wentFirst, st.failed, st.granted, st.phantom, st.maxLost, st.maxSuccessor)
+			t.Logf("%s: %d races: waiter's entry went first in %d, waiter failed %d, granted (and then lost) %d; phantom grants %d; longest from a granted waiter's entry deleted to its Done %v; longest from the release to the third client's grant %v; the release took %v to land, the end %v",
+				k.name, st.races, st.wentFirst, st.failed, st.granted, st.phantom, st.maxLost, st.maxSuccessor, st.releaseLag, st.endLag)
 			if st.phantom > 0 {
 				t.Errorf("%s: %d waiters were told they acquired although their entry was deleted before the holder's", k.name, st.phantom)
 			}
@@ -216,43 +251,64 @@ func endRaceOnce(t *testing.T, b Backend, holder, third Session, name string, d 
 	queued(3)
 	order := b.DeletionOrder(t, name, []string{hKey, wKey})
 
+	// d is when the session's end should land relative to the release's;
+	// each takes its own time to reach the store (ZooKeeper's expiry goes
+	// through a connection of its own), so each is started early by how
+	// long it took to be heard of in the races before.
+	releaseLag, endLag := st.lags()
+	offset := d + releaseLag - endLag
 	released := make(chan time.Time, 1)
 	relErr := make(chan error, 1)
 	go func() {
-		if d < 0 {
-			time.Sleep(-d)
+		if offset < 0 {
+			time.Sleep(-offset)
 		}
 		released <- time.Now()
 		relErr <- h.release(ctx)
 	}()
-	if d > 0 {
-		time.Sleep(d)
+	if offset > 0 {
+		time.Sleep(offset)
 	}
+	endStart := time.Now()
 	waiter.End(t)
 	if err := Recv(t, relErr, name+": the holder's release"); err != nil {
 		t.Fatalf("%s: holder's release: %v", name, err)
 	}
 	relAt := <-released
-	gone := order()
+	gone, at := order()
+	hGone, wGone := at[0], at[1]
+	if gone[0] == wKey {
+		hGone, wGone = at[1], at[0]
+	}
 	wentFirst := gone[0] == wKey
+	w := Recv(t, wres, name+": the waiter's call")
+
+	st.mu.Lock()
+	if st.races == 0 {
+		st.releaseLag, st.endLag = hGone.Sub(relAt), wGone.Sub(endStart)
+	} else {
+		st.releaseLag = (3*st.releaseLag + hGone.Sub(relAt)) / 4
+		st.endLag = (3*st.endLag + wGone.Sub(endStart)) / 4
+	}
 	st.races++
 	if wentFirst {
 		st.wentFirst++
 	}
-
-	w := Recv(t, wres, name+": the waiter's call")
-	if w.err != nil {
+	switch {
+	case w.err != nil:
 		st.failed++
-	} else {
-		if wentFirst {
-			st.phantom++
-			t.Errorf("%s (end %v from the release): the waiter was told it acquired, but its entry %s was deleted before the holder's %s", name, d, wKey, hKey)
-		} else {
-			st.granted++
-		}
-		start := time.Now()
-		Recv(t, w.h.done, name+": the granted waiter's Done after its entry was deleted")
-		st.maxLost = max(st.maxLost, time.Since(start))
+	case wentFirst:
+		st.phantom++
+		t.Errorf("%s (end %v from the release): the waiter was told it acquired, but its entry %s was deleted before the holder's %s", name, d, wKey, hKey)
+	default:
+		st.granted++
+	}
+	st.mu.Unlock()
+	if w.err == nil {
+		lostAt := Recv(t, w.lost, name+": the granted waiter's Done after its entry was deleted")
+		st.mu.Lock()
+		st.maxLost = max(st.maxLost, lostAt.Sub(wGone))
+		st.mu.Unlock()
 		_ = w.h.release(ctx) // reports the loss
 	}
 
@@ -262,7 +318,9 @@ func endRaceOnce(t *testing.T, b Backend, holder, third Session, name string, d 
 		if s.err != nil {
 			t.Fatalf("%s: third client: %v", name, s.err)
 		}
-		st.maxSuccessor = max(st.maxSuccessor, time.Since(relAt))
+		st.mu.Lock()
+		st.maxSuccessor = max(st.maxSuccessor, s.at.Sub(relAt))
+		st.mu.Unlock()
 		if err := s.h.release(ctx); err != nil {
 			t.Fatalf("%s: third client's release: %v", name, err)
 		}

@@ -46,8 +46,8 @@ type Backend interface {
 	// returned function blocks until every one of them is deleted and
 	// returns them in the order the store deleted them (etcd: by
 	// revision; ZooKeeper: by zxid, as one connection's watch events are
-	// ordered).
-	DeletionOrder(t *testing.T, name string, keys []string) func() []string
+	// ordered), with when the test heard of each deletion.
+	DeletionOrder(t *testing.T, name string, keys []string) func() ([]string, []time.Time)
 	// Revoker revokes the backend's locks, and lists their revocations.
 	Revoker
 }
