@@ -39,40 +39,20 @@ func (c SweepConfig) deadlines() []time.Duration {
 // acquirer is one way of taking a lock: it returns the release.
 type acquirer func(ctx context.Context, s Session, name string) (func(ctx context.Context) error, error)
 
-func viaLock(t *testing.T) acquirer {
+// via is take as an acquirer (see endrace.go's takers).
+func via(take taker) acquirer {
 	return func(ctx context.Context, s Session, name string) (func(context.Context) error, error) {
-		l, err := mutex(t, s, name).Lock(ctx)
+		h, err := take(ctx, s, name)
 		if err != nil {
 			return nil, err
 		}
-		return l.Unlock, nil
+		return h.release, nil
 	}
 }
 
-func viaRW(t *testing.T, shared bool) acquirer {
-	return func(ctx context.Context, s Session, name string) (func(context.Context) error, error) {
-		m := rwmutex(t, s, name)
-		lock := m.Lock
-		if shared {
-			lock = m.RLock
-		}
-		l, err := lock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return l.Unlock, nil
-	}
-}
-
-func viaCampaign(t *testing.T) acquirer {
-	return func(ctx context.Context, s Session, name string) (func(context.Context) error, error) {
-		l, err := election(t, s, name).Campaign(ctx, "candidate")
-		if err != nil {
-			return nil, err
-		}
-		return l.Resign, nil
-	}
-}
+func viaLock(t *testing.T) acquirer            { return via(takeLock(t)) }
+func viaRW(t *testing.T, shared bool) acquirer { return via(takeRW(t, shared)) }
+func viaCampaign(t *testing.T) acquirer        { return via(takeCampaign(t)) }
 
 // sweepStats counts what the tries of one kind did.
 type sweepStats struct {

@@ -23,8 +23,25 @@ type State struct {
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// deadline is the client-side expiry on the monotonic clock, as the
+	// drivers compute it; Deadline moves it earlier by the time the system
+	// spent suspended since base.sent (see clock.go).
 	deadline time.Time
+	clk      clock
+	// off is the boot clock's offset (see readClocks) as of the last
+	// suspend seen, or of NewState.
+	off time.Duration
+	// base is the send time of the keepalive the deadline counts from
+	// (or NewState's time), and the offset then: the suspend since is off
+	// less base.off.
+	base struct {
+		sent time.Time
+		off  time.Duration
+	}
+	// suspends are those seen since base.sent (see rebase).
+	suspends []suspend
+	off0     time.Duration // the offset at NewState
 	// revocable: the session's holders follow revocation requests (see
 	// distlock.RevokedError).
 	revocable bool
@@ -93,8 +110,19 @@ func NewState(pkg string, log *slog.Logger, holder string, deadline time.Time, o
 	if backend == "" {
 		backend = pkg
 	}
-	s := &State{pkg: pkg, log: log, holder: holder, deadline: deadline, tel: newTelemetry(backend, obs)}
+	s := &State{pkg: pkg, log: log, holder: holder, deadline: deadline, tel: newTelemetry(backend, obs), clk: currentClock()}
+	// The driver's first deadline counts from a send before this call;
+	// a suspend between the two is not seen (the first keepalive, sent
+	// later, tells the truth).
+	s.base.sent, s.off, _ = readClocks(s.clk)
+	s.base.off, s.off0 = s.off, s.off
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	if _, mono := s.clk.(monoClock); !mono {
+		// Nothing else may wake the session soon after a resume (the
+		// drivers' timers can be a third of the TTL away): a ticker does.
+		period := suspendCheck(deadline.Sub(s.base.sent))
+		s.Go(func(ctx context.Context) { s.watchSuspend(ctx, period) })
+	}
 	return s
 }
 
@@ -120,26 +148,52 @@ func (s *State) Err() error {
 	return context.Cause(s.ctx)
 }
 
-// Deadline returns the client-side expiry.
+// Deadline returns the client-side expiry, moved earlier by the time the
+// system spent suspended since the last confirmed keepalive was sent (see
+// clock.go): a suspend stops the monotonic clock the deadline is on, not
+// the servers'. If a suspend has put the session past its deadline,
+// Deadline ends the session at once, with a *SuspendedError: it is the
+// check that the drivers, the Leases and the session's own ticker make
+// whenever they wake.
 func (s *State) Deadline() time.Time {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.deadline
+	now := s.observe()
+	d, err := effective(s.deadline, s.sleptLocked(), now)
+	s.mu.Unlock()
+	if err != nil {
+		s.End(err)
+	}
+	return d
 }
 
-// Extend moves the deadline to d if that is later, and returns the
-// deadline as it was before. Drivers call it for every confirmed
-// keepalive, whose slack (the time that was left) it records.
-func (s *State) Extend(d time.Time) (was time.Time) {
+// ExtendFrom moves the deadline to d if that is later, for a keepalive
+// sent at sent and now confirmed, and returns the deadline (as Deadline
+// returns it) as it was before. Drivers call it for every confirmed
+// keepalive, whose slack (the time that was left) it records. The suspend
+// that moves d earlier counts from sent (see rebase).
+//
+// A suspend that has put the session past its deadline ends the session
+// instead, as Deadline does: the answer came too late to count (the store
+// may have expired the session while the process slept).
+func (s *State) ExtendFrom(sent, d time.Time) (was time.Time) {
 	s.mu.Lock()
-	was = s.deadline
-	if d.After(s.deadline) {
+	now := s.observe()
+	was, err := effective(s.deadline, s.sleptLocked(), now)
+	if err == nil && d.After(s.deadline) {
 		s.deadline = d
+		s.rebase(sent)
 	}
 	s.mu.Unlock()
+	if err != nil {
+		s.End(err)
+	}
 	s.tel.confirmed(was)
 	return was
 }
+
+// Extend is ExtendFrom for a keepalive whose send time is not known: a
+// suspend since the previous keepalive's send counts against d.
+func (s *State) Extend(d time.Time) (was time.Time) { return s.ExtendFrom(time.Time{}, d) }
 
 // End ends the session with cause, unless it has ended already; it
 // reports whether this call ended it.
@@ -219,7 +273,10 @@ func (s *Session) Err() error { return s.st.Err() }
 // Deadline returns the session's client-side expiry: until then the store
 // cannot have ended it (an etcd lease's keepalive, or a ZooKeeper
 // session's last answered request, plus the TTL, less a safety margin).
-// Past it, the session ends as expired.
+// Past it, the session ends as expired. On Linux it is moved earlier by
+// the time the system spent suspended since then (Go's clocks stop during
+// a suspend, the servers' do not), and a session that a resume finds past
+// it ends at once.
 func (s *Session) Deadline() time.Time { return s.st.Deadline() }
 
 // Holder returns the value stored in the session's lock entries (see

@@ -137,6 +137,11 @@ func (s *Session) keepalive() {
 		select {
 		case <-s.Context().Done():
 			expire.Stop()
+			if errors.As(s.Err(), new(*qlock.SuspendedError)) {
+				// Ended by the deadline, moved earlier by a system
+				// suspend (qlock.State.Deadline): as on the deadline.
+				s.revokeLater("suspend")
+			}
 			return
 		case <-expire.C:
 			s.expire(deadline)
@@ -145,7 +150,8 @@ func (s *Session) keepalive() {
 			expire.Stop()
 			// Both timers can be overdue at once (the process was stopped
 			// past the deadline): the deadline wins, no keepalive goes out.
-			if !time.Now().Before(deadline) {
+			// Read again: a system suspend since moves it earlier.
+			if deadline = s.Deadline(); !time.Now().Before(deadline) {
 				s.expire(deadline)
 				return
 			}
@@ -153,7 +159,7 @@ func (s *Session) keepalive() {
 		sent, resp, err := s.refresh(deadline)
 		switch {
 		case err == nil:
-			s.Extend(sent.Add(time.Duration(resp.TTL)*time.Second - s.margin))
+			s.ExtendFrom(sent, sent.Add(time.Duration(resp.TTL)*time.Second-s.margin))
 			s.Log().Debug("etcdlock: keepalive", "member", fmt.Sprintf("%x", resp.ResponseHeader.GetMemberId()), "took", time.Since(sent))
 			// Counted from the send time, as the deadline is: a slow
 			// answer must not eat into the next refresh's time to reach

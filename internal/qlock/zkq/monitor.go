@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distlock/distlock/internal/qlock"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -134,10 +135,24 @@ func (s *Session) monitor(started time.Time, p *prober, answered <-chan struct{}
 	defer expire.Stop()
 	lastOK := started // send time of the last Sync that confirmed the session
 	failed := false   // a Sync failed after lastOK
+	cleanup := func() {
+		s.Finally(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), s.margin)
+			defer cancel()
+			if err := s.deleteNodes(ctx); err != nil {
+				s.Log().Debug("zklock: cleanup after the deadline failed", "err", err)
+			}
+		})
+	}
 	for {
 		ticked := false
 		select {
 		case <-s.Context().Done():
+			if errors.As(s.Err(), new(*qlock.SuspendedError)) {
+				// Ended by the deadline, moved earlier by a system
+				// suspend (qlock.State.Deadline): as on the deadline.
+				cleanup()
+			}
 			return
 		case <-tick.C:
 			ticked = true
@@ -160,7 +175,7 @@ func (s *Session) monitor(started time.Time, p *prober, answered <-chan struct{}
 			}
 		}
 		if r.ok.After(lastOK) && r.okID == s.id && s.ours() {
-			was := s.Extend(r.ok.Add(s.timeout - s.margin))
+			was := s.ExtendFrom(r.ok, r.ok.Add(s.timeout-s.margin))
 			if failed {
 				// How close the session came to its deadline while the
 				// connection moved: the margin that is left.
@@ -177,13 +192,7 @@ func (s *Session) monitor(started time.Time, p *prober, answered <-chan struct{}
 		if deadline := s.Deadline(); !now.Before(deadline) {
 			s.expired(fmt.Sprintf("not confirmed alive before the client-side deadline %s (the %v session timeout minus %v after the last answered request was sent)",
 				deadline.Format(time.RFC3339Nano), s.timeout, s.margin))
-			s.Finally(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), s.margin)
-				defer cancel()
-				if err := s.deleteNodes(ctx); err != nil {
-					s.Log().Debug("zklock: cleanup after the deadline failed", "err", err)
-				}
-			})
+			cleanup()
 			return
 		}
 		switch {
