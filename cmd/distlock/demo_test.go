@@ -77,10 +77,10 @@ func checkDemoStory(t *testing.T, out string) {
 }
 
 func TestDemoEtcd(t *testing.T) {
+	binary(t) // built before the clock starts
 	ctx, cancel := context.WithTimeout(testCtx(t), 30*time.Second)
 	defer cancel()
 	tmp := t.TempDir()
-	binary(t) // built before the clock starts
 	start := time.Now()
 	r := cli(ctx, t, []string{"TMPDIR=" + tmp}, "demo")
 	took := time.Since(start)
