@@ -243,21 +243,44 @@ func endRaceOnce(t *testing.T, b Backend, holder, third Session, name string, d 
 		line, slots := b.SemaphoreEntries(t, name)
 		return append(slots, line...)
 	}
-	queued := func(n int) {
-		if semaphore {
-			b.WaitLine(t, name, n-1)
-		} else {
-			b.WaitEntries(t, name, n)
+	// queued waits until name has n entries, or res's call has returned
+	// first (a cluster too loaded to take the enqueue): then the race was
+	// not set up, and is given up with what it took released.
+	queued := func(n int, res <-chan tookResult) bool {
+		deadline := time.Now().Add(Timeout)
+		for len(keysOf()) < n {
+			select {
+			case r := <-res:
+				if r.err == nil {
+					t.Fatalf("%s: acquired while the holder holds", name)
+				}
+				t.Logf("%s: not raced: a call failed before its entry showed: %v", name, r.err)
+				return false
+			case <-time.After(10 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: entries %q, want %d", name, keysOf(), n)
+			}
 		}
+		return true
 	}
-	queued(2)
+	if !queued(2, wres) {
+		_ = h.release(ctx)
+		return
+	}
 	keys := keysOf()
 	if len(keys) != 2 {
 		t.Fatalf("%s: entries %q, want the holder's and the waiter's", name, keys)
 	}
 	hKey, wKey := keys[0], keys[1]
 	tres := takeAsync(ctx, take3, third, name)
-	queued(3)
+	if !queued(3, tres) {
+		_ = h.release(ctx)
+		if w := Recv(t, wres, name+": the waiter's call"); w.err == nil {
+			_ = w.h.release(ctx)
+		}
+		return
+	}
 	order := b.DeletionOrder(t, name, []string{hKey, wKey})
 
 	// d is when the session's end should land relative to the release's;
