@@ -2,8 +2,9 @@ package main
 
 // The part of running a command under a lock that distlock run and
 // distlock once share: catch the signals that stop distlock, start the
-// command in its own process group, forward signals to it, stop it when the
-// lock is lost, and turn how it ended into distlock's exit code.
+// command in its own process group (one that dies with distlock on Linux:
+// group_linux.go), forward signals to it, stop it when the lock is lost,
+// and turn how it ended into distlock's exit code.
 
 import (
 	"context"
@@ -119,12 +120,14 @@ const waitDelay = 2 * time.Second
 //   - when ctx ends first, the command is stopped as on a loss and the
 //     error wraps ctx's cause (exit code exitFailure).
 //
-// The command runs in its own process group (Setpgid), with distlock's
-// stdin, and with DISTLOCK_LOCK (the lock's name) and DISTLOCK_TOKEN
-// (lease.Token().String()) plus o.env in its environment. Signals arriving
-// on sigs (see catchSignals) are forwarded to its process group; distlock
-// then exits with whatever code the command ends with. underLock does not
-// unlock the lease: the caller does that once it returns.
+// The command runs in a process group of its own (startInGroup: on
+// Linux one that dies with distlock, however distlock dies, so that it
+// never runs on once distlock's lock expires), with distlock's stdin, and with DISTLOCK_LOCK
+// (the lock's name) and DISTLOCK_TOKEN (lease.Token().String()) plus
+// o.env in its environment. Signals arriving on sigs (see catchSignals)
+// are forwarded to its process group; distlock then exits with whatever
+// code the command ends with. underLock does not unlock the lease: the
+// caller does that once it returns.
 func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o childOpts, sigs <-chan os.Signal) error {
 	if len(argv) == 0 {
 		return usageErr("no command to run: put it after --, e.g. -- CMD ARGS")
@@ -165,11 +168,14 @@ func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o chil
 		cmd.Stderr = os.Stderr
 	}
 	cmd.WaitDelay = waitDelay
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	g, err := startInGroup(cmd)
+	if ge := (*guardError)(nil); errors.As(err, &ge) {
+		return exit(exitCannotRun, fmt.Errorf("%s: not started: %v", argv[0], ge))
+	} else if err != nil {
 		return startErr(argv[0], err)
 	}
-	pgid := cmd.Process.Pid
+	defer g.release() // once underLock is done signalling the group
+	pgid := g.pgid
 	group := func(sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
 
 	done := make(chan error, 1)

@@ -68,7 +68,9 @@ SLOT names the period or unit of work: 1 to 128 ASCII letters, digits, '.',
 '_', '-' and ':', starting with a letter or digit (e.g. 2026-11-30,
 2026-W48, daily:2026-11-30). COMMAND gets DISTLOCK_LOCK, DISTLOCK_TOKEN
 (the fencing token, NAME@N), DISTLOCK_HOLDER and DISTLOCK_SLOT in its
-environment. Signals and a lost lock are handled as by distlock run.
+environment. Signals and a lost lock are handled as by distlock run, and
+so is distlock's own death, even by SIGKILL: COMMAND's process group is
+killed with it at once (Linux; see distlock run --help).
 
 Examples:
   # the daily report, from the same crontab line on every server

@@ -39,6 +39,14 @@ SIGTERM, then SIGKILL after --grace, and distlock exits 76. SIGINT, SIGTERM
 and SIGHUP are passed on to COMMAND; while still waiting for the lock they
 cancel the wait (distlock exits 128+signal, leaving no entry behind).
 
+If distlock itself dies, even by SIGKILL (kill -9, the OOM killer),
+COMMAND's process group is killed with it at once, long before the lock
+can pass to another holder: COMMAND never outlives the lock. For this a
+small guard (distlock itself) is in the group, which COMMAND does not lead:
+signal the group with "kill 0", not "kill -- -$$". Processes that leave
+the group (setsid) are not followed. Linux only; elsewhere COMMAND keeps
+running, so run distlock under a supervisor that kills the whole tree.
+
 If an operator revokes the lock (distlock revoke NAME --reason TEXT), the
 lock is still held, but COMMAND is stopped the same way: distlock says on
 stderr who revoked it and why, sends SIGTERM, then SIGKILL after --grace

@@ -176,7 +176,7 @@ func TestRunUsage(t *testing.T) {
 		}
 	}
 	r := cli(ctx, t, nil, "run", "--help")
-	for _, want := range []string{"Examples:", "Exit codes:", "--no-wait", "DISTLOCK_TOKEN"} {
+	for _, want := range []string{"Examples:", "Exit codes:", "--no-wait", "DISTLOCK_TOKEN", "kill -9"} {
 		if r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Errorf("run --help: code %d, stdout lacks %q: %s", r.code, want, r.stdout)
 		}
