@@ -15,11 +15,13 @@ GO ?= go
 # the client library, reported upstream: go-zookeeper/zk#35,
 # samuel/go-zookeeper#178 and #260), which the race detector reports as a
 # failure of whichever test saw it. The suite's own code (history,
-# checkers, example) still runs with -race.
+# checkers, example) still runs with -race. TestRunCommandKill (distlock
+# run itself, SIGKILLed at random; its checker runs with -race as
+# TestCheckCommandHistory) goes with TestShort.
 test: deps check
 	$(GO) test -race -count=1 -timeout 60m $$($(GO) list ./... | grep -v '/integration/chaos$$')
 	$(GO) test -race -count=1 -run 'TestCheck|Example' ./integration/chaos
-	$(GO) test -count=1 -timeout 30m -run '^TestShort$$' ./integration/chaos
+	$(GO) test -count=1 -timeout 30m -run '^(TestShort|TestRunCommandKill)$$' ./integration/chaos
 
 # PostgreSQL (for fencing/sqlfence) comes from Debian's `postgresql` package;
 # the tests run its initdb and postgres themselves (set PG_BINDIR to use
@@ -85,4 +87,4 @@ CHAOS_DURATION ?= 15s
 CHAOS_OUT ?= chaos-out
 chaos: deps
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_OUT=$(abspath $(CHAOS_OUT)) \
-		$(GO) test -tags chaos -count=1 -timeout 4h -run '^TestChaos$$' -v ./integration/chaos
+		$(GO) test -tags chaos -count=1 -timeout 4h -run '^(TestChaos|TestRunCommandKillLong)$$' -v ./integration/chaos
