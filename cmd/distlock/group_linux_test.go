@@ -193,6 +193,24 @@ func TestRunKilled(t *testing.T) {
 			killedWhen time.Time
 		}
 		tries := make([]*try, killTries)
+		t.Cleanup(func() {
+			if !t.Failed() {
+				return
+			}
+			for i, tr := range tries {
+				for _, p := range []*bgProc{tr.holder, tr.waiter} {
+					if p == nil {
+						continue
+					}
+					select {
+					case <-p.done:
+						t.Logf("try %d: distlock %d exited %d; stderr: %s", i, p.cmd.Process.Pid, p.code, p.stderr)
+					default:
+						t.Logf("try %d: distlock %d still running; stderr: %s", i, p.cmd.Process.Pid, p.stderr)
+					}
+				}
+			}
+		})
 		// COMMAND forks a grandchild into its group; both append to
 		// the try's file (O_APPEND: one order for every writer) until
 		// killed.
@@ -211,9 +229,9 @@ if kill -0 "-$pgid" 2>/dev/null; then echo "overlap: group $pgid alive" >> "$out
 				t.Fatal(err)
 			}
 		}
-		// The holders one after the other (twenty sessions opened at
-		// once can take a loaded ZooKeeper ensemble longer than a
-		// client waits), the waiters then all at once.
+		// One after the other: ten sessions opened at once can take a
+		// loaded ZooKeeper ensemble longer than go-zookeeper's connect
+		// timeout allows ("sync: zk: connection closed").
 		for i := range tries {
 			tr := &try{lock: lockName(t), out: filepath.Join(dir, fmt.Sprintf("out-%d", i)), early: i%3 == 0}
 			tries[i] = tr
@@ -239,8 +257,6 @@ if kill -0 "-$pgid" 2>/dev/null; then echo "overlap: group $pgid alive" >> "$out
 		}
 		for _, tr := range tries {
 			tr.waiter = start(ctx, t, b.args("run", "--lock", tr.lock, "--ttl=10s", "--dial-timeout=30s", "--", "sh", "-c", waiterScript, "sh", tr.out, strconv.Itoa(tr.pgid))...)
-		}
-		for _, tr := range tries {
 			if !tr.early {
 				b.waitQueued(t, tr.lock, 2)
 			}
