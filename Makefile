@@ -54,10 +54,11 @@ check:
 # appends its numbers as JSON lines to $(BENCH_DIR)/records.jsonl (started
 # afresh) and prints its own tables into $(BENCH_DIR)/bench.txt; then the
 # report writes docs/bench/results.md and its SVG plots, and the generated
-# part of README.md's Performance section (medians and [min–max] over the
-# runs). The footprint (10,000 waiters) runs once: it counts goroutines and
-# heap bytes, which do not vary from run to run the way times do, and its
-# queues take minutes to build. BENCH_QUICK=1 runs fewer iterations, no 32 contenders and no
+# part of docs/performance.md (between its bench:begin and bench:end
+# markers: medians and [min–max] over the runs). The footprint (10,000
+# waiters) runs once: it counts goroutines and heap bytes, which do not
+# vary from run to run the way times do, and its queues take minutes to
+# build. BENCH_QUICK=1 runs fewer iterations, no 32 contenders and no
 # 1000-deep queues: for working on the benchmarks, not for publishing.
 BENCH_RUNS ?= 3
 BENCH_QUICK ?=
@@ -69,7 +70,7 @@ bench: deps
 		$(GO) test ./internal/bench -run '^$$' -bench '^Benchmark[^F]' -benchtime 1x -count $(BENCH_RUNS) -timeout 4h && \
 		$(GO) test ./internal/bench -run '^$$' -bench '^BenchmarkFootprint$$' -benchtime 1x -count 1 -timeout 1h; \
 		echo $$? >$(BENCH_DIR)/rc; } 2>&1 | tee $(BENCH_DIR)/bench.txt; exit $$(cat $(BENCH_DIR)/rc)
-	$(GO) run ./internal/bench/report -in $(BENCH_DIR)/records.jsonl -out docs/bench -readme README.md $(if $(BENCH_QUICK),-quick)
+	$(GO) run ./internal/bench/report -in $(BENCH_DIR)/records.jsonl -out docs/bench -doc docs/performance.md $(if $(BENCH_QUICK),-quick)
 
 example:
 	$(GO) run ./examples/quickstart

@@ -114,10 +114,10 @@ func (p provenance) header() string {
 	if commit == "" {
 		commit = "unknown"
 	}
-	if p.Dirty {
-		commit += " (with uncommitted changes)"
-	}
 	fmt.Fprintf(&b, "Generated %s from commit `%s`", p.Date, commit)
+	if p.Dirty {
+		b.WriteString(" with uncommitted changes")
+	}
 	switch {
 	case p.Runs == 1:
 		b.WriteString("; each benchmark ran once")

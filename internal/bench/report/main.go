@@ -1,13 +1,13 @@
 // Command report turns the Records that `make bench` collected (JSON
 // lines, one per number per run; see internal/bench's Record) into
 // markdown tables of medians and [min–max] over runs with ours ÷ theirs
-// ratios, and SVG plots, and splices them into the README:
+// ratios, and SVG plots, and splices them into docs/performance.md:
 //
-//	go run ./internal/bench/report -in bench-out/records.jsonl -out docs/bench -readme README.md
+//	go run ./internal/bench/report -in bench-out/records.jsonl -out docs/bench -doc docs/performance.md
 //
-// It writes DIR/results.md and DIR/*.svg; with -readme, it replaces what
-// stands between <!-- bench:begin --> and <!-- bench:end --> there with
-// the same content, linking the plots relative to the README.
+// It writes DIR/results.md and DIR/*.svg; with -doc, it replaces what
+// stands between <!-- bench:begin --> and <!-- bench:end --> in that
+// markdown file with the same content, linking the plots relative to it.
 package main
 
 import (
@@ -22,20 +22,20 @@ import (
 func main() {
 	in := flag.String("in", "bench-out/records.jsonl", "records to read (JSON lines)")
 	out := flag.String("out", "docs/bench", "directory for results.md and the plots")
-	readme := flag.String("readme", "", "markdown file whose bench markers get the results (none: leave it)")
+	doc := flag.String("doc", "", "markdown file whose bench markers get the results, e.g. docs/performance.md (none: leave it)")
 	goV := flag.String("go", runtime.Version(), "Go version to name in the header")
 	etcdV := flag.String("etcd", "", "etcd version to name in the header (default: go.mod's)")
 	zkV := flag.String("zookeeper", "", "ZooKeeper version to name in the header (default: the Debian package's)")
 	quick := flag.Bool("quick", false, "the records come from a BENCH_QUICK run: say so in the header")
 	format := flag.String("format", "svg", "image format of the plots (svg, png)")
 	flag.Parse()
-	if err := run(*in, *out, *readme, *format, provenance{Go: *goV, Etcd: *etcdV, ZK: *zkV, Quick: *quick}); err != nil {
+	if err := run(*in, *out, *doc, *format, provenance{Go: *goV, Etcd: *etcdV, ZK: *zkV, Quick: *quick}); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
 }
 
-func run(in, out, readme, format string, p provenance) error {
+func run(in, out, doc, format string, p provenance) error {
 	f, err := os.Open(in)
 	if err != nil {
 		return err
@@ -59,7 +59,7 @@ func run(in, out, readme, format string, p provenance) error {
 	}
 	p.Date, p.Runs = today(), res.Runs
 	p.CPU, p.Cores, p.Kernel = machine()
-	p.Commit, p.Dirty = gitState(out, readme)
+	p.Commit, p.Dirty = gitState(out, doc)
 	if p.Etcd == "" {
 		p.Etcd = etcdVersion("go.mod")
 	}
@@ -71,22 +71,22 @@ func run(in, out, readme, format string, p provenance) error {
 	if err := os.WriteFile(filepath.Join(out, "results.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
-	if readme == "" {
+	if doc == "" {
 		return nil
 	}
-	rel, err := filepath.Rel(filepath.Dir(readme), out)
+	rel, err := filepath.Rel(filepath.Dir(doc), out)
 	if err != nil {
 		return err
 	}
-	doc, err := os.ReadFile(readme)
+	text, err := os.ReadFile(doc)
 	if err != nil {
 		return err
 	}
-	spliced, err := splice(string(doc), res.markdown(p, figs, filepath.ToSlash(rel)))
+	spliced, err := splice(string(text), res.markdown(p, figs, filepath.ToSlash(rel)))
 	if err != nil {
-		return fmt.Errorf("%s: %w", readme, err)
+		return fmt.Errorf("%s: %w", doc, err)
 	}
-	return os.WriteFile(readme, []byte(spliced), 0o644)
+	return os.WriteFile(doc, []byte(spliced), 0o644)
 }
 
 // markdown renders the header, every table (a heading per benchmark and
