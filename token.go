@@ -38,10 +38,10 @@ import (
 // is the machine's monotonic clock (milliseconds since boot), so a server
 // started on a freshly booted machine exactly as many milliseconds after
 // boot as the old one was would repeat the old session IDs; restoring with
-// the epoch raised (see the README) makes the new sequence numbers larger,
-// which rules forks out whatever the owners. A fence that sees an equal
-// Seq with another Owner refuses it (fencing.ErrFork) instead of taking it
-// for a retry.
+// the epoch raised (see docs/operations.md) makes the new sequence numbers
+// larger, which rules forks out whatever the owners. A fence that sees an
+// equal Seq with another Owner refuses it (fencing.ErrFork) instead of
+// taking it for a retry.
 //
 // A restore also brings back the leases or sessions that were in the
 // backup, so a process whose session lived through the restore keeps its
@@ -53,12 +53,13 @@ import (
 // restored zxids have passed all it saw.
 //
 // Operators restoring a cluster should move the counters past everything
-// issued before (etcdutl snapshot restore --bump-revision, see the README):
-// the new cluster's tokens are then newer, and the old holders' late writes
-// are refused as stale. Without the bump, a fence refuses whichever of two
-// forked acquisitions comes second, and the first one's later tokens stay
-// newer until the new cluster's numbers catch up: fail-safe, but the
-// resource may refuse the new holders for a while.
+// issued before (etcdutl snapshot restore --bump-revision; the procedure
+// is in docs/operations.md): the new cluster's tokens are then newer, and
+// the old holders' late writes are refused as stale. Without the bump, a
+// fence refuses whichever of two forked acquisitions comes second, and the
+// first one's later tokens stay newer until the new cluster's numbers
+// catch up: fail-safe, but the resource may refuse the new holders for a
+// while.
 //
 // The cluster itself is not part of the token: etcd derives its cluster ID
 // from the initial member configuration, so a rebuilt or restored cluster

@@ -14,7 +14,7 @@ import "github.com/distlock/distlock/internal/qlock"
 // ahead of it, until it is the head; the head alone watches the slots, and
 // claims a freed one in one Txn that also deletes its line entry. So a
 // release wakes one waiter, the one that gets the permit, and its claim
-// wakes one more, the new head (see the README). TryAcquire is one Txn
+// wakes one more, the new head (see docs/design.md). TryAcquire is one Txn
 // that claims only if a slot is free and the line is empty. The permit
 // count is in every slot key's value; an Acquire that finds another count
 // fails with distlock.ErrPermitsMismatch.

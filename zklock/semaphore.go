@@ -17,7 +17,7 @@ import "github.com/distlock/distlock/internal/qlock"
 // slots (a child watch on @permits), and claims a freed one with one multi
 // that creates the slot and deletes its line entry. So a release wakes
 // one waiter, the one that gets the permit, and its claim wakes one more,
-// the new head (see the README). The permit count is in every slot's
+// the new head (see docs/design.md). The permit count is in every slot's
 // name; an Acquire that finds another count fails with
 // distlock.ErrPermitsMismatch.
 //

@@ -44,9 +44,9 @@ func WithPrefix(p string) Option { return func(o *options) { o.Prefix = p } }
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.Logger = l } }
 
 // WithMeterProvider makes the session and its locks report metrics
-// (distlock.lock.wait.duration, distlock.lock.held and the others the
-// README lists) through mp. Default: OpenTelemetry's global provider,
-// which drops them until the application installs an SDK.
+// (distlock.lock.wait.duration, distlock.lock.held and the others that
+// docs/operations.md lists) through mp. Default: OpenTelemetry's global
+// provider, which drops them until the application installs an SDK.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(o *options) { o.Observe.MeterProvider = mp }
 }

@@ -5,8 +5,9 @@ package main
 // Outside Linux there is no parent-death signal to close the window
 // between fork and exec, so distlock does not guard COMMAND's process
 // group: COMMAND is started in a group of its own, as its leader, and a
-// distlock that is killed with SIGKILL leaves it running (the README
-// says so: run distlock under a supervisor that kills the whole tree).
+// distlock that is killed with SIGKILL leaves it running (as
+// docs/operations.md says: run distlock under a supervisor that kills the
+// whole tree).
 
 import (
 	"os/exec"

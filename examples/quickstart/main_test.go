@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// TestQuickstart runs the README's first command in-process.
+// TestQuickstart runs ./examples/quickstart, which the README's Quick
+// start names, in-process.
 func TestQuickstart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -477,11 +477,11 @@ func zkPadTo(t *testing.T, conn *zk.Conn, p string, zxid int64) {
 }
 
 // TestZooKeeperRestoredWithEpochBump is the ZooKeeper counterpart of
-// --bump-revision, the procedure the README gives: a 3-server ensemble is
-// restored from copies of its data directories, with acceptedEpoch and
-// currentEpoch raised to the epoch the old ensemble had reached before it
-// starts again. The new holder's czxid is then above the old holder's,
-// and the old holder's late write is refused as stale.
+// --bump-revision, the procedure in docs/operations.md: a 3-server
+// ensemble is restored from copies of its data directories, with
+// acceptedEpoch and currentEpoch raised to the epoch the old ensemble had
+// reached before it starts again. The new holder's czxid is then above the
+// old holder's, and the old holder's late write is refused as stale.
 func TestZooKeeperRestoredWithEpochBump(t *testing.T) {
 	ctx := restoreCtx(t)
 	ens := integration.NewZooKeeper(t)
