@@ -32,6 +32,18 @@ func successor(t *testing.T, res <-chan result, prev distlock.Token, what string
 	return locktest.Successor(t, res, prev, what)
 }
 
+func init() {
+	// The framework's members tick every 10 ms and call an election after
+	// 10 ticks without a heartbeat: on a CI machine of two CPUs running
+	// the race detector and other packages' clusters, a 100 ms stall of a
+	// leader's goroutines is common, and the elections that follow in a
+	// chain failed keepalives for seconds (sessions ended, Txns timed out).
+	// 50 ticks (500 ms; etcd's own default is 1 s) keeps the cluster's
+	// leader through such stalls; tests that stop a leader wait that much
+	// longer for the next.
+	integration.ElectionTicks = 50
+}
+
 // newCluster starts a real 3-member etcd cluster in this process, with a
 // bridge in front of each member so tests can cut clients off. The etcd
 // framework also checks, when the test ends, that no goroutine leaked.
