@@ -106,6 +106,7 @@ type LockError struct {
 	Err error
 }
 
+// Error says which lock, which operation and why.
 func (e *LockError) Error() string {
 	return fmt.Sprintf("distlock: lock %q: %s: %v", e.Name, e.Op, e.Err)
 }

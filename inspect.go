@@ -13,6 +13,7 @@ const (
 	Shared
 )
 
+// String returns "exclusive" or "shared".
 func (k Kind) String() string {
 	if k == Shared {
 		return "shared"

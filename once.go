@@ -114,6 +114,7 @@ type SlotDoneError struct {
 	Marker SlotMarker
 }
 
+// Error names the lock, the slot and who marked it done.
 func (e *SlotDoneError) Error() string {
 	return fmt.Sprintf("distlock: lock %q: slot %q already done by %s", e.Name, e.Slot, e.Marker)
 }
@@ -153,6 +154,7 @@ type OnceError struct {
 	Err error
 }
 
+// Error says which step failed and whether the job ran.
 func (e *OnceError) Error() string {
 	lost := errors.Is(e.Err, ErrLost)
 	switch {

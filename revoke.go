@@ -189,6 +189,7 @@ type RevokedError struct {
 	Revocation
 }
 
+// Error says who revoked the lock, why, and when the grace period ends.
 func (e *RevokedError) Error() string {
 	return fmt.Sprintf("%v: by %s: %q; release before %s", ErrRevoked, e.By, e.Reason, e.GraceEnds().UTC().Format(time.RFC3339))
 }

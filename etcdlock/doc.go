@@ -13,6 +13,14 @@
 // point, and the engine's etcd driver (internal/qlock/etcdq) does the
 // store's part, as described below.
 //
+// Session, Mutex, RWMutex, Election and Semaphore are this package's own
+// declared types over that one engine, each method documented here in
+// etcd's terms (the methods are forwarders, generated into
+// recipes_gen.go from one template for both backends). etcdlock.Mutex and
+// zklock.Mutex are different types with identical method sets, and so
+// are the others: code that must work on both stores takes a
+// distlock.Locker (a distlock.Elector for elections).
+//
 // # Keys
 //
 // A lock named N under the session's prefix P keeps its queue under
@@ -132,3 +140,5 @@
 // place, and hears a release, while two members serve. Enqueueing (Lock's
 // first Txn) is not hedged: its put is not idempotent.
 package etcdlock
+
+//go:generate go run ../internal/cmd/genrecipes -store etcd -o recipes_gen.go

@@ -9,20 +9,23 @@ import "github.com/distlock/distlock/internal/qlock"
 // its term's fencing token. Candidates are a queue of their own: an
 // Election and a Mutex of the same name do not wait for each other.
 //
-// Its methods: Campaign (waits until the candidate leads; a candidate
-// that waited confirms its key by one linearizable read before it
-// returns, so there is no phantom leader), Leader (one linearizable read
-// of the oldest candidate), Observe (a stream of leaders that survives
-// compaction, "no leader" included), Name and Dir. The Leadership's
-// Proclaim is a Put guarded by the key's create revision, Resign the
-// guarded delete.
+// Campaign waits until the candidate leads (a candidate that waited
+// confirms its key by one linearizable read before it returns, so there
+// is no phantom leader); Leader is one linearizable read of the oldest
+// candidate; Observe is a stream of leaders that survives compaction, "no
+// leader" included. The Leadership's Proclaim is a Put guarded by the
+// key's create revision, Resign the guarded delete.
 //
 // The package documentation ("Election") says how it compares with
 // etcd's concurrency.Election.
-type Election = qlock.Election
+type Election struct{ q *qlock.Election }
 
 // NewElection returns the election called name (see distlock.ValidateName)
 // on the session's client.
 func NewElection(s *Session, name string) (*Election, error) {
-	return qlock.NewElection("etcdlock", s.driver(), name)
+	q, err := qlock.NewElection("etcdlock", s.driver(), name)
+	if err != nil {
+		return nil, err
+	}
+	return &Election{q}, nil
 }

@@ -6,21 +6,23 @@ import "github.com/distlock/distlock/internal/qlock"
 // enqueued, each watching only the key just ahead of it. Every
 // acquisition's fencing token is its key's create revision.
 //
-// Its methods: Lock enqueues and waits until every earlier entry is gone;
-// TryLock acquires only if no entry at all is queued, in one Txn that
-// writes nothing otherwise (the error then wraps distlock.ErrLocked and
-// names the holder's key); Name and Dir (the key prefix of its entries).
-// A Lock that fails (ctx ended, session ended, its key deleted by someone
-// else: distlock.ErrEntryGone) leaves no key behind.
+// Lock enqueues and waits until every earlier entry is gone; TryLock
+// acquires only if no entry at all is queued, in one Txn that writes
+// nothing otherwise. A Lock that fails (ctx ended, session ended, its key
+// deleted by someone else: distlock.ErrEntryGone) leaves no key behind.
 //
 // A Mutex is a handle, safe for concurrent use: each Lock call enqueues its
 // own key, so goroutines sharing one Mutex (or one Session) exclude each
-// other exactly like separate processes do. It is the same type as
-// zklock.Mutex: one engine serves both stores.
-type Mutex = qlock.Mutex
+// other exactly like separate processes do. zklock.Mutex has the same
+// methods: code that must work on both takes a distlock.Locker.
+type Mutex struct{ q *qlock.Mutex }
 
 // NewMutex returns the lock called name (see distlock.ValidateName) on the
 // session's client.
 func NewMutex(s *Session, name string) (*Mutex, error) {
-	return qlock.NewMutex("etcdlock", s.driver(), name)
+	q, err := qlock.NewMutex("etcdlock", s.driver(), name)
+	if err != nil {
+		return nil, err
+	}
+	return &Mutex{q}, nil
 }

@@ -9,15 +9,18 @@ import "github.com/distlock/distlock/internal/qlock"
 // writer ahead of it (so a stream of new readers cannot starve a writer),
 // a writer only on its immediate predecessor, each watching that one key.
 //
-// Its methods: RLock, TryRLock (wins while readers alone hold; loses,
-// writing nothing, while any writer holds or waits), Lock, TryLock (as
-// Mutex's), RLocker (a distlock.Locker of the read side), Name and Dir.
-// A reader's token is ordered against writers' only: see "Readers and
-// writers" in the package documentation before fencing with it.
-type RWMutex = qlock.RWMutex
+// TryRLock wins while readers alone hold and loses, writing nothing, while
+// any writer holds or waits; RLocker is a distlock.Locker of the read
+// side. A reader's token is ordered against writers' only: see "Readers
+// and writers" in the package documentation before fencing with it.
+type RWMutex struct{ q *qlock.RWMutex }
 
 // NewRWMutex returns the readers-writer lock called name (see
 // distlock.ValidateName) on the session's client.
 func NewRWMutex(s *Session, name string) (*RWMutex, error) {
-	return qlock.NewRWMutex("etcdlock", s.driver(), name)
+	q, err := qlock.NewRWMutex("etcdlock", s.driver(), name)
+	if err != nil {
+		return nil, err
+	}
+	return &RWMutex{q}, nil
 }

@@ -19,13 +19,17 @@ import "github.com/distlock/distlock/internal/qlock"
 // count is in every slot key's value; an Acquire that finds another count
 // fails with distlock.ErrPermitsMismatch.
 //
-// It is the same type as zklock.Semaphore: one engine serves both stores.
-type Semaphore = qlock.Semaphore
+// zklock.Semaphore has the same methods.
+type Semaphore struct{ q *qlock.Semaphore }
 
 // NewSemaphore returns the semaphore called name (see
 // distlock.ValidateName), of n permits (1 to distlock.MaxPermits), on the
 // session's client. A semaphore and a Mutex or Election of the same name
 // are separate.
 func NewSemaphore(s *Session, name string, n int) (*Semaphore, error) {
-	return qlock.NewSemaphore("etcdlock", s.driver(), name, n)
+	q, err := qlock.NewSemaphore("etcdlock", s.driver(), name, n)
+	if err != nil {
+		return nil, err
+	}
+	return &Semaphore{q}, nil
 }

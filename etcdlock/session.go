@@ -106,7 +106,7 @@ func WithHolder(v string) Option { return func(o *options) { o.Holder = v } }
 //
 // A Session is safe for concurrent use. Use one session for many locks.
 type Session struct {
-	qlock.Session
+	q qlock.Session // what every store's session has (recipes_gen.go)
 	d *etcdq.Session
 }
 
@@ -131,7 +131,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
-	return &Session{Session: d.User(), d: d}, nil
+	return &Session{q: d.User(), d: d}, nil
 }
 
 // Client returns the client the session was made with.

@@ -37,6 +37,8 @@ type ForkError struct {
 	Admitted distlock.Token
 }
 
+// Error names the resource, the refused token and the one admitted with
+// the same sequence number.
 func (e *ForkError) Error() string {
 	return fmt.Sprintf("fencing: %s: token %v refused: %v was admitted already, with the same sequence number and another owner; two acquisitions carry the number (cluster rebuilt or restored from a backup without moving its revisions or zxids on?)",
 		e.Resource, e.Token, admittedText(e.Admitted))
@@ -66,6 +68,7 @@ type StaleError struct {
 	Newest distlock.Token
 }
 
+// Error names the resource, the refused token and the newer one admitted.
 func (e *StaleError) Error() string {
 	return fmt.Sprintf("fencing: %s: token %v refused: %s was admitted already", e.Resource, e.Token, admittedText(e.Newest))
 }
@@ -89,6 +92,9 @@ type Fence interface {
 // the fence runs meanwhile.
 type Doer interface {
 	Fence
+	// Do admits t as Admit does and then runs write, with no other Do or
+	// Admit of the fence running meanwhile; when t is refused it returns
+	// Admit's error without running write, and otherwise write's.
 	Do(ctx context.Context, t distlock.Token, write func(ctx context.Context) error) error
 }
 

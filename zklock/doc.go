@@ -14,6 +14,14 @@
 // entry point, and the engine's ZooKeeper driver (internal/qlock/zkq) does
 // the store's part, as described below.
 //
+// Session, Mutex, RWMutex, Election and Semaphore are this package's own
+// declared types over that one engine, each method documented here in
+// ZooKeeper's terms (the methods are forwarders, generated into
+// recipes_gen.go from one template for both backends). zklock.Mutex and
+// etcdlock.Mutex are different types with identical method sets, and so
+// are the others: code that must work on both stores takes a
+// distlock.Locker (a distlock.Elector for elections).
+//
 // # Znodes
 //
 // A lock named N under the session's prefix P ("/distlock" by default)
@@ -199,3 +207,5 @@
 // with WithSessionTimeout, or NewSession reads it from the connection
 // (reflection on the unexported field, failing clearly if it is absent).
 package zklock
+
+//go:generate go run ../internal/cmd/genrecipes -store zk -o recipes_gen.go

@@ -13,14 +13,17 @@ import "github.com/distlock/distlock/internal/qlock"
 // Waiters take a predecessor's data change for "it led", not for a
 // release (see "Election" in the package documentation).
 //
-// Its methods: Campaign, Leader (the oldest node's data and czxid, read
-// after a Sync), Observe (child and data watches, re-armed after each
-// event; it needs only the connection, so it works after the session
-// ended), Name and Dir.
-type Election = qlock.Election
+// Leader reads the oldest node's data and czxid after a Sync; Observe
+// keeps child and data watches, re-armed after each event, and needs only
+// the connection, so it works after the session ended.
+type Election struct{ q *qlock.Election }
 
 // NewElection returns the election called name (see distlock.ValidateName)
 // on the session's connection.
 func NewElection(s *Session, name string) (*Election, error) {
-	return qlock.NewElection("zklock", s.driver(), name)
+	q, err := qlock.NewElection("zklock", s.driver(), name)
+	if err != nil {
+		return nil, err
+	}
+	return &Election{q}, nil
 }

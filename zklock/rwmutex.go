@@ -10,14 +10,19 @@ import "github.com/distlock/distlock/internal/qlock"
 // a writer), a writer only on its immediate predecessor, each with one
 // data watch.
 //
-// Its methods: RLock, TryRLock, Lock, TryLock (as Mutex's), RLocker (a
-// distlock.Locker of the read side), Name and Dir. Tokens and fencing are
-// as for etcdlock.RWMutex: a reader's czxid is ordered against writers'
-// only, so readers must not record their tokens in a writers' fence.
-type RWMutex = qlock.RWMutex
+// TryRLock wins while readers alone hold and loses while any writer holds
+// or waits; RLocker is a distlock.Locker of the read side. Tokens and
+// fencing are as for etcdlock.RWMutex: a reader's czxid is ordered against
+// writers' only, so readers must not record their tokens in a writers'
+// fence.
+type RWMutex struct{ q *qlock.RWMutex }
 
 // NewRWMutex returns the readers-writer lock called name (see
 // distlock.ValidateName) on the session's connection.
 func NewRWMutex(s *Session, name string) (*RWMutex, error) {
-	return qlock.NewRWMutex("zklock", s.driver(), name)
+	q, err := qlock.NewRWMutex("zklock", s.driver(), name)
+	if err != nil {
+		return nil, err
+	}
+	return &RWMutex{q}, nil
 }

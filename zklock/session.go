@@ -124,7 +124,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 	if err != nil {
 		return nil, err
 	}
-	return &Session{Session: d.User(), d: d, acl: o.ACL}, nil
+	return &Session{q: d.User(), d: d, acl: o.ACL}, nil
 }
 
 // Session follows one ZooKeeper session of a *zk.Conn the caller owns. Lock
@@ -147,7 +147,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 //
 // A Session is safe for concurrent use. Use one session for many locks.
 type Session struct {
-	qlock.Session
+	q   qlock.Session // what every store's session has (recipes_gen.go)
 	d   *zkq.Session
 	acl []zk.ACL // of the znodes it creates, for its locks' slot markers too
 }

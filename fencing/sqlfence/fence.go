@@ -21,7 +21,11 @@ const MaxResourceLen = 1024
 // Querier runs statements: *sql.Tx, *sql.Conn and *sql.DB satisfy it.
 // Admit must be given the transaction of the fenced write.
 type Querier interface {
+	// ExecContext runs a statement that returns no rows, as
+	// (*sql.Tx).ExecContext does.
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	// QueryRowContext runs a query that returns at most one row, as
+	// (*sql.Tx).QueryRowContext does.
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 

@@ -12,14 +12,20 @@ import (
 // Session is a lock session of either backend: an etcdlock.Session or a
 // zklock.Session, which share Done, Err, TTL (the etcd lease's TTL, or
 // the ZooKeeper session timeout the servers granted) and Close, and whose
-// recipes are the same types.
+// recipes have the same methods.
 type Session struct {
 	session
-	mutex    func(name string) (*etcdlock.Mutex, error)
-	rwmutex  func(name string) (*etcdlock.RWMutex, error)
-	election func(name string) (*etcdlock.Election, error)
-	sem      func(name string, n int) (*etcdlock.Semaphore, error)
+	mutex    func(name string) (distlock.Locker, error)
+	rwmutex  func(name string) (RWLocker, error)
+	election func(name string) (distlock.Elector, error)
+	sem      func(name string, n int) (semaphore, error)
 	marks    func(name string) (distlock.SlotMarks, error)
+}
+
+// semaphore is what both backends' semaphores have.
+type semaphore interface {
+	Acquire(ctx context.Context) (*distlock.Permit, error)
+	TryAcquire(ctx context.Context) (*distlock.Permit, error)
 }
 
 // session is what both backends' sessions have.
@@ -62,10 +68,10 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 			return nil, err
 		}
 		return &Session{session: s,
-			mutex:    func(name string) (*etcdlock.Mutex, error) { return etcdlock.NewMutex(s, name) },
-			rwmutex:  func(name string) (*etcdlock.RWMutex, error) { return etcdlock.NewRWMutex(s, name) },
-			election: func(name string) (*etcdlock.Election, error) { return etcdlock.NewElection(s, name) },
-			sem:      func(name string, n int) (*etcdlock.Semaphore, error) { return etcdlock.NewSemaphore(s, name, n) },
+			mutex:    func(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s, name) },
+			rwmutex:  func(name string) (RWLocker, error) { return etcdlock.NewRWMutex(s, name) },
+			election: func(name string) (distlock.Elector, error) { return etcdlock.NewElection(s, name) },
+			sem:      func(name string, n int) (semaphore, error) { return etcdlock.NewSemaphore(s, name, n) },
 			marks: func(name string) (distlock.SlotMarks, error) {
 				m, err := etcdlock.NewMarks(s, name)
 				if err != nil {
@@ -87,10 +93,10 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 		return nil, err
 	}
 	return &Session{session: s,
-		mutex:    func(name string) (*zklock.Mutex, error) { return zklock.NewMutex(s, name) },
-		rwmutex:  func(name string) (*zklock.RWMutex, error) { return zklock.NewRWMutex(s, name) },
-		election: func(name string) (*zklock.Election, error) { return zklock.NewElection(s, name) },
-		sem:      func(name string, n int) (*zklock.Semaphore, error) { return zklock.NewSemaphore(s, name, n) },
+		mutex:    func(name string) (distlock.Locker, error) { return zklock.NewMutex(s, name) },
+		rwmutex:  func(name string) (RWLocker, error) { return zklock.NewRWMutex(s, name) },
+		election: func(name string) (distlock.Elector, error) { return zklock.NewElection(s, name) },
+		sem:      func(name string, n int) (semaphore, error) { return zklock.NewSemaphore(s, name, n) },
 		marks: func(name string) (distlock.SlotMarks, error) {
 			m, err := zklock.NewMarks(s, name)
 			if err != nil {
@@ -138,7 +144,7 @@ func (s *Session) SemaphoreLocker(name string, n int) (distlock.Locker, error) {
 	return permitLocker{m}, nil
 }
 
-type permitLocker struct{ s *etcdlock.Semaphore }
+type permitLocker struct{ s semaphore }
 
 func (p permitLocker) Lock(ctx context.Context) (*distlock.Lease, error) {
 	return leaseOf(p.s.Acquire(ctx))

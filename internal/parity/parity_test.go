@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -92,19 +93,62 @@ func methods(types map[string]reflect.Type) []string {
 	return out
 }
 
+// signatures maps each method of types, as "Type.Method", to its
+// signature without the receiver.
+func signatures(types map[string]reflect.Type) map[string]string {
+	out := map[string]string{}
+	for name, typ := range types {
+		for i := range typ.NumMethod() {
+			m := typ.Method(i)
+			var in, res []string
+			for j := 1; j < m.Type.NumIn(); j++ {
+				in = append(in, m.Type.In(j).String())
+			}
+			for j := range m.Type.NumOut() {
+				res = append(res, m.Type.Out(j).String())
+			}
+			out[name+"."+m.Name] = "func(" + strings.Join(in, ", ") + ") (" + strings.Join(res, ", ") + ")"
+		}
+	}
+	return out
+}
+
+// The declared types of each backend: the Session and the recipes.
+var (
+	etcdTypes = map[string]reflect.Type{
+		"Session":   reflect.TypeFor[*etcdlock.Session](),
+		"Mutex":     reflect.TypeFor[*etcdlock.Mutex](),
+		"RWMutex":   reflect.TypeFor[*etcdlock.RWMutex](),
+		"Election":  reflect.TypeFor[*etcdlock.Election](),
+		"Semaphore": reflect.TypeFor[*etcdlock.Semaphore](),
+	}
+	zkTypes = map[string]reflect.Type{
+		"Session":   reflect.TypeFor[*zklock.Session](),
+		"Mutex":     reflect.TypeFor[*zklock.Mutex](),
+		"RWMutex":   reflect.TypeFor[*zklock.RWMutex](),
+		"Election":  reflect.TypeFor[*zklock.Election](),
+		"Semaphore": reflect.TypeFor[*zklock.Semaphore](),
+	}
+	// engineTypes are the engine's types that the backends' declared
+	// types forward to.
+	engineTypes = map[string]reflect.Type{
+		"Session":   reflect.TypeFor[*qlock.Session](),
+		"Mutex":     reflect.TypeFor[*qlock.Mutex](),
+		"RWMutex":   reflect.TypeFor[*qlock.RWMutex](),
+		"Election":  reflect.TypeFor[*qlock.Election](),
+		"Semaphore": reflect.TypeFor[*qlock.Semaphore](),
+	}
+)
+
+// sameSignatureExcept are the methods both backends have with intended
+// different signatures.
+var sameSignatureExcept = map[string]string{
+	"Session.ID": "the store's own session ID: an etcd clientv3.LeaseID, a ZooKeeper int64",
+}
+
 func TestParity(t *testing.T) {
-	etcd := append(exported(t, "../../etcdlock"), methods(map[string]reflect.Type{
-		"Session":  reflect.TypeFor[*etcdlock.Session](),
-		"Mutex":    reflect.TypeFor[*etcdlock.Mutex](),
-		"RWMutex":  reflect.TypeFor[*etcdlock.RWMutex](),
-		"Election": reflect.TypeFor[*etcdlock.Election](),
-	})...)
-	zk := append(exported(t, "../../zklock"), methods(map[string]reflect.Type{
-		"Session":  reflect.TypeFor[*zklock.Session](),
-		"Mutex":    reflect.TypeFor[*zklock.Mutex](),
-		"RWMutex":  reflect.TypeFor[*zklock.RWMutex](),
-		"Election": reflect.TypeFor[*zklock.Election](),
-	})...)
+	etcd := append(exported(t, "../../etcdlock"), methods(etcdTypes)...)
+	zk := append(exported(t, "../../zklock"), methods(zkTypes)...)
 	check := func(have, other []string, allowed map[string]string, pkg, otherPkg string) {
 		for _, n := range have {
 			if _, ok := allowed[n]; !ok && !slices.Contains(other, n) {
@@ -120,10 +164,62 @@ func TestParity(t *testing.T) {
 	check(etcd, zk, onlyEtcd, "etcdlock", "zklock")
 	check(zk, etcd, onlyZK, "zklock", "etcdlock")
 
-	// The same types are the same type: one engine serves both stores.
-	if reflect.TypeFor[etcdlock.Mutex]() != reflect.TypeFor[zklock.Mutex]() ||
-		reflect.TypeFor[etcdlock.RWMutex]() != reflect.TypeFor[zklock.RWMutex]() ||
-		reflect.TypeFor[etcdlock.Election]() != reflect.TypeFor[zklock.Election]() {
-		t.Error("the backends' recipe types differ")
+	// The two backends' types are each their own declared type (not an
+	// alias of the engine's, whose methods go doc cannot show), with
+	// identical method sets: the same names with the same signatures.
+	for name, typ := range etcdTypes {
+		if p := typ.Elem().PkgPath(); p != "github.com/distlock/distlock/etcdlock" {
+			t.Errorf("etcdlock.%s is declared in %s, not in etcdlock", name, p)
+		}
+	}
+	for name, typ := range zkTypes {
+		if p := typ.Elem().PkgPath(); p != "github.com/distlock/distlock/zklock" {
+			t.Errorf("zklock.%s is declared in %s, not in zklock", name, p)
+		}
+	}
+	esig, zsig := signatures(etcdTypes), signatures(zkTypes)
+	for m, es := range esig {
+		zs, ok := zsig[m]
+		if _, allowed := sameSignatureExcept[m]; !ok || allowed {
+			continue
+		}
+		if es != zs {
+			t.Errorf("%s: etcdlock's is %s, zklock's %s", m, es, zs)
+		}
+	}
+	for m := range sameSignatureExcept {
+		if esig[m] == "" || zsig[m] == "" || esig[m] == zsig[m] {
+			t.Errorf("sameSignatureExcept names %s, which is not on both backends with different signatures", m)
+		}
+	}
+}
+
+// TestEngineParity checks that each backend's declared types have every
+// method of the engine's type they forward to, with its signature, and
+// only the store-only methods of the allow-lists besides: a method added
+// to the engine must be added to internal/recipegen's template.
+func TestEngineParity(t *testing.T) {
+	engine := signatures(engineTypes)
+	for _, b := range []struct {
+		pkg     string
+		types   map[string]reflect.Type
+		allowed map[string]string
+	}{{"etcdlock", etcdTypes, onlyEtcd}, {"zklock", zkTypes, onlyZK}} {
+		have := signatures(b.types)
+		for m, sig := range engine {
+			switch {
+			case have[m] == "":
+				t.Errorf("%s.%s is missing: the engine's type has it (add it to internal/recipegen and go generate)", b.pkg, m)
+			case have[m] != sig:
+				t.Errorf("%s.%s is %s, the engine's %s", b.pkg, m, have[m], sig)
+			}
+		}
+		for m := range have {
+			_, store := b.allowed[m]
+			_, diff := sameSignatureExcept[m]
+			if engine[m] == "" && !store && !diff {
+				t.Errorf("%s.%s is not the engine's: a store-only method belongs in the parity allow-lists", b.pkg, m)
+			}
+		}
 	}
 }
