@@ -26,7 +26,7 @@ func TestMetricsServed(t *testing.T) {
 	defer cancel()
 	done := make(chan struct{})
 	ran := make(chan error, 1)
-	go func() { ran <- run(ctx, ln, io.Discard, done) }()
+	go func() { ran <- run(ctx, ln, io.Discard, done, nil) }()
 	select {
 	case <-done:
 	case err := <-ran:

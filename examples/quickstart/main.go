@@ -1,28 +1,44 @@
-// Command quickstart shows distlock's etcd Mutex on an etcd member embedded
-// in this process: fencing tokens, FIFO handoff, TryLock, the lost-lock
-// signal and distlock.Do. Run it with
+// Command quickstart shows distlock's etcd Mutex: fencing tokens, FIFO
+// handoff, TryLock, the lost-lock signal and distlock.Do. Run it with
 //
 //	go run ./examples/quickstart
+//
+// and it starts an etcd member in this process (package
+// github.com/distlock/distlock/integration/embedded), or point it at your
+// own cluster with the -endpoints flag or the ETCD_ENDPOINTS environment
+// variable (client URLs, comma-separated):
+//
+//	go run ./examples/quickstart -endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
+//	ETCD_ENDPOINTS=http://127.0.0.1:2379 go run ./examples/quickstart
+//
+// It uses the lock "reports/daily" and revokes one of its own sessions'
+// leases. Copied into a module of yours, it builds as it is.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/embedetcd"
+	"github.com/distlock/distlock/integration/embedded"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 func main() {
+	endpoints := flag.String("endpoints", os.Getenv("ETCD_ENDPOINTS"),
+		"client URLs of your etcd cluster, comma-separated (default $ETCD_ENDPOINTS; if empty, an etcd member embedded in this process)")
+	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := run(ctx, os.Stdout); err != nil {
+	if err := run(ctx, os.Stdout, strings.FieldsFunc(*endpoints, isSep)); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
@@ -36,8 +52,27 @@ type worker struct {
 	lock *etcdlock.Mutex
 }
 
-func newWorker(ctx context.Context, srv *embedetcd.Server, name string) (*worker, error) {
-	cli, err := srv.Client()
+func isSep(r rune) bool { return r == ',' || r == ' ' }
+
+// etcdCluster returns the endpoints to use: the given ones, or, if none,
+// those of an etcd member it starts in this process, which stop stops.
+func etcdCluster(ctx context.Context, endpoints []string) (_ []string, stop func(), _ error) {
+	if len(endpoints) > 0 {
+		return endpoints, func() {}, nil
+	}
+	etcd, err := embedded.StartEtcd(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return etcd.Endpoints(), func() { etcd.Close() }, nil
+}
+
+func newWorker(ctx context.Context, endpoints []string, name string) (*worker, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(), // etcd's client logs its retries, e.g. of a closed session's lease revoke
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -58,22 +93,24 @@ func (w *worker) close(ctx context.Context) {
 	w.cli.Close()
 }
 
-func run(ctx context.Context, out io.Writer) error {
+// run runs the walk-through on the etcd cluster at endpoints, or on an
+// embedded member if there are none.
+func run(ctx context.Context, out io.Writer, endpoints []string) error {
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 
-	srv, err := embedetcd.Start(ctx)
+	endpoints, stop, err := etcdCluster(ctx, endpoints)
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
-	say("embedded etcd at %s", srv.Endpoint)
+	defer stop()
+	say("etcd at %s", strings.Join(endpoints, ","))
 
-	a, err := newWorker(ctx, srv, "worker-a")
+	a, err := newWorker(ctx, endpoints, "worker-a")
 	if err != nil {
 		return err
 	}
 	defer a.close(ctx)
-	b, err := newWorker(ctx, srv, "worker-b")
+	b, err := newWorker(ctx, endpoints, "worker-b")
 	if err != nil {
 		return err
 	}

@@ -1,45 +1,78 @@
 // Command singleton runs one compactor across a fleet of three workers with
-// distlock.RunAsLeader on an etcd member embedded in this process: exactly
-// one worker compacts at a time, and when the leader dies another takes
-// over within the session TTL. Every write carries the leader's fencing
-// token through a fence, so a deposed leader that keeps going is refused.
-// Run it with
+// distlock.RunAsLeader: exactly one worker compacts at a time, and when the
+// leader dies another takes over within the session TTL. Every write
+// carries the leader's fencing token through a fence, so a deposed leader
+// that keeps going is refused. Run it with
 //
 //	go run ./examples/singleton
+//
+// and it starts an etcd member in this process (package
+// github.com/distlock/distlock/integration/embedded), or point it at your
+// own cluster with the -endpoints flag or the ETCD_ENDPOINTS environment
+// variable (client URLs, comma-separated):
+//
+//	go run ./examples/singleton -endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
+//	ETCD_ENDPOINTS=http://127.0.0.1:2379 go run ./examples/singleton
+//
+// It campaigns in the election "compactor". Copied into a module of yours,
+// it builds as it is.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/internal/embedetcd"
+	"github.com/distlock/distlock/integration/embedded"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 func main() {
+	endpoints := flag.String("endpoints", os.Getenv("ETCD_ENDPOINTS"),
+		"client URLs of your etcd cluster, comma-separated (default $ETCD_ENDPOINTS; if empty, an etcd member embedded in this process)")
+	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := run(ctx, os.Stdout); err != nil {
+	if err := run(ctx, os.Stdout, strings.FieldsFunc(*endpoints, isSep)); err != nil {
 		fmt.Fprintln(os.Stderr, "singleton:", err)
 		os.Exit(1)
 	}
 }
 
-// run starts three workers, lets two leaders die in turn, and returns
+func isSep(r rune) bool { return r == ',' || r == ' ' }
+
+// etcdCluster returns the endpoints to use: the given ones, or, if none,
+// those of an etcd member it starts in this process, which stop stops.
+func etcdCluster(ctx context.Context, endpoints []string) (_ []string, stop func(), _ error) {
+	if len(endpoints) > 0 {
+		return endpoints, func() {}, nil
+	}
+	etcd, err := embedded.StartEtcd(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return etcd.Endpoints(), func() { etcd.Close() }, nil
+}
+
+// run starts three workers on the etcd cluster at endpoints (an embedded
+// member if there are none), lets two leaders die in turn, and returns
 // once the third has compacted.
-func run(ctx context.Context, out io.Writer) error {
-	srv, err := embedetcd.Start(ctx)
+func run(ctx context.Context, out io.Writer, endpoints []string) error {
+	endpoints, stop, err := etcdCluster(ctx, endpoints)
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
+	defer stop()
 
 	start := time.Now()
 	var mu sync.Mutex
@@ -63,7 +96,11 @@ func run(ctx context.Context, out io.Writer) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, name := range []string{"worker-a", "worker-b", "worker-c"} {
-		cli, err := srv.Client()
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints:   endpoints,
+			DialTimeout: 5 * time.Second,
+			Logger:      zap.NewNop(), // etcd's client logs its retries, e.g. of a closed session's lease revoke
+		})
 		if err != nil {
 			return err
 		}

@@ -8,12 +8,13 @@ import (
 	"time"
 )
 
-// TestSingleton runs the README's singleton-worker example in-process.
+// TestSingleton runs the README's singleton-worker example in-process,
+// on an embedded etcd member.
 func TestSingleton(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	if err := run(ctx, &out); err != nil {
+	if err := run(ctx, &out, nil); err != nil {
 		t.Fatalf("%v\noutput:\n%s", err, out.String())
 	}
 	if n := strings.Count(out.String(), " leads with token "); n != 3 {

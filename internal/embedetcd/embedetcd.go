@@ -1,7 +1,9 @@
 // Package embedetcd starts a single etcd member inside the current process,
-// in a temporary directory, for examples and the demo command: real etcd,
-// no setup. It is not for production or for tests of failure modes (those
-// use multi-member clusters).
+// in a temporary directory, for the demo command and, through the public
+// package integration/embedded (which wraps it), for the examples and
+// users' own examples and tests: real etcd, no setup. It is not for
+// production or for tests of failure modes (those use multi-member
+// clusters).
 package embedetcd
 
 import (
