@@ -11,12 +11,19 @@ const (
 	Exclusive Kind = iota
 	// Shared entries (readers) exclude only Exclusive entries.
 	Shared
+	// Counted entries are a semaphore's: its holders (the permits, see
+	// QueueEntry.Permits and Slot) and its waiters, up to N of which
+	// hold at once.
+	Counted
 )
 
-// String returns "exclusive" or "shared".
+// String returns "exclusive", "shared" or "counted".
 func (k Kind) String() string {
-	if k == Shared {
+	switch k {
+	case Shared:
 		return "shared"
+	case Counted:
+		return "counted"
 	}
 	return "exclusive"
 }

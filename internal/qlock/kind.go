@@ -21,10 +21,14 @@ const (
 )
 
 // View returns how the entry shows in a lock's queue view
-// (distlock.QueueEntry): shared for readers, exclusive otherwise.
+// (distlock.QueueEntry): shared for readers, counted for a semaphore's
+// entries, exclusive otherwise (candidates too).
 func (k Kind) View() distlock.Kind {
-	if k == Shared {
+	switch k {
+	case Shared:
 		return distlock.Shared
+	case Counted:
+		return distlock.Counted
 	}
 	return distlock.Exclusive
 }

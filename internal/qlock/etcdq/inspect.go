@@ -31,7 +31,7 @@ func Inspect(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]
 			// A semaphore's permit: a holder.
 			n, h := parseSlotValue(kv.Value)
 			permits = append(permits, distlock.QueueEntry{
-				Key: key, Holding: true, Permits: n, Slot: i, Holder: h, Owner: strconv.FormatInt(kv.Lease, 16),
+				Key: key, Kind: qlock.Counted.View(), Holding: true, Permits: n, Slot: i, Holder: h, Owner: strconv.FormatInt(kv.Lease, 16),
 				Token: distlock.Token{Name: distlock.SlotName(name, i), Seq: kv.CreateRevision, Owner: uint64(kv.Lease)},
 			})
 			continue
@@ -43,7 +43,7 @@ func Inspect(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]
 		if kind == qlock.Counted {
 			// A semaphore's waiter, in line.
 			line = append(line, distlock.QueueEntry{
-				Key: key, Holder: string(kv.Value), Owner: strconv.FormatInt(kv.Lease, 16),
+				Key: key, Kind: qlock.Counted.View(), Holder: string(kv.Value), Owner: strconv.FormatInt(kv.Lease, 16),
 				Token: distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)},
 			})
 			continue

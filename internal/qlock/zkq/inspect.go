@@ -103,6 +103,7 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 		if n.Kind == qlock.Counted {
 			e := distlock.QueueEntry{
 				Key:     n.Key,
+				Kind:    n.Kind.View(),
 				Token:   distlock.Token{Name: name, Seq: r.stat.Czxid, Owner: uint64(r.stat.EphemeralOwner)},
 				Owner:   strconv.FormatInt(r.stat.EphemeralOwner, 16),
 				Holder:  string(r.data),
