@@ -72,6 +72,20 @@ func lockCause(err error) string {
 	return strings.TrimPrefix(err.Error(), "distlock: ")
 }
 
+// causeAfter is err's message from what follows sentinel's own text (":
+// " and the reason), for messages that name the flag and value already;
+// without sentinel (or if it is not in the message), the message less
+// the library's "distlock: " prefix.
+func causeAfter(err, sentinel error) string {
+	msg := err.Error()
+	if sentinel != nil {
+		if _, after, ok := strings.Cut(msg, sentinel.Error()+": "); ok {
+			return after
+		}
+	}
+	return strings.TrimPrefix(msg, "distlock: ")
+}
+
 // childOpts says how underLock runs the command.
 type childOpts struct {
 	// shell runs sh -c "ARGV joined with spaces" instead of exec'ing

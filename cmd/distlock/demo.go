@@ -49,7 +49,7 @@ Examples:
   distlock demo
   distlock demo --backend zk --zk 127.0.0.1:2181
 
-Flags:
+Environment read: DISTLOCK_ZK (--zk's default).
 `
 
 const demoLock = "reports/daily"
@@ -64,15 +64,13 @@ func demo(args []string, stdout, stderr io.Writer) error {
 	zkTimeout := fs.Duration("zk-timeout", 4*time.Second, "ZooKeeper session timeout to ask for; the server bounds it by its min/max")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, demoHelp)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			printHelp(stdout, "demo", demoHelp, fs)
 			return nil
 		}
-		return usageErr("demo: %v (see distlock demo --help)", err)
+		return usageErr("%v; see 'distlock demo --help'", err)
 	}
 	if fs.NArg() > 0 {
-		return usageErr("demo: unexpected arguments %q", fs.Args())
+		return usageErr("unexpected arguments %q", fs.Args())
 	}
 
 	// Ctrl-C and SIGTERM end the demo cleanly: the worker is killed, the
@@ -95,14 +93,14 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		d.say("distlock demo: a lock is not enough. Embedded etcd at %s (in a temp dir), lease TTL %v.", endpoint, cf.ttl)
 	case "zk":
 		if *zkAddr == "" {
-			return usageErr("demo: --backend zk needs --zk host:port (or $DISTLOCK_ZK)")
+			return usageErr("--backend zk needs --zk host:port (or $DISTLOCK_ZK)")
 		}
 		// A znode path of this run only, so that the demo's locks meet
 		// nobody else's; container nodes, removed by the server once empty.
 		cf = connFlags{zk: *zkAddr, ttl: *zkTimeout, timeout: 5 * time.Second,
 			prefix: fmt.Sprintf("/distlock-demo/run-%d-%d", os.Getpid(), time.Now().UnixNano())}
 	default:
-		return usageErr("demo: --backend %q: want etcd or zk", *backendKind)
+		return usageErr("--backend %q: want etcd or zk", *backendKind)
 	}
 
 	be, err := cf.open(ctx)

@@ -37,53 +37,56 @@ type lockCmd struct {
 // register adds the flags to fs; noWait says whether --no-wait is offered.
 func (c *lockCmd) register(fs *flag.FlagSet, example string, noWait bool) {
 	c.conn.register(fs)
+	c.conn.registerSession(fs)
 	fs.StringVar(&c.name, "lock", "", "the lock's name (required), e.g. "+example)
 	fs.DurationVar(&c.wait, "wait", 0, "give up (exit 75) if the lock is not acquired within this long (default: wait as long as it takes)")
 	if noWait {
 		fs.BoolVar(&c.noWait, "no-wait", false, "do not wait: exit 75 at once if the lock is held")
 	}
 	fs.BoolVar(&c.shell, "shell", false, `run sh -c "COMMAND ARGS" instead of exec'ing COMMAND`)
-	fs.DurationVar(&c.grace, "grace", 0, "after the lock is lost: time between SIGTERM and SIGKILL to the command; must be below --ttl (default half the --ttl)")
+	fs.DurationVar(&c.grace, "grace", 0, "when the lock is lost (or revoked): time between SIGTERM and SIGKILL to COMMAND; must be below --ttl (default half the --ttl)")
 }
 
 // parse parses args; help is true when --help was asked for and printed.
-func (c *lockCmd) parse(fs *flag.FlagSet, args []string, usage string, stdout io.Writer) (argv []string, help bool, err error) {
+func (c *lockCmd) parse(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (argv []string, help bool, err error) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			io.WriteString(stdout, usage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			fmt.Fprintf(stdout, "\n%s", exitCodes)
+			printHelp(stdout, c.cmd, usage, fs)
 			return nil, true, nil
 		}
-		return nil, false, usageErr("%s: %v; see 'distlock %s --help'", c.cmd, err, c.cmd)
+		return nil, false, usageErr("%v; see 'distlock %s --help'", err, c.cmd)
 	}
-	c.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	c.conn.noteSet(fs)
+	c.set = c.conn.set
+	c.conn.logOut = stderr
 	return fs.Args(), false, nil
 }
 
-// check checks the lock flags, and sets the default grace.
+// check checks the lock flags, and sets the default grace. The session's
+// flags come first: --grace's default and check derive from --ttl.
 func (c *lockCmd) check() error {
+	if err := c.conn.checkSession(); err != nil {
+		return err
+	}
 	switch {
 	case c.noWait && c.set["wait"]:
-		return usageErr("%s: --wait and --no-wait both given; choose one", c.cmd)
+		return usageErr("--wait and --no-wait both given; choose one")
 	case c.wait < 0 || c.set["wait"] && c.wait == 0:
-		return usageErr("%s: --wait %v: want a positive duration", c.cmd, c.wait)
+		return usageErr("--wait %v: want a positive duration", c.wait)
 	}
 	if err := distlock.ValidateName(c.name); err != nil {
-		return usageErr("%s: --lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", c.cmd, c.name, strings.TrimPrefix(err.Error(), "distlock: "))
+		return usageErr("--lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", c.name, lockCause(err))
 	}
 	if !c.set["grace"] {
 		c.grace = c.conn.ttl / 2
 	}
 	switch {
 	case c.grace < 0:
-		return usageErr("%s: --grace %v: want a duration ≥ 0", c.cmd, c.grace)
-	case c.conn.ttl > 0 && c.grace >= c.conn.ttl:
-		return usageErr("%s: --grace %v is not below --ttl %v: the command would outlive the lock; lower --grace or raise --ttl", c.cmd, c.grace, c.conn.ttl)
+		return usageErr("--grace %v: want a duration ≥ 0", c.grace)
+	case c.grace >= c.conn.ttl:
+		return usageErr("--grace %v is not below --ttl %v: the command would outlive the lock; lower --grace or raise --ttl", c.grace, c.conn.ttl)
 	}
 	return nil
 }
@@ -204,7 +207,7 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 	case errors.Is(err, distlock.ErrLocked):
 		return nil, exit(exitNotAcquired, fmt.Errorf("lock %q not acquired (--no-wait): %s%s", c.name, lockCause(err), zkHolder(b, c.name, c.conn.timeout)))
 	case errors.Is(err, distlock.ErrPermitsMismatch):
-		return nil, exit(exitUnreachable, fmt.Errorf("semaphore %q not acquired: %s", c.name, lockCause(err)))
+		return nil, exit(exitDataErr, fmt.Errorf("--permits %d: semaphore %q not acquired: %s; every line using it must give the same --permits", c.permits, c.name, lockCause(err)))
 	case errors.Is(err, errWaitElapsed) || elapsed:
 		return nil, exit(exitNotAcquired, fmt.Errorf("lock %q not acquired: still held after --wait %v", c.name, c.wait))
 	default:

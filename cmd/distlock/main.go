@@ -10,9 +10,10 @@
 //	distlock revoke --reason TEXT [--grace D] [--force] [conn] NAME
 //	                                               ask NAME's holders to let go, then force it
 //
-// Exit codes (see exitCodes): the command's own code when it ran, and
-// distinct codes for a usage error, a cluster that cannot be reached, a
-// lock not acquired, and a lock lost while the command ran.
+// Exit codes (see exitTable in help.go): the command's own code when it
+// ran, and distinct codes for a usage error, a semaphore of another
+// permit count, a cluster that cannot be reached, a lock not acquired,
+// and a lock lost while the command ran.
 //
 // # The embedded etcd server and the build tag noembedetcd
 //
@@ -47,16 +48,24 @@ import (
 
 // Exit codes. The ones from sysexits.h where one fits; a command's own
 // exit code passes through unchanged, so scripts that must tell them apart
-// should avoid these values in their commands.
+// should avoid these values in their commands. The table users read is
+// exitTable (help.go); TestHelpExitCodes keeps the two in step.
 const (
 	exitOK = 0
 	// exitFailure: an error not covered below.
 	exitFailure = 1
 	// exitUsage: bad flags or arguments (EX_USAGE).
 	exitUsage = 64
+	// exitDataErr: the arguments are well-formed but disagree with what
+	// the store holds: run --permits N on a semaphore whose holders and
+	// waiters use another N (EX_DATAERR). Not a usage error, because the
+	// line itself is fine and may be right (the others may be the ones
+	// to change); not 69, because the cluster answered, and retrying
+	// does not help.
+	exitDataErr = 65
 	// exitUnreachable: the cluster could not be reached, refused the
-	// credentials (TLS, etcd user, ZooKeeper digest), or answered with an
-	// error before the lock was asked for (EX_UNAVAILABLE).
+	// credentials (TLS, etcd user, ZooKeeper digest), is not etcd or
+	// ZooKeeper, or answered with an error (EX_UNAVAILABLE).
 	exitUnreachable = 69
 	// exitNotAcquired: --no-wait found the lock held, or --wait elapsed;
 	// revoke: a holder still holds the lock after the grace period, not
@@ -70,21 +79,6 @@ const (
 	exitCannotRun = 126
 	exitNotFound  = 127
 )
-
-// exitCodes is the table printed by --help.
-const exitCodes = `Exit codes:
-  0     success (for once: also when the slot was already done; for revoke:
-        every holder released or was forced, or nothing to do)
-  N     the command's own exit code when it ran (128+signal if a signal ended it),
-        also when a revocation stopped it (run)
-  64    usage error
-  69    the cluster could not be reached, or refused the credentials
-  75    lock not acquired (--no-wait, or --wait elapsed); for revoke: a holder
-        still holds the lock after --grace (rerun with --force)
-  76    lock lost while the command ran (the command was stopped), also when a
-        revocation of it was forced
-  126   the command could not be run; 127 the command was not found
-`
 
 // exitError carries an exit code and a one-line message.
 type exitError struct {
@@ -130,7 +124,7 @@ func usage(w io.Writer) {
 			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 		}
 	}
-	fmt.Fprintf(w, "\nRun 'distlock <command> --help' for a command's flags and examples.\n\n%s", exitCodes)
+	fmt.Fprintf(w, "\nRun 'distlock <command> --help' for a command's flags, environment, examples and the exit codes it uses.\n\n%s", exitCodesHelp(""))
 }
 
 // version returns the module version this binary was built from.

@@ -17,8 +17,9 @@ func init() {
 
 const onceUsage = `Usage:
   distlock once --lock NAME (--slot SLOT | --every SCHEDULE [--tz ZONE])
-                [--etcd ENDPOINTS | --zk SERVERS] [--at-most-once] [--wait D]
-                [--grace D] [--shell] -- COMMAND [ARGS...]
+                [--etcd ENDPOINTS | --zk SERVERS] [--ttl D] [--at-most-once]
+                [--wait D] [--grace D] [--shell] [--log-level LEVEL]
+                -- COMMAND [ARGS...]
 
 Runs COMMAND once per SLOT across every server that runs the same line:
 put the same cron entry on all of them, and the first to get the lock NAME
@@ -66,11 +67,25 @@ a slot run again.
 
 SLOT names the period or unit of work: 1 to 128 ASCII letters, digits, '.',
 '_', '-' and ':', starting with a letter or digit (e.g. 2026-11-30,
-2026-W48, daily:2026-11-30). COMMAND gets DISTLOCK_LOCK, DISTLOCK_TOKEN
-(the fencing token, NAME@N), DISTLOCK_HOLDER and DISTLOCK_SLOT in its
-environment. Signals and a lost lock are handled as by distlock run, and
-so is distlock's own death, even by SIGKILL: COMMAND's process group is
-killed with it at once (Linux; see distlock run --help).
+2026-W48, daily:2026-11-30). Signals and a lost lock are handled as by
+distlock run, and so is distlock's own death, even by SIGKILL: COMMAND's
+process group is killed with it at once (Linux; see distlock run --help).
+
+Environment of COMMAND (added to distlock's own):
+  DISTLOCK_LOCK      NAME, as given with --lock
+  DISTLOCK_TOKEN     the fencing token, NAME@SEQ.OWNER, e.g.
+                     reports/daily@1042.694d7f0c8a1b2c3d (the sequence
+                     number in decimal, then the etcd lease or ZooKeeper
+                     session in hex): the token the marker is written with
+  DISTLOCK_SLOT      SLOT (from --slot, or --every's schedule)
+  DISTLOCK_HOLDER    what the lock entry says about its holder: "HOST pid PID
+                     distlock once --slot SLOT since TIME"
+  DISTLOCK_DEADLINE  RFC 3339, UTC: the lock is surely held until then, as of
+                     COMMAND's start (see distlock run --help)
+
+Environment read (the cluster flags' defaults): ETCDCTL_ENDPOINTS,
+ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY, ETCDCTL_USER, ETCDCTL_PASSWORD
+(as etcdctl), DISTLOCK_ZK, DISTLOCK_ZK_AUTH, DISTLOCK_ZK_CHROOT.
 
 Examples:
   # the daily report, from the same crontab line on every server
@@ -82,11 +97,6 @@ Examples:
 
   # give up after 10 minutes if another server holds the lock that long (exit 75)
   distlock once --lock rebuild --slot 2026-11-30 --wait 10m --shell -- 'make -C /srv/site && rsync ...'
-
-Exit status: 0 when COMMAND ran and succeeded or SLOT was already done;
-otherwise COMMAND's own code, or one of the codes below.
-
-Flags:
 `
 
 func onceCmd(args []string, stdout, stderr io.Writer) error {
@@ -101,22 +111,22 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&every, "every", "", "name the slot from this schedule instead: hourly, daily or a cron expression")
 	fs.StringVar(&tz, "tz", "UTC", "with --every: the time zone of the schedule")
 	fs.BoolVar(&atMostOnce, "at-most-once", false, "mark the slot done before running COMMAND: a failure or crash midway is not retried")
-	argv, help, err := c.parse(fs, args, onceUsage, stdout)
+	argv, help, err := c.parse(fs, args, onceUsage, stdout, stderr)
 	if help || err != nil {
 		return err
 	}
 	name := c.name
 	switch {
 	case name == "":
-		return usageErr("once: no --lock NAME; e.g. distlock once --lock reports/daily --slot 2026-11-30 -- CMD")
+		return usageErr("no --lock NAME; e.g. distlock once --lock reports/daily --slot 2026-11-30 -- CMD")
 	case c.set["slot"] && c.set["every"]:
-		return usageErr("once: --slot and --every both given; the slot is one or the other")
+		return usageErr("--slot and --every both given; the slot is one or the other")
 	case c.set["tz"] && !c.set["every"]:
-		return usageErr("once: --tz goes with --every")
+		return usageErr("--tz goes with --every")
 	case !c.set["slot"] && !c.set["every"]:
-		return usageErr("once: no --slot SLOT or --every SCHEDULE; e.g. --slot \"$(date +%%F)\" or --every daily")
+		return usageErr("no --slot SLOT or --every SCHEDULE; e.g. --slot \"$(date +%%F)\" or --every daily")
 	case len(argv) == 0:
-		return usageErr("once: no command; put it after --, e.g. distlock once --lock %s --slot %s -- CMD ARGS", name, slot)
+		return usageErr("no command; put it after --, e.g. distlock once --lock %s --slot %s -- CMD ARGS", name, slot)
 	}
 	if err := c.check(); err != nil {
 		return err
@@ -124,14 +134,14 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 	if c.set["every"] {
 		s, err := schedule(every, tz)
 		if err != nil {
-			return usageErr("once: %v", err)
+			return usageErr("%v", err)
 		}
 		if slot = s.Slot(time.Now()); slot == "" {
-			return usageErr("once: --every %q: no fire time in the last five years", every)
+			return usageErr("--every %q: no fire time in the last five years", every)
 		}
 	}
 	if err := distlock.ValidateSlot(slot); err != nil {
-		return usageErr("once: --slot: %v", err)
+		return usageErr("--slot %q: %s", slot, causeAfter(err, distlock.ErrInvalidSlot))
 	}
 	mode := distlock.AtLeastOnce
 	if atMostOnce {
@@ -145,7 +155,7 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 	defer h.release()
 	marks, err := h.sess.Marks(name)
 	if err != nil {
-		return usageErr("once: %v", err)
+		return usageErr("--lock %q: %s", name, lockCause(err))
 	}
 	// The library decides (read the marker, run, mark, in the mode's
 	// order); the command says what happened in its own words and exit
@@ -208,7 +218,7 @@ func schedule(every, tz string) (distlock.Schedule, error) {
 	}
 	s, err := distlock.Cron(every, loc)
 	if err != nil {
-		return nil, fmt.Errorf("--every %q: not hourly, daily or a cron expression: %v", every, err)
+		return nil, fmt.Errorf("--every %q: not hourly, daily or a cron expression: %s", every, causeAfter(err, nil))
 	}
 	return s, nil
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -232,11 +233,47 @@ func TestOnce(t *testing.T) {
 
 func TestOnceHelp(t *testing.T) {
 	r := cli(testCtx(t), t, nil, "once", "--help")
-	for _, want := range []string{"Examples:", "--at-most-once", "at-least-once (default)", "@once/NAME/@slot/SLOT", "DISTLOCK_SLOT"} {
+	for _, want := range []string{"Examples:", "--at-most-once", "at-least-once (default)", "@once/NAME/@slot/SLOT",
+		"DISTLOCK_SLOT", "DISTLOCK_LOCK", "DISTLOCK_HOLDER", "DISTLOCK_DEADLINE", "DISTLOCK_TOKEN     the fencing token, NAME@SEQ.OWNER"} {
 		if r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Errorf("once --help: exit %d, no %q in\n%s", r.code, want, r.stdout)
 		}
 	}
+	if strings.Contains(r.stdout, "NAME@N)") {
+		t.Errorf("once --help still documents DISTLOCK_TOKEN as NAME@N:\n%s", r.stdout)
+	}
+}
+
+// TestOnceEnv: COMMAND gets what once --help says: DISTLOCK_TOKEN in
+// the token's text form NAME@SEQ.OWNER (not NAME@N), DISTLOCK_LOCK,
+// DISTLOCK_SLOT, DISTLOCK_HOLDER and DISTLOCK_DEADLINE.
+func TestOnceEnv(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		ctx := testCtx(t)
+		lock := lockName(t)
+		r := cli(ctx, t, nil, b.args("once", "--lock", lock, "--slot", "env-1", "--", "sh", "-c",
+			`echo "lock=$DISTLOCK_LOCK"; echo "token=$DISTLOCK_TOKEN"; echo "slot=$DISTLOCK_SLOT"; echo "holder=$DISTLOCK_HOLDER"; echo "deadline=$DISTLOCK_DEADLINE"`)...)
+		if r.code != 0 {
+			t.Fatalf("once: exit %d, stderr %q", r.code, r.stderr)
+		}
+		for _, re := range []string{
+			`(?m)^lock=` + regexp.QuoteMeta(lock) + `$`,
+			`(?m)^token=` + regexp.QuoteMeta(lock) + `@[1-9][0-9]*\.[1-9a-f][0-9a-f]*$`,
+			`(?m)^slot=env-1$`,
+			`(?m)^holder=.* pid [0-9]+ distlock once --slot env-1 since .+$`,
+			`(?m)^deadline=\d{4}-\d\d-\d\dT\S+Z$`,
+		} {
+			if !regexp.MustCompile(re).MatchString(r.stdout) {
+				t.Errorf("COMMAND's environment: no line matching %s in %q", re, r.stdout)
+			}
+		}
+		tok := regexp.MustCompile(`(?m)^token=(.*)$`).FindStringSubmatch(r.stdout)
+		if tok != nil {
+			if _, err := distlock.ParseToken(tok[1]); err != nil {
+				t.Errorf("DISTLOCK_TOKEN %q does not parse: %v", tok[1], err)
+			}
+		}
+	})
 }
 
 // TestOnceMarkFenced checks, in this process, that a distlock that is no
@@ -249,6 +286,7 @@ func TestOnceMarkFenced(t *testing.T) {
 		var cf connFlags
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		cf.register(fs)
+		cf.registerSession(fs)
 		if err := fs.Parse(b.flags); err != nil {
 			t.Fatal(err)
 		}

@@ -40,9 +40,10 @@ when, the grace period and the outcome. Records are kept after the holder
 is gone, as the audit trail (the newest 100 per lock); distlock status
 NAME shows them. A holder revoked already is not asked again: without
 --force, revoke says who asked before, when and why, and where that
-request stands; with --force it forces it when the first request's grace
-period or this one's --grace ends, whichever is first (so --force
---grace 0 forces at once), and the record names who forced it.
+request stands, and exits 75 while that holder still holds the lock;
+with --force it forces it when the first request's grace period or this
+one's --grace ends, whichever is first (so --force --grace 0 forces at
+once), and the record names who forced it.
 
 Where the records live (PREFIX is --prefix):
   etcd       key   PREFIX@revoke/NAME/@req/TOKEN    one JSON record per holder
@@ -64,20 +65,9 @@ Examples:
   # only ask; exit 75 if it is still held after 30s
   distlock revoke --zk zk1:2181 --reason "maintenance at 14:00" reindex
 
-Exit status:
-  0    every holder released within the grace period, or was forced; and
-       when there was nothing to do: the lock is free, or its holders were
-       revoked already and --force was not given (the earlier request is
-       shown)
-  75   a holder still holds the lock after the grace period and --force was
-       not given: rerun with --force to take it
-  64   usage error (no --reason, a negative --grace, ...)
-  69   the cluster could not be reached, refused the credentials, or
-       failed while revoking
-  128+N  a signal N stopped the wait; the request stays recorded, and
-       holders that follow revocations still see it
-
-Flags:
+Environment read (the cluster flags' defaults): ETCDCTL_ENDPOINTS,
+ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY, ETCDCTL_USER, ETCDCTL_PASSWORD
+(as etcdctl), DISTLOCK_ZK, DISTLOCK_ZK_AUTH, DISTLOCK_ZK_CHROOT.
 `
 
 // revokeDefaultGrace is revoke's --grace when none is given.
@@ -101,23 +91,24 @@ func revokeCmd(args []string, stdout, stderr io.Writer) error {
 	if help || err != nil {
 		return err
 	}
+	conn.noteSet(fs)
 	switch {
 	case len(names) == 0:
-		return usageErr("revoke: no lock name; e.g. distlock revoke --etcd host:2379 --reason \"hangs, INC-1\" backup")
+		return usageErr("no lock name; e.g. distlock revoke --etcd host:2379 --reason \"hangs, INC-1\" backup")
 	case len(names) > 1:
-		return usageErr("revoke: one lock name at a time, got %q", names)
+		return usageErr("one lock name at a time, got %q", names)
 	case strings.TrimSpace(req.Reason) == "":
-		return usageErr("revoke: --reason is required: say why, for the holder and the audit record, e.g. --reason \"backup hangs, INC-4711\"")
+		return usageErr("--reason is required: say why, for the holder and the audit record, e.g. --reason \"backup hangs, INC-4711\"")
 	case grace < 0:
-		return usageErr("revoke: --grace %v: want a duration ≥ 0", grace)
+		return usageErr("--grace %v: want a duration ≥ 0", grace)
 	}
 	name := names[0]
 	if err := distlock.ValidateName(name); err != nil {
-		return usageErr("revoke: lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", name, strings.TrimPrefix(err.Error(), "distlock: "))
+		return usageErr("lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", name, lockCause(err))
 	}
 	req.Grace = grace
 	if err := req.Validate(); err != nil {
-		return usageErr("revoke: %v", err)
+		return usageErr("%s", causeAfter(err, distlock.ErrInvalidRevoke))
 	}
 
 	// A signal stops the wait: the request stays recorded.
@@ -176,7 +167,7 @@ func revokeCmd(args []string, stdout, stderr io.Writer) error {
 			return revokeSignalExit(s, "while waiting for the holders to release", name)
 		}
 		if errors.Is(err, distlock.ErrInvalidRevoke) {
-			return usageErr("revoke: %v", err)
+			return usageErr("%s", causeAfter(err, distlock.ErrInvalidRevoke))
 		}
 		return exit(exitUnreachable, fmt.Errorf("revoke lock %q: %s%s", name, lockCause(err), b.AuthHint(err)))
 	}
@@ -184,6 +175,9 @@ func revokeCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "lock %q is free: nothing to revoke\n", name)
 		return nil
 	}
+	// Every holder still there exits 75: asked now and past the grace
+	// period, or asked before (not again) and still holding, whether
+	// that request's grace period is over or not.
 	var stillHeld, asked int
 	for _, r := range out {
 		switch {
@@ -199,7 +193,8 @@ func revokeCmd(args []string, stdout, stderr io.Writer) error {
 			name, stillHeld, plural(stillHeld, "holder", "holders"), plural(stillHeld, "holds", "hold"), grace,
 			plural(stillHeld, "its entry", "their entries"), plural(stillHeld, "it then loses", "they then lose")))
 	case asked > 0:
-		fmt.Fprintf(stderr, "distlock: lock %q: revoked already, not asked again; rerun with --force to take it once the earlier request's grace period is over\n", name)
+		return exit(exitNotAcquired, fmt.Errorf("lock %q: revoked already, not asked again, and %d %s still %s it; rerun with --force to take it once the earlier request's grace period is over",
+			name, asked, plural(asked, "holder", "holders"), plural(asked, "holds", "hold")))
 	}
 	return nil
 }
@@ -257,13 +252,10 @@ func parseNamed(fs *flag.FlagSet, args []string, cmd, usage string, stdout io.Wr
 	for rest := args; ; {
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, usage)
-				fs.SetOutput(stdout)
-				fs.PrintDefaults()
-				fmt.Fprintf(stdout, "\n%s", exitCodes)
+				printHelp(stdout, cmd, usage, fs)
 				return nil, true, nil
 			}
-			return nil, false, usageErr("%s: %v; see 'distlock %s --help'", cmd, err, cmd)
+			return nil, false, usageErr("%v; see 'distlock %s --help'", err, cmd)
 		}
 		if fs.NArg() == 0 {
 			return names, false, nil

@@ -15,24 +15,13 @@ func init() {
 const runUsage = `Usage:
   distlock run --lock NAME [--etcd ENDPOINTS | --zk SERVERS] [--ttl D]
                [--permits N] [--wait D | --no-wait] [--grace D] [--shell]
-               [--revocable=false] -- COMMAND [ARGS...]
+               [--revocable=false] [--log-level LEVEL] -- COMMAND [ARGS...]
 
-Runs COMMAND only while holding the lock NAME, then releases it. COMMAND
-gets DISTLOCK_LOCK (the name), DISTLOCK_TOKEN (the fencing token,
-NAME@SEQ.OWNER, e.g. deploy@1042.694d7f0c8a1b2c3d: the sequence number in
-decimal, the etcd lease or ZooKeeper session that acquired in hex; pass it
-with every write to the protected resource), DISTLOCK_HOLDER
-(what the lock entry says about its holder) and DISTLOCK_DEADLINE (RFC
-3339, UTC: the lock is surely held until then as of COMMAND's start;
-keepalives move the real deadline on, and a loss before it reaches
-COMMAND as SIGTERM) in its environment.
+Runs COMMAND only while holding the lock NAME, then releases it.
 
 With --permits N, NAME is a semaphore of N permits instead: up to N
 COMMANDs run at once across the fleet, the others wait their turn (FIFO).
-Every line using NAME must give the same N (a different one exits 69).
-COMMAND then also gets DISTLOCK_PERMIT, its permit's slot (0 to N-1), and
-DISTLOCK_TOKEN is the slot's token, NAME/slot-K@SEQ.OWNER: fence a
-resource that belongs to slot K (a shard, a worker id) with it.
+Every line using NAME must give the same N (a different one exits 65).
 
 If the lock is lost while COMMAND runs, COMMAND's process group gets
 SIGTERM, then SIGKILL after --grace, and distlock exits 76. SIGINT, SIGTERM
@@ -58,6 +47,25 @@ COMMAND not started, if it was revoked before COMMAND started).
 With --revocable=false distlock ignores revocations: only a forced one
 (revoke --force) takes the lock, as a loss (exit 76).
 
+Environment of COMMAND (added to distlock's own):
+  DISTLOCK_LOCK      NAME, as given with --lock
+  DISTLOCK_TOKEN     the fencing token, NAME@SEQ.OWNER, e.g.
+                     deploy@1042.694d7f0c8a1b2c3d: the sequence number in
+                     decimal, then the etcd lease or ZooKeeper session that
+                     acquired, in hex; pass it with every write to the
+                     protected resource. With --permits: the slot's token,
+                     NAME/slot-K@SEQ.OWNER, to fence what belongs to slot K
+  DISTLOCK_PERMIT    with --permits only: the permit's slot K, 0 to N-1
+  DISTLOCK_HOLDER    what the lock entry says about its holder: "HOST pid PID
+                     distlock run since TIME"
+  DISTLOCK_DEADLINE  RFC 3339, UTC: the lock is surely held until then, as of
+                     COMMAND's start; keepalives move the real deadline on,
+                     and a loss before it reaches COMMAND as SIGTERM
+
+Environment read (the cluster flags' defaults): ETCDCTL_ENDPOINTS,
+ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY, ETCDCTL_USER, ETCDCTL_PASSWORD
+(as etcdctl), DISTLOCK_ZK, DISTLOCK_ZK_AUTH, DISTLOCK_ZK_CHROOT.
+
 Examples:
   # one backup at a time across the fleet, waiting as long as it takes
   distlock run --lock backup --etcd 10.0.0.1:2379,10.0.0.2:2379 -- /usr/local/bin/backup --full
@@ -70,8 +78,6 @@ Examples:
 
   # give up after a minute; a shell pipeline with the token
   distlock run --lock deploy --wait 1m --shell -- 'echo "$DISTLOCK_TOKEN" | deploy --fence -'
-
-Flags:
 `
 
 func runCmd(args []string, stdout, stderr io.Writer) error {
@@ -80,17 +86,17 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	c.register(fs, "backup or team/job", true)
 	fs.IntVar(&c.permits, "permits", 0, "treat NAME as a semaphore of this many permits: up to N holders at once (default: a lock, one holder)")
 	fs.BoolVar(&c.revocable, "revocable", true, "follow revocations (distlock revoke): stop COMMAND and release the lock when an operator revokes it; --revocable=false leaves it to --force")
-	argv, help, err := c.parse(fs, args, runUsage, stdout)
+	argv, help, err := c.parse(fs, args, runUsage, stdout, stderr)
 	if help || err != nil {
 		return err
 	}
 	switch {
 	case c.name == "":
-		return usageErr("run: no --lock NAME; say which lock to hold, e.g. distlock run --lock backup -- CMD")
+		return usageErr("no --lock NAME; say which lock to hold, e.g. distlock run --lock backup -- CMD")
 	case len(argv) == 0:
-		return usageErr("run: no command; put it after --, e.g. distlock run --lock %s -- CMD ARGS", c.name)
+		return usageErr("no command; put it after --, e.g. distlock run --lock %s -- CMD ARGS", c.name)
 	case c.set["permits"] && (c.permits < 1 || c.permits > distlock.MaxPermits):
-		return usageErr("run: --permits %d: want 1 to %d", c.permits, distlock.MaxPermits)
+		return usageErr("--permits %d: want 1 to %d", c.permits, distlock.MaxPermits)
 	}
 	if err := c.check(); err != nil {
 		return err
@@ -102,8 +108,10 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	defer h.release()
 	var env []string
 	if c.permits > 0 {
+		// The lease's token is the slot's, NAME/slot-K: DISTLOCK_LOCK
+		// stays NAME.
 		_, slot, _ := distlock.ParseSlotName(h.lease.Token().Name)
-		env = append(env, fmt.Sprintf("DISTLOCK_PERMIT=%d", slot))
+		env = append(env, "DISTLOCK_LOCK="+c.name, fmt.Sprintf("DISTLOCK_PERMIT=%d", slot))
 	}
 	return c.run(h, argv, env, stdout, stderr)
 }

@@ -28,17 +28,20 @@ const statusUsage = `Usage:
                   [--fence KEY] [--watch [--changes N]] NAME
 
 Shows the queue of the lock NAME without joining it: the holder first, then
-the waiters in the order they will get the lock. For each entry: its
-fencing token (the number in NAME@N), its owner (the etcd lease or the
-ZooKeeper session, in hex), how long it has been in the queue, and what the
-entry says about its holder (distlock's own entries: "HOST pid PID WHAT
-since TIME"). The age comes from the store where it keeps one (ZooKeeper),
-else from the "since TIME" in the entry; "-" when neither is known. A lock
-nobody holds prints "lock NAME: free (no holder, no waiters)".
+the waiters in the order they will get the lock. For each entry: its kind
+(exclusive; shared for a reader; for a semaphore, "slot K" for the holder
+of permit K and "counted" for a waiter), its fencing token (NAME@SEQ.OWNER,
+what its holder's DISTLOCK_TOKEN says; a waiter's is the one it will
+have), its owner (the etcd lease or the ZooKeeper session, in hex), how
+long it has been in the queue, and what the entry says about its holder
+(distlock's own entries: "HOST pid PID WHAT since TIME"). The age comes
+from the store where it keeps one (ZooKeeper), else from the "since
+TIME" in the entry; "-" when neither is known. A lock nobody holds
+prints "lock NAME: free (no holder, no waiters)".
 
 A lock that has been revoked (distlock revoke) also shows its revocation
 records: each pending one, whose holder still holds the lock, prominently
-under the first line ("REVOKED: token N asked to let go by WHO at TIME:
+under the first line ("REVOKED: token TOKEN asked to let go by WHO at TIME:
 REASON; grace G, ends TIME", or "still holds after its grace period
 ended" when it was not forced); then, at the end, how many are recorded
 and the newest three past ones with their outcome (released, forced,
@@ -77,9 +80,9 @@ Examples:
 
 Text output:
   lock backup: held (1 holder, 2 waiting)
-  POS  ROLE     KIND       TOKEN  OWNER                   AGE  HOLDER
-  1    holder   exclusive  1042   lease 694d9b1c2a3f4e01  3s   web1 pid 4711 distlock run since 2026-11-30T10:00:00Z
-  2    waiting  exclusive  1050   lease 694d9b1c2a3f4e0b  1s   web2 pid 4712 distlock run since 2026-11-30T10:00:02Z
+  POS  ROLE     KIND       TOKEN                         OWNER                   AGE  HOLDER
+  1    holder   exclusive  backup@1042.694d9b1c2a3f4e01  lease 694d9b1c2a3f4e01  3s   web1 pid 4711 distlock run since 2026-11-30T10:00:00Z
+  2    waiting  exclusive  backup@1050.694d9b1c2a3f4e0b  lease 694d9b1c2a3f4e0b  1s   web2 pid 4712 distlock run since 2026-11-30T10:00:02Z
   ...
 
 JSON output (--json), one object; fields are never removed or renamed:
@@ -104,7 +107,8 @@ JSON output (--json), one object; fields are never removed or renamed:
       {
         "position":    1,           1-based place in the queue
         "role":        "holder",    "holder" or "waiting"
-        "kind":        "exclusive", "exclusive" or "shared"
+        "kind":        "exclusive", "exclusive", "shared", "counted" (a semaphore's waiter)
+                                    or "slot K" (the holder of a semaphore's permit K)
         "key":         "/distlock/backup/@w694d9b1c2a3f4e01_1",  etcd key or znode path
         "token":       "backup@1042.694d9b1c2a3f4e01",  the fencing token (DISTLOCK_TOKEN of its holder)
         "seq":         1042,        the token's number
@@ -122,10 +126,9 @@ JSON output (--json), one object; fields are never removed or renamed:
    or ended; "ended": RFC 3339, absent while pending;
    "grace_ends": RFC 3339; "holding": whether that holder still holds the lock}
 
-Exit status 0 whether the lock is free or held; 64 for a usage error; 69
-when the cluster cannot be reached or refuses the credentials.
-
-Flags:
+Environment read (the cluster flags' defaults): ETCDCTL_ENDPOINTS,
+ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY, ETCDCTL_USER, ETCDCTL_PASSWORD
+(as etcdctl), DISTLOCK_ZK, DISTLOCK_ZK_AUTH, DISTLOCK_ZK_CHROOT.
 `
 
 func statusCmd(args []string, stdout, stderr io.Writer) error {
@@ -147,13 +150,10 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	parse := func(args []string) error {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, statusUsage)
-				fs.SetOutput(stdout)
-				fs.PrintDefaults()
-				fmt.Fprintf(stdout, "\n%s", exitCodes)
+				printHelp(stdout, "status", statusUsage, fs)
 				return err
 			}
-			return usageErr("status: %v; see 'distlock status --help'", err)
+			return usageErr("%v; see 'distlock status --help'", err)
 		}
 		return nil
 	}
@@ -172,19 +172,20 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 		names = append(names, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
+	conn.noteSet(fs)
 	switch {
 	case len(names) == 0:
-		return usageErr("status: no lock name; e.g. distlock status --etcd host:2379 backup")
+		return usageErr("no lock name; e.g. distlock status --etcd host:2379 backup")
 	case len(names) > 1:
-		return usageErr("status: one lock name at a time, got %q", names)
+		return usageErr("one lock name at a time, got %q", names)
 	}
 	name := names[0]
 	if err := distlock.ValidateName(name); err != nil {
-		return usageErr("status: lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", name, strings.TrimPrefix(err.Error(), "distlock: "))
+		return usageErr("lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", name, lockCause(err))
 	}
 
 	if changes < 0 || changes > 0 && !watch {
-		return usageErr("status: --changes wants --watch and a count of 1 or more")
+		return usageErr("--changes %d: wants --watch and a count of 1 or more", changes)
 	}
 	if watch {
 		return watchStatus(&conn, name, fence, asJSON, changes, stdout)
@@ -212,7 +213,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if fence != "" {
 		if err := st.readFence(qctx, b, fence); errors.Is(err, backend.ErrFenceKey) {
-			return usageErr("status: --fence %q: %v", fence, err)
+			return usageErr("--fence %q: %s", fence, causeAfter(err, backend.ErrFenceKey))
 		} else if err != nil {
 			return exit(exitUnreachable, fmt.Errorf("status of lock %q: fence %s: %w%s", name, fence, err, b.AuthHint(err)))
 		}
@@ -306,14 +307,6 @@ func (st *lockStatus) readRevocations(ctx context.Context, b *backend.Client, q 
 	return nil
 }
 
-// tokenSeq is a record's token as the table shows it: its number.
-func tokenSeq(token string) string {
-	if t, err := distlock.ParseToken(token); err == nil {
-		return fmt.Sprint(t.Seq)
-	}
-	return token
-}
-
 // writePending writes a line per pending revocation, for the top of the
 // text output.
 func (rs *revocationsStatus) writePending(w io.Writer) {
@@ -321,11 +314,11 @@ func (rs *revocationsStatus) writePending(w io.Writer) {
 		asked := fmt.Sprintf("by %s at %s: %q", r.By, rfc3339UTC(r.Requested), r.Reason)
 		if r.Outcome == distlock.RevokeStillHeld || !rs.now.Before(r.GraceEnds) {
 			fmt.Fprintf(w, "REVOKED: token %s still holds after its grace period ended at %s (%s ago); asked %s; 'distlock revoke --force' takes it\n",
-				tokenSeq(r.Token), rfc3339UTC(r.GraceEnds), rs.now.Sub(r.GraceEnds).Round(time.Second), asked)
+				r.Token, rfc3339UTC(r.GraceEnds), rs.now.Sub(r.GraceEnds).Round(time.Second), asked)
 			continue
 		}
 		fmt.Fprintf(w, "REVOKED: token %s asked to let go %s; grace %v, ends %s (in %v)\n",
-			tokenSeq(r.Token), asked, r.Grace, rfc3339UTC(r.GraceEnds), r.GraceEnds.Sub(rs.now).Round(time.Second))
+			r.Token, asked, r.Grace, rfc3339UTC(r.GraceEnds), r.GraceEnds.Sub(rs.now).Round(time.Second))
 	}
 }
 
@@ -352,7 +345,7 @@ func (rs *revocationsStatus) writePast(w io.Writer) {
 		if r.Force {
 			force = ", force"
 		}
-		fmt.Fprintf(w, "  token %s: %s; asked by %s at %s: %q, grace %v%s\n", tokenSeq(r.Token), outcome, r.By, rfc3339UTC(r.Requested), r.Reason, r.Grace, force)
+		fmt.Fprintf(w, "  token %s: %s; asked by %s at %s: %q, grace %v%s\n", r.Token, outcome, r.By, rfc3339UTC(r.Requested), r.Reason, r.Grace, force)
 	}
 }
 
@@ -438,13 +431,13 @@ func (fs *fenceStatus) writeText(w io.Writer) {
 	case "free":
 		what = "nobody holds the lock"
 	case "none":
-		what = fmt.Sprintf("the holder (token %d) has written nothing through it yet", fs.holder.Seq)
+		what = fmt.Sprintf("the holder (token %s) has written nothing through it yet", fs.holder)
 	case "current":
 		what = "the current holder's: its writes reach the resource"
 	case "behind":
-		what = fmt.Sprintf("older than the holder's %d: the holder has written nothing through the fence yet, or writes without it", fs.holder.Seq)
+		what = fmt.Sprintf("older than the holder's %s: the holder has written nothing through the fence yet, or writes without it", fs.holder)
 	case "ahead":
-		what = fmt.Sprintf("NEWER than the holder's %d: a token from outside this queue (a restored or rebuilt cluster?)", fs.holder.Seq)
+		what = fmt.Sprintf("NEWER than the holder's %s: a token from outside this queue (a restored or rebuilt cluster?)", fs.holder)
 	}
 	fmt.Fprintf(w, "fence %s: %s; %s\n", fs.Key, newest, what)
 }
@@ -565,7 +558,7 @@ func (st *lockStatus) writeText(w io.Writer) {
 		if holder == "" {
 			holder = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s %s\t%s\t%s\n", e.Position, e.Role, e.Kind, e.Seq, e.ownerKind, e.Owner, age, oneLine(holder))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%s\t%s\n", e.Position, e.Role, e.Kind, e.Token, e.ownerKind, e.Owner, age, oneLine(holder))
 	}
 	tw.Flush()
 }
@@ -651,7 +644,7 @@ func watchStatus(conn *connFlags, name, fence string, asJSON bool, changes int, 
 	case errors.Is(err, errEnough), ctx.Err() != nil:
 		return nil
 	case errors.Is(err, backend.ErrFenceKey):
-		return usageErr("status: --fence %q: %v", fence, err)
+		return usageErr("--fence %q: %s", fence, causeAfter(err, backend.ErrFenceKey))
 	case err != nil:
 		return exit(exitUnreachable, fmt.Errorf("status --watch of lock %q: %w%s", name, err, b.AuthHint(err)))
 	}

@@ -234,8 +234,9 @@ func TestStatus(t *testing.T) {
 		norm := normalizeStatus(r.stdout)
 		got[b.name+"/held"] = norm
 		checkGolden(t, golden, b.name+"/held", norm)
-		if !strings.Contains(r.stdout, fmt.Sprint(lease.Token().Seq)) {
-			t.Errorf("the holder's token %v is not in the output", lease.Token())
+		// The whole token, as its holder's DISTLOCK_TOKEN says it.
+		if !regexp.MustCompile(`(?m)^1\s+holder\s+exclusive\s+` + regexp.QuoteMeta(lease.Token().String()) + `\s`).MatchString(r.stdout) {
+			t.Errorf("the holder's token %v is not in the output's first row", lease.Token())
 		}
 
 		// Flags after the name work too.
@@ -314,7 +315,7 @@ func parseStatus(t *testing.T, r result) lockStatus {
 }
 
 var (
-	statusRow = regexp.MustCompile(`^(\d+)\s+(holder|waiting)\s+(exclusive|shared)\s+\d+\s+(?:lease|session) [0-9a-f]+\s+(\S+)\s+(.*)$`)
+	statusRow = regexp.MustCompile(`^(\d+)\s+(holder|waiting)\s+(exclusive|shared|counted|slot \d+)\s+\S+@\d+\.[0-9a-f]+\s+(?:lease|session) [0-9a-f]+\s+(\S+)\s+(.*)$`)
 	rfc3339   = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 )
 
