@@ -17,26 +17,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock/internal/proc"
 )
 
-// Tests of the process group guard (group_linux.go).
-
-// groupGone waits (bounded: d) until process group pgid has no process
-// left, zombies included: kill(-pgid, 0) fails with ESRCH. There is no
-// event for a whole group's end, so this polls, every few milliseconds.
-func groupGone(pgid int, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := syscall.Kill(-pgid, 0)
-		if errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("process group %d still there after %v (kill -0: %v)", pgid, d, err)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+// Tests of the process group guard (group_linux.go). A group is gone
+// when none of its processes runs (proc.WaitGroupGone): an orphan's zombie
+// waits for init, which here reaps every two seconds or so.
 
 // startGroupForTest starts sh -c script in a guarded group and returns it
 // with the first line of its stdout.
@@ -80,7 +67,7 @@ func TestGroupGuardKillsOnParentDeath(t *testing.T) {
 		t.Errorf("command: %v, want killed by SIGKILL", err)
 	}
 	g.guard.Wait() // our zombie holds the group's id
-	if err := groupGone(g.pgid, 10*time.Second); err != nil {
+	if err := proc.WaitGroupGone(g.pgid, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -218,11 +205,13 @@ func TestRunKilled(t *testing.T) {
 sh -c 'echo "child $$"; while :; do echo "tick $$" >> "$0"; sleep 0.05; done' "$out" &
 echo "cmd $$"
 while :; do echo "tick $$" >> "$out"; sleep 0.05; done`
-		// The waiter's COMMAND records its start, then whether the
-		// first COMMAND's group is still there.
+		// The waiter's COMMAND records its start, then whether a process
+		// of the first COMMAND's group still runs: a stat line "pid (comm)
+		// state ppid pgrp ..." of that group in a state other than
+		// zombie (dead, waiting for init to reap it) or dead.
 		const waiterScript = `out=$1 pgid=$2
 echo "start $$" >> "$out"
-if kill -0 "-$pgid" 2>/dev/null; then echo "overlap: group $pgid alive" >> "$out"; else echo "clear" >> "$out"; fi`
+if cat /proc/[0-9]*/stat 2>/dev/null | grep -qE "\) [^ZX] [0-9]+ $pgid "; then echo "overlap: group $pgid alive" >> "$out"; else echo "clear" >> "$out"; fi`
 		kill := func(tr *try) {
 			tr.killedWhen = time.Now()
 			if err := tr.holder.cmd.Process.Kill(); err != nil {
@@ -271,7 +260,7 @@ if kill -0 "-$pgid" 2>/dev/null; then echo "overlap: group $pgid alive" >> "$out
 			if code := tr.holder.wait(time.Minute); code != 128+int(syscall.SIGKILL) {
 				t.Errorf("try %d: the killed distlock exited %d, want 137; stderr %s", i, code, tr.holder.stderr)
 			}
-			if err := groupGone(tr.pgid, 10*time.Second); err != nil {
+			if err := proc.WaitGroupGone(tr.pgid, 10*time.Second); err != nil {
 				t.Errorf("try %d: COMMAND's group, %v after distlock's SIGKILL: %v", i, time.Since(tr.killedWhen), err)
 			}
 		}

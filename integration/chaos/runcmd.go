@@ -30,6 +30,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/distlock/distlock/internal/proc"
 )
 
 // RunCmdConfig describes one run of the distlock-run workload.
@@ -137,10 +139,10 @@ type runProc struct {
 //
 //   - no-overlap: no two COMMANDs' intervals (a COMMAND's first to last
 //     line, its grandchild's included) overlap in the history;
-//   - no-leftover-at-next-start: when a COMMAND starts, the process
-//     group of every holder killed before it is gone (kill(-pgid, 0)
-//     fails with ESRCH; a killed distlock's group dies at once, the next
-//     COMMAND starts a TTL later);
+//   - no-leftover-at-next-start: when a COMMAND starts, no process of
+//     the group of any holder killed before it still runs (zombies, dead
+//     but not yet reaped by init, do not count; a killed distlock's group
+//     dies at once, the next COMMAND starts a TTL later);
 //   - no-leftover: once the run is over every COMMAND's process group is
 //     gone, and a COMMAND that ended on its own left nothing (each "end"
 //     is its ID's last line);
@@ -235,9 +237,9 @@ func RunCommandKill(ctx context.Context, cfg RunCmdConfig) (*RunCmdResult, error
 						if q != p && q.killed && q.pgid > 0 && !q.gone {
 							q.gone = true
 							gone.Checked++
-							if err := syscall.Kill(-q.pgid, 0); !errors.Is(err, syscall.ESRCH) {
+							if pids, err := proc.GroupRunning(q.pgid); err != nil || len(pids) > 0 {
 								gone.Violations++
-								gone.Detail = fmt.Sprintf("process group %d of a distlock SIGKILLed while holding was still there (kill -0: %v) when the next COMMAND started", q.pgid, err)
+								gone.Detail = fmt.Sprintf("process group %d of a distlock SIGKILLed while holding still ran when the next COMMAND started: pids %v %v", q.pgid, pids, err)
 							}
 						}
 					}
@@ -423,8 +425,9 @@ func RunCommandKill(ctx context.Context, cfg RunCmdConfig) (*RunCmdResult, error
 	wg.Wait()
 
 	// Every COMMAND's group is gone: a killed distlock's at once, so by
-	// now; a finished one's with its COMMAND. Zombies count until
-	// reaped, hence the short wait.
+	// now; a finished one's with its COMMAND. Zombies, which do nothing,
+	// do not count (proc.GroupRunning); the short wait is for processes
+	// still dying.
 	leftovers := Check{Name: "no-leftover", Subject: "command"}
 	var left []string
 	for _, p := range all {
@@ -435,7 +438,7 @@ func RunCommandKill(ctx context.Context, cfg RunCmdConfig) (*RunCmdResult, error
 			continue
 		}
 		leftovers.Checked++
-		if err := waitGroupGone(p.pgid, 5*time.Second); err != nil {
+		if err := proc.WaitGroupGone(p.pgid, 5*time.Second); err != nil {
 			left = append(left, fmt.Sprintf("distlock pid %d (exit %d, killed %v): %v", p.cmd.Process.Pid, p.code, p.killed, err))
 			syscall.Kill(-p.pgid, syscall.SIGKILL)
 		}
@@ -485,23 +488,6 @@ func RunCommandKill(ctx context.Context, cfg RunCmdConfig) (*RunCmdResult, error
 		log.Info("chaos: runcmd: check", "check", c.String())
 	}
 	return res, runErr
-}
-
-// waitGroupGone waits (at most d) until process group pgid has no
-// process left, zombies included (kill(-pgid, 0) fails with ESRCH). No
-// event marks a whole group's end, so it polls.
-func waitGroupGone(pgid int, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := syscall.Kill(-pgid, 0)
-		if errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("process group %d still there after %v (kill -0: %v)", pgid, d, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // checkCommandHistory checks the COMMANDs' output (lines "start ID",

@@ -54,3 +54,36 @@ func TestPauseResume(t *testing.T) {
 		t.Errorf("after exit: state %c, %v", st, err)
 	}
 }
+
+// TestGroupRunning: a group's live processes are listed, its zombies are
+// not.
+func TestGroupRunning(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 60 & exec sleep 60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	defer syscall.Kill(-pgid, syscall.SIGKILL)
+	var pids []int
+	for deadline := time.Now().Add(10 * time.Second); len(pids) < 2; {
+		var err error
+		if pids, err = GroupRunning(pgid); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %d: running %v, want 2 processes", pgid, pids)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Killed but not reaped: the leader is a zombie of ours until Wait,
+	// and the background sleep an orphan.
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	if err := WaitGroupGone(pgid, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pgid, 0); err != nil {
+		t.Fatalf("the leader should still be an unreaped zombie: %v", err)
+	}
+	cmd.Wait()
+}
