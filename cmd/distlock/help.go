@@ -59,8 +59,10 @@ var exitTable = []exitDoc{
 		"run":  "the lock was lost while COMMAND ran (or a revocation of it was forced); COMMAND was stopped",
 		"once": "the lock was lost while COMMAND ran, or before the slot was marked; COMMAND was stopped or not run",
 	}},
-	{"126", "run, once: COMMAND could not be run", map[string]string{"run": "", "once": ""}},
-	{"127", "run, once: COMMAND was not found", map[string]string{"run": "", "once": ""}},
+	{"126", "run, once: COMMAND could not be run", map[string]string{
+		"run": "COMMAND could not be run (not executable, say)", "once": "COMMAND could not be run (not executable, say)",
+	}},
+	{"127", "run, once: COMMAND was not found", map[string]string{"run": "COMMAND was not found", "once": "COMMAND was not found"}},
 	{"128+N", "signal N stopped distlock before COMMAND ran: while connecting or waiting (nothing is left behind); revoke: while waiting (the request stays recorded)", map[string]string{
 		"run":    "signal N (SIGINT, SIGTERM, SIGHUP) stopped distlock while connecting or waiting for the lock: nothing is left behind",
 		"once":   "signal N (SIGINT, SIGTERM, SIGHUP) stopped distlock while connecting or waiting for the lock: nothing is left behind",

@@ -83,6 +83,10 @@ func TestHelpPerCommand(t *testing.T) {
 			if codes := helpCodes(t, r.stdout, "Exit status:"); !slices.Equal(codes, exitCodesOf(cmd)) {
 				t.Errorf("%s --help lists exit codes %q, want %q", cmd, codes, exitCodesOf(cmd))
 			}
+			// Its own words: no "run, once:" of the top-level table.
+			if exits := r.stdout[strings.Index(r.stdout, "Exit status:"):]; strings.Contains(exits, "run, once:") {
+				t.Errorf("%s --help: the exit codes speak of other commands:\n%s", cmd, exits)
+			}
 		})
 	}
 	// status and revoke have no session: no --ttl.
