@@ -29,8 +29,34 @@ func (k Kind) String() string {
 }
 
 // QueueEntry is one entry of a lock's queue as a read-only inspection sees
-// it (etcdlock.Inspect, zklock.Inspect): the holder or a waiter, with what
-// the store knows about it.
+// it (etcdlock.Inspect and WatchQueue, their zklock twins, `distlock status`):
+// holder or a waiter, with what the store knows about it.
+//
+// The queue model, the same on every store:
+//
+// Every lock name has one queue. Each acquisition — Lock, RLock, a
+// Campaign, a semaphore's Acquire — writes one entry into it, bound to the
+// caller's session (an etcd key attached to the session's lease, an
+// ephemeral sequential ZooKeeper znode), so that the entry vanishes when
+// its session ends. Entries are ordered by the store itself: by the etcd
+// key's create revision, by the znode's sequence number (which follows its
+// czxid). That position is also the entry's fencing token, so tokens grow
+// in queue order.
+//
+// Who holds follows from the order and the entries' Kind:
+//
+//   - an Exclusive entry holds when no entry is ahead of it;
+//   - a Shared entry holds when no Exclusive entry is ahead of it, so
+//     readers behind readers hold together and a reader never passes a
+//     waiting writer;
+//   - of Counted entries (a semaphore of N permits), the first N hold,
+//     each in a slot of its own whose token fences that slot.
+//
+// A waiter watches only the one entry it waits on (the nearest conflicting
+// entry ahead), so a release wakes one waiter, not the queue. Entries are
+// only ever deleted — by Unlock, by their session's end, by an operator —
+// never rewritten, which is what lets a waiter trust a position it has
+// seen. A QueueEntry is one entry as an inspection sees it.
 type QueueEntry struct {
 	// Key identifies the entry in its store: an etcd key, a znode path.
 	Key string
