@@ -29,8 +29,8 @@ func (k Kind) String() string {
 }
 
 // QueueEntry is one entry of a lock's queue as a read-only inspection sees
-// it (etcdlock.Inspect and WatchQueue, their zklock twins, `distlock status`):
-// holder or a waiter, with what the store knows about it.
+// it (etcdlock.Inspect and WatchQueue, their zklock twins, `distlock
+// status`): the holder or a waiter, with what the store knows about it.
 //
 // The queue model, the same on every store:
 //
@@ -56,7 +56,7 @@ func (k Kind) String() string {
 // entry ahead), so a release wakes one waiter, not the queue. Entries are
 // only ever deleted — by Unlock, by their session's end, by an operator —
 // never rewritten, which is what lets a waiter trust a position it has
-// seen. A QueueEntry is one entry as an inspection sees it.
+// seen.
 type QueueEntry struct {
 	// Key identifies the entry in its store: an etcd key, a znode path.
 	Key string
