@@ -125,9 +125,11 @@ func probeEndpoint(ctx context.Context, ep string, tc *tls.Config, timeout time.
 	raw.SetDeadline(time.Now().Add(timeout))
 	if !useTLS {
 		// A plain client of a TLS server: does the server complete a
-		// handshake? Then it wants TLS.
+		// handshake and agree to HTTP/2, as etcd's gRPC port does? Then
+		// it wants TLS. A TLS server that does not speak h2 (an HTTPS
+		// proxy, a web server) is not etcd: no verdict here.
 		probe := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-		if probe.Handshake() == nil {
+		if probe.Handshake() == nil && probe.ConnectionState().NegotiatedProtocol == "h2" {
 			return refusedf(ep, "the server requires TLS: use an https:// endpoint (or host:port) with --cacert, --cert and --key")
 		}
 		return nil
