@@ -112,8 +112,8 @@ func (s *etcdSession) Close(t *testing.T) {
 	}
 }
 
-// TestDeadlineSweep runs the contract's deadline sweep (issue 11, Hole 1)
-// on a real 3-member etcd cluster: Locks of every kind cut off at every
+// TestDeadlineSweep runs the contract's deadline sweep (a Lock cut off
+// at every point of its enqueue leaves nothing behind) on a real 3-member etcd cluster: Locks of every kind cut off at every
 // point of their enqueue leave nothing behind.
 func TestDeadlineSweep(t *testing.T) {
 	locktest.DeadlineSweep(t, &etcdBackend{clus: newCluster(t)}, locktest.SweepConfig{})

@@ -97,8 +97,8 @@ func TestEnqueueThroughFaultyMember(t *testing.T) {
 			held, free := "faulty-"+f.name, "faulty-free-"+f.name
 			holder := mustLock(t, newMutex(t, hs, held))
 			// A session of its own, whose TTL outlasts the fault: a
-			// keepalive stuck on the faulty member is another matter
-			// (issue 11, Hole 3), and this test is not about it.
+			// keepalive stuck on the faulty member is another matter,
+			// and this test is not about it.
 			cs := newSession(t, all, etcdlock.WithTTL(2*time.Minute))
 			caller, tryer := newMutex(t, cs, held), newMutex(t, cs, free)
 

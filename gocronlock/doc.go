@@ -10,7 +10,7 @@
 // With instances whose clocks differ a little, or that fire a little late
 // (start-time splay), that is not enough: a fast job's lock is released
 // before the slower instances try, so each of them runs the job again for
-// the same scheduled time (gocron issue 841). No lock alone can tell a
+// the same scheduled time (go-co-op/gocron#841). No lock alone can tell a
 // second run of a slot from the next slot's run, because none records
 // which slot ran.
 //

@@ -261,7 +261,7 @@ func (tr *tries) counts() map[string]int {
 	return maps.Clone(tr.n)
 }
 
-// TestLockerOncePerSlot (issue #16): three schedulers, each on a session
+// TestLockerOncePerSlot: three schedulers, each on a session
 // (and client or connection) of its own, run the same every-second job for
 // 20 s of wall time, with clocks 150 ms apart and firing 0, 40 and 80 ms
 // late plus a random 0–200 ms each time, so that the instance that runs a
@@ -563,7 +563,7 @@ func (p plain) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 
 // TestPlainLockRunsSlotsTwice is TestLockerOncePerSlot's control: with a
 // lock alone, the late instances run most slots again once the fast job's
-// lock is free (gocron issue 841). A check that never fails proves
+// lock is free (go-co-op/gocron#841). A check that never fails proves
 // nothing.
 func TestPlainLockRunsSlotsTwice(t *testing.T) {
 	newInst := store(t, "etcd")

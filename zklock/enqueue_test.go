@@ -74,9 +74,8 @@ func TestEnqueueThroughFaultyServer(t *testing.T) {
 				for _, err := range []error{lerr, terr} {
 					// The fault may also end the caller's Session on
 					// its client-side deadline while the connection
-					// keeps the ZooKeeper session (and its nodes):
-					// whether it should is issue 11's Hole 3; here it
-					// is one more way for the cleanup to be tested.
+					// keeps the ZooKeeper session (and its nodes): one
+					// more way for the cleanup to be tested.
 					if errors.Is(err, distlock.ErrSessionExpired) {
 						expired++
 						continue

@@ -323,8 +323,8 @@ func TestMutex(t *testing.T) {
 	})
 }
 
-// TestDeadlineSweep runs the contract's deadline sweep (issue 11, Hole 1)
-// on a real 3-server ensemble: Locks of every kind cut off at every point
+// TestDeadlineSweep runs the contract's deadline sweep (a Lock cut off
+// at every point of its enqueue leaves nothing behind) on a real 3-server ensemble: Locks of every kind cut off at every point
 // of their enqueue leave nothing behind.
 func TestDeadlineSweep(t *testing.T) {
 	ens := integration.NewZooKeeper(t)

@@ -46,7 +46,7 @@ package main
 // already and the child kills itself with the signal. So a COMMAND whose
 // distlock died before the prctl never execs; one whose distlock dies
 // later gets SIGKILL from the kernel, or from the guard once it is in the
-// group. Go issue 27505 says the signal comes when the forking *thread*
+// group. go.dev/issue/27505 says the signal comes when the forking *thread*
 // exits, which may be before the process does. The Go runtime ends a
 // thread only when a goroutine locked to it (runtime.LockOSThread) exits
 // without unlocking; neither distlock nor any package it links calls

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The many-locks comparison (issue #13): many clients each locking and
+// The many-locks comparison: many clients each locking and
 // unlocking names picked from a large set, so that two of them rarely want
 // the same name at once. What it measures is the cost of one uncontended
 // Lock+Unlock pair under load, against the store's own ceiling for the

@@ -81,8 +81,8 @@ func (st *sweepStats) record(err error, what string) {
 	}
 }
 
-// DeadlineSweep is Hole 1 of issue 11 as a test: while another session
-// holds the lock, a caller's Lock (Mutex.Lock, RWMutex.RLock behind a
+// DeadlineSweep checks that a Lock ended mid-enqueue leaves nothing
+// behind: while another session holds the lock, a caller's Lock (Mutex.Lock, RWMutex.RLock behind a
 // writer, RWMutex.Lock behind a reader, Election.Campaign behind a leader)
 // is given a deadline swept from 0 to a few milliseconds, so that it ends
 // at every point of its enqueue: before the request goes out, while it is
