@@ -19,51 +19,16 @@ import (
 //
 // # Why the owner
 //
-// Within one cluster's history Seq alone names one acquisition. But a
-// cluster can issue the same Seq twice: one rebuilt from scratch restarts
-// its revisions or zxids near zero and, as young as the old one was, hands
-// "ledger@2" out again; one restored from a backup (etcdutl snapshot
-// restore, a copied ZooKeeper data directory) rolls revisions or zxids back
-// to the backup's and issues again every number issued after the backup,
-// to other holders. Two acquisitions with equal Seq are then told apart by
-// Owner. An etcd lease ID is the granting member's ID in the top 16 bits
-// and, below, the member's start time in milliseconds times 256 plus the
-// number of requests it has handled since; a ZooKeeper session ID is the
-// server's myid in the top 8 bits and its start time in milliseconds,
-// shifted by 16 bits, plus the number of sessions it has created. So the
-// sessions of a rebuilt or restored cluster, whose members start later,
-// get other IDs than the old one's, with near certainty (an old member
-// would have had to handle 256 requests, or create 65536 sessions, per
-// millisecond between the two starts). One caveat: ZooKeeper's start time
-// is the machine's monotonic clock (milliseconds since boot), so a server
-// started on a freshly booted machine exactly as many milliseconds after
-// boot as the old one was would repeat the old session IDs; restoring with
-// the epoch raised (see docs/operations.md) makes the new sequence numbers
-// larger, which rules forks out whatever the owners. A fence that sees an
-// equal Seq with another Owner refuses it (fencing.ErrFork) instead of
-// taking it for a retry.
-//
-// A restore also brings back the leases or sessions that were in the
-// backup, so a process whose session lived through the restore keeps its
-// Owner. Its tokens are kept apart by Seq all the same: an etcd session
-// that is handed a create revision not above those of its earlier keys
-// ends with ErrHistoryRewound instead of issuing the token (etcdlock), and
-// a ZooKeeper server refuses to reconnect a client that has seen a later
-// zxid than its own, so the session cannot create anything until the
-// restored zxids have passed all it saw.
-//
-// Operators restoring a cluster should move the counters past everything
-// issued before (etcdutl snapshot restore --bump-revision; the procedure
-// is in docs/operations.md): the new cluster's tokens are then newer, and
-// the old holders' late writes are refused as stale. Without the bump, a
-// fence refuses whichever of two forked acquisitions comes second, and the
-// first one's later tokens stay newer until the new cluster's numbers
-// catch up: fail-safe, but the resource may refuse the new holders for a
-// while.
-//
-// The cluster itself is not part of the token: etcd derives its cluster ID
-// from the initial member configuration, so a rebuilt or restored cluster
-// has the same ID, and ZooKeeper exposes no ID at all.
+// Within one cluster's history Seq alone names one acquisition, but a
+// cluster rebuilt from scratch or restored from a backup issues the same
+// Seq numbers again, to other holders. Owner tells such acquisitions
+// apart: the sessions of a rebuilt or restored cluster get other lease or
+// session IDs, with near certainty, and a fence that sees an equal Seq with
+// another Owner refuses it (fencing.ErrFork) instead of taking it for a
+// retry. The reasoning, its one caveat, and how to restore a cluster so
+// that its new tokens are newer than every old one are in the repository's
+// docs/design.md ("Why a token carries its owner") and
+// docs/operations.md (restores).
 type Token struct {
 	// Name is the lock's name (see ValidateName).
 	Name string
