@@ -18,8 +18,13 @@ GO ?= go
 # checkers, example) still runs with -race. TestRunCommandKill (distlock
 # run itself, SIGKILLed at random; its checker runs with -race as
 # TestCheckCommandHistory) goes with TestShort.
+#
+# One package at a time (-p 1): each server package runs real 3-member
+# clusters under the race detector, and two of them at once on a CI machine
+# of two CPUs slowed requests to seconds and ended sessions (their TTLs are
+# seconds long); alone, each package has the machine to itself.
 test: deps check
-	$(GO) test -race -count=1 -timeout 60m $$($(GO) list ./... | grep -v '/integration/chaos$$')
+	$(GO) test -race -p 1 -count=1 -timeout 60m $$($(GO) list ./... | grep -v '/integration/chaos$$')
 	$(GO) test -race -count=1 -run 'TestCheck|Example' ./integration/chaos
 	$(GO) test -count=1 -timeout 30m -run '^(TestShort|TestRunCommandKill)$$' ./integration/chaos
 

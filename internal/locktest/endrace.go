@@ -257,7 +257,12 @@ func endRace(t *testing.T, b Backend) {
 
 func endRaceOnce(t *testing.T, b Backend, rs *racers, name string, d time.Duration, hold, wait, take3 taker, semaphore bool, st *endRaceStats) {
 	t.Helper()
-	ctx := Ctx(t)
+	// One race is a dozen requests in a row; on a cluster slowed to a
+	// second a request (a CI machine of two CPUs under the race detector)
+	// Ctx's bound alone would end it before its checks. The bounds that
+	// matter are the checks' own (the third client's 2 × TTL).
+	ctx, cancel := context.WithTimeout(context.Background(), 3*Timeout)
+	t.Cleanup(cancel)
 	holder, third := rs.get()
 	// notRaced gives the race up before it started: a cluster too loaded to
 	// set it up (a call timing out, a session of the holder's or the third
