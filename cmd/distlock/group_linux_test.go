@@ -163,6 +163,9 @@ const killTries = 10
 // long gone: no two COMMANDs ever overlap. killTries times on each store,
 // all at once (one TTL for all): some killed as soon as COMMAND started,
 // the others with a waiter in line, at random moments.
+// killBatch is how many of TestRunKilled's tries run at once.
+const killBatch = 2
+
 func TestRunKilled(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *testBackend) {
 		t.Parallel()
@@ -185,6 +188,9 @@ func TestRunKilled(t *testing.T) {
 				return
 			}
 			for i, tr := range tries {
+				if tr == nil {
+					continue // its batch never started
+				}
 				for _, p := range []*bgProc{tr.holder, tr.waiter} {
 					if p == nil {
 						continue
@@ -218,78 +224,86 @@ if cat /proc/[0-9]*/stat 2>/dev/null | grep -qE "\) [^ZX] [0-9]+ $pgid "; then e
 				t.Fatal(err)
 			}
 		}
-		// One after the other: ten sessions opened at once can take a
-		// loaded ZooKeeper ensemble longer than go-zookeeper's connect
-		// timeout allows ("sync: zk: connection closed").
-		for i := range tries {
-			tr := &try{lock: lockName(t), out: filepath.Join(dir, fmt.Sprintf("out-%d", i)), early: i%3 == 0}
-			tries[i] = tr
-			tr.holder = start(ctx, t, b.args("run", "--lock", tr.lock, "--ttl=10s", "--dial-timeout=30s", "--", "sh", "-c", holderScript, "sh", tr.out)...)
-			line := tr.holder.nextLine(ctx, "the holder's COMMAND pid")
-			pid, err := strconv.Atoi(strings.TrimPrefix(line, "cmd "))
-			if err != nil {
-				line2 := tr.holder.nextLine(ctx, "the holder's COMMAND pid")
-				pid, err = strconv.Atoi(strings.TrimPrefix(line2, "cmd "))
+		// A few tries at a time: each is two distlocks and a guard, race
+		// built; twenty of them at once on two CPUs starved their
+		// keepalives past the TTL.
+		for lo := 0; lo < killTries; lo += killBatch {
+			batch := tries[lo:min(lo+killBatch, killTries)]
+			// One after the other: ten sessions opened at once can take a
+			// loaded ZooKeeper ensemble longer than go-zookeeper's connect
+			// timeout allows ("sync: zk: connection closed").
+			for i := range batch {
+				tr := &try{lock: lockName(t), out: filepath.Join(dir, fmt.Sprintf("out-%d", lo+i)), early: (lo+i)%3 == 0}
+				batch[i] = tr
+				tr.holder = start(ctx, t, b.args("run", "--lock", tr.lock, "--ttl=10s", "--dial-timeout=30s", "--", "sh", "-c", holderScript, "sh", tr.out)...)
+				line := tr.holder.nextLine(ctx, "the holder's COMMAND pid")
+				pid, err := strconv.Atoi(strings.TrimPrefix(line, "cmd "))
 				if err != nil {
-					t.Fatalf("holder said %q, %q; want cmd PID", line, line2)
+					line2 := tr.holder.nextLine(ctx, "the holder's COMMAND pid")
+					pid, err = strconv.Atoi(strings.TrimPrefix(line2, "cmd "))
+					if err != nil {
+						t.Fatalf("holder said %q, %q; want cmd PID", line, line2)
+					}
+				}
+				if tr.pgid, err = syscall.Getpgid(pid); err != nil {
+					t.Fatalf("COMMAND %d: %v", pid, err)
+				}
+				if mine, _ := syscall.Getpgid(0); tr.pgid == mine {
+					t.Fatalf("COMMAND %d runs in the test's own process group", pid)
+				}
+				if tr.early {
+					kill(tr) // COMMAND has just started
 				}
 			}
-			if tr.pgid, err = syscall.Getpgid(pid); err != nil {
-				t.Fatalf("COMMAND %d: %v", pid, err)
-			}
-			if mine, _ := syscall.Getpgid(0); tr.pgid == mine {
-				t.Fatalf("COMMAND %d runs in the test's own process group", pid)
-			}
-			if tr.early {
-				kill(tr) // COMMAND has just started
-			}
-		}
-		for _, tr := range tries {
-			tr.waiter = start(ctx, t, b.args("run", "--lock", tr.lock, "--ttl=10s", "--dial-timeout=30s", "--", "sh", "-c", waiterScript, "sh", tr.out, strconv.Itoa(tr.pgid))...)
-			if !tr.early {
-				b.waitQueued(t, tr.lock, 2)
-			}
-		}
-		for _, tr := range tries {
-			if !tr.early {
-				time.Sleep(rand.N(100 * time.Millisecond))
-				kill(tr)
-			}
-		}
-		for i, tr := range tries {
-			if code := tr.holder.wait(time.Minute); code != 128+int(syscall.SIGKILL) {
-				t.Errorf("try %d: the killed distlock exited %d, want 137; stderr %s", i, code, tr.holder.stderr)
-			}
-			if err := proc.WaitGroupGone(tr.pgid, 10*time.Second); err != nil {
-				t.Errorf("try %d: COMMAND's group, %v after distlock's SIGKILL: %v", i, time.Since(tr.killedWhen), err)
-			}
-		}
-		for i, tr := range tries {
-			if code := tr.waiter.wait(time.Minute); code != 0 {
-				t.Errorf("try %d: the waiter exited %d; stderr %s", i, code, tr.waiter.stderr)
-			}
-			data, err := os.ReadFile(tr.out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-			start := -1
-			for j, l := range lines {
-				if strings.HasPrefix(l, "start ") {
-					start = j
-					break
+			for _, tr := range batch {
+				tr.waiter = start(ctx, t, b.args("run", "--lock", tr.lock, "--ttl=10s", "--dial-timeout=30s", "--", "sh", "-c", waiterScript, "sh", tr.out, strconv.Itoa(tr.pgid))...)
+				if !tr.early {
+					b.waitQueued(t, tr.lock, 2)
 				}
 			}
-			switch {
-			case start < 0:
-				t.Errorf("try %d: the waiter's COMMAND never started: %q", i, lines)
-			case start+1 >= len(lines) || lines[start+1] != "clear":
-				t.Errorf("try %d: the waiter's COMMAND started while the killed one's group ran: %q", i, lines[start:])
+			for _, tr := range batch {
+				if !tr.early {
+					time.Sleep(rand.N(100 * time.Millisecond))
+					kill(tr)
+				}
 			}
-			for _, l := range lines[start+1:] {
-				if strings.HasPrefix(l, "tick ") {
-					t.Errorf("try %d: the killed COMMAND's group wrote after the next holder's COMMAND started: %q", i, lines[start:])
-					break
+			for i, tr := range batch {
+				i := lo + i
+				if code := tr.holder.wait(time.Minute); code != 128+int(syscall.SIGKILL) {
+					t.Errorf("try %d: the killed distlock exited %d, want 137; stderr %s", i, code, tr.holder.stderr)
+				}
+				if err := proc.WaitGroupGone(tr.pgid, 10*time.Second); err != nil {
+					t.Errorf("try %d: COMMAND's group, %v after distlock's SIGKILL: %v", i, time.Since(tr.killedWhen), err)
+				}
+			}
+			for i, tr := range batch {
+				i := lo + i
+				if code := tr.waiter.wait(time.Minute); code != 0 {
+					t.Errorf("try %d: the waiter exited %d; stderr %s", i, code, tr.waiter.stderr)
+				}
+				data, err := os.ReadFile(tr.out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+				start := -1
+				for j, l := range lines {
+					if strings.HasPrefix(l, "start ") {
+						start = j
+						break
+					}
+				}
+				switch {
+				case start < 0:
+					t.Errorf("try %d: the waiter's COMMAND never started: %q", i, lines)
+				case start+1 >= len(lines) || lines[start+1] != "clear":
+					t.Errorf("try %d: the waiter's COMMAND started while the killed one's group ran: %q", i, lines[start:])
+				}
+				for _, l := range lines[start+1:] {
+					if strings.HasPrefix(l, "tick ") {
+						t.Errorf("try %d: the killed COMMAND's group wrote after the next holder's COMMAND started: %q", i, lines[start:])
+						break
+					}
 				}
 			}
 		}

@@ -169,11 +169,14 @@ func TestZooKeeperWrongDigest(t *testing.T) {
 			t.Errorf("holder exited %d", code)
 		}
 	}()
+	// A session takes milliseconds; the dial timeout is long so that a
+	// loaded machine's slow one is not taken for the refusal tested here.
+	dial := "--dial-timeout=20s"
 	for _, auth := range [][]string{{"--zk-auth", "app:wrong"}, {"--zk-auth", "other:secret"}, nil} {
 		for _, args := range [][]string{
-			append(append([]string{"run", zkFlag(t), chroot}, auth...), "--lock", lock, "--no-wait", "--", "echo", "ran"),
-			append(append([]string{"status", zkFlag(t), chroot}, auth...), lock),
-			append(append([]string{"once", zkFlag(t), chroot}, auth...), "--lock", lock, "--slot", "s1", "--", "echo", "ran"),
+			append(append([]string{"run", zkFlag(t), chroot, dial}, auth...), "--lock", lock, "--no-wait", "--", "echo", "ran"),
+			append(append([]string{"status", zkFlag(t), chroot, dial}, auth...), lock),
+			append(append([]string{"once", zkFlag(t), chroot, dial}, auth...), "--lock", lock, "--slot", "s1", "--", "echo", "ran"),
 		} {
 			start := time.Now()
 			r := cliBounded(ctx, t, badCredsBound, args...)
