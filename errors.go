@@ -94,10 +94,33 @@ const (
 	OpTryAcquire Op = "tryacquire" // Semaphore.TryAcquire
 )
 
-// LockError says which lock an error is about and during which operation.
-// It wraps one of the sentinel errors (or a store error), so errors.Is and
-// errors.As see through it.
+// LockError says which lock an error is about, on which backend and
+// during which operation. It wraps one of the sentinel errors (or a store
+// error), so errors.Is and errors.As see through it.
+//
+// Which layer says what, for every backend: an error of an operation on a
+// lock (one of the Ops: a Mutex's, RWMutex's, Election's or Semaphore's
+// own calls, a held Lease's loss and Unlock, a revocation, a lock name or
+// permit count a backend checks) is a *LockError, returned as it is, with
+// no package prefix stacked on top. Its text names the library once, the
+// backend once and the lock once:
+//
+//	distlock: etcd lock "ledger": hold: lock lost: session expired: ...
+//	distlock: zookeeper lock "ledger": revoke: invalid revocation request: ...
+//
+// What follows the Op is the cause alone: where a LockError is the cause
+// of another of the same lock (Resign or Proclaim after the Lease's own
+// error), the inner one reads "op: cause". Backend is empty only for an
+// error no backend made (ValidateName called directly), which reads
+// `distlock: lock "ledger": ...`. An error that is not about an
+// operation on a lock (a nil client or session, a bad option or TTL, a
+// session that could not be made, an admin read such as Inspect failing)
+// is the backend package's, and says so once: "etcdlock: new session:
+// ...", `zklock: new mutex "ledger": ...`.
 type LockError struct {
+	// Backend names the store: "etcd" or "zookeeper" ("" when no backend
+	// made the error).
+	Backend string
 	// Name is the lock's name.
 	Name string
 	// Op is the operation that failed; the constants above list them all.
@@ -106,9 +129,18 @@ type LockError struct {
 	Err error
 }
 
-// Error says which lock, which operation and why.
+// Error says which lock, on which backend, which operation and why.
 func (e *LockError) Error() string {
-	return fmt.Sprintf("distlock: lock %q: %s: %v", e.Name, e.Op, e.Err)
+	return fmt.Sprintf("distlock: %s: %s: %v", e.lock(), e.Op, e.Err)
+}
+
+// lock is the lock as Error names it: `etcd lock "ledger"`, or `lock
+// "ledger"` without a backend.
+func (e *LockError) lock() string {
+	if e.Backend == "" {
+		return fmt.Sprintf("lock %q", e.Name)
+	}
+	return fmt.Sprintf("%s lock %q", e.Backend, e.Name)
 }
 
 // Unwrap returns the cause.

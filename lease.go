@@ -32,6 +32,7 @@ type Locker interface {
 //
 // A Lease is safe for concurrent use.
 type Lease struct {
+	backend  string // LockError.Backend of its errors
 	token    Token
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -52,12 +53,19 @@ type Lease struct {
 // a LockError whose Err is reason (the engine makes reason match
 // ErrLost); calls after the first, or after Unlock, do nothing. A reason
 // matching ErrRevoked (a *RevokedError) is no loss: it closes Done, and a
-// loss may follow it. It reaches the engine through internal/leasehook.
+// loss may follow it. Its LockErrors name no backend (see newBackendLease).
 func newLease(t Token, release func(ctx context.Context) error, deadline func() time.Time) (l *Lease, lose func(reason error)) {
+	return newBackendLease("", t, release, deadline)
+}
+
+// newBackendLease is newLease for a lock of backend ("etcd",
+// "zookeeper"), which its LockErrors name. It reaches the engine through
+// internal/leasehook.
+func newBackendLease(backend string, t Token, release func(ctx context.Context) error, deadline func() time.Time) (l *Lease, lose func(reason error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	l = &Lease{token: t, ctx: ctx, cancel: cancel, release: release, deadline: deadline}
+	l = &Lease{backend: backend, token: t, ctx: ctx, cancel: cancel, release: release, deadline: deadline}
 	return l, func(reason error) {
-		err := &LockError{Name: t.Name, Op: OpHold, Err: reason}
+		err := l.fail(OpHold, reason)
 		if !errors.Is(reason, ErrRevoked) {
 			l.mu.Lock()
 			if l.lost == nil && !l.released {
@@ -69,7 +77,15 @@ func newLease(t Token, release func(ctx context.Context) error, deadline func() 
 	}
 }
 
-func init() { leasehook.NewLease = newLease }
+func init() {
+	leasehook.NewLease = newLease
+	leasehook.NewBackendLease = newBackendLease
+}
+
+// fail is the Lease's error of op with cause err.
+func (l *Lease) fail(op Op, err error) *LockError {
+	return &LockError{Backend: l.backend, Name: l.token.Name, Op: op, Err: err}
+}
 
 // Token returns the fencing token of this acquisition. Pass it with every
 // write to the protected resource, which must refuse tokens older than the
@@ -136,19 +152,19 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
-		return &LockError{Name: l.token.Name, Op: OpUnlock, Err: ErrReleased}
+		return l.fail(OpUnlock, ErrReleased)
 	}
 	l.released = true
 	lost := l.lost
 	l.mu.Unlock()
 
-	l.cancel(&LockError{Name: l.token.Name, Op: OpUnlock, Err: ErrReleased})
+	l.cancel(l.fail(OpUnlock, ErrReleased))
 	err := l.release(ctx)
 	switch {
 	case err != nil && lost != nil && errors.Is(err, ErrLost):
 		err = nil // the same loss, reported once
 	case err != nil:
-		err = &LockError{Name: l.token.Name, Op: OpUnlock, Err: err}
+		err = l.fail(OpUnlock, err)
 		if errors.Is(err, ErrLost) {
 			// Found lost by the release itself (a revoked lease's Done
 			// closed already): Err says so from now on.
@@ -158,6 +174,12 @@ func (l *Lease) Unlock(ctx context.Context) error {
 			}
 			l.mu.Unlock()
 		}
+	}
+	switch {
+	case lost == nil:
+		return err // the *LockError itself, or nil
+	case err == nil:
+		return lost
 	}
 	return errors.Join(lost, err)
 }

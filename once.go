@@ -154,22 +154,31 @@ type OnceError struct {
 	Err error
 }
 
-// Error says which step failed and whether the job ran.
+// Error says which step failed and whether the job ran. Where the cause
+// is a LockError of the same lock (Lock's), the lock is named once, with
+// that error's backend, as LockError's doc says.
 func (e *OnceError) Error() string {
 	lost := errors.Is(e.Err, ErrLost)
+	lock, cause := fmt.Sprintf("lock %q", e.Name), any(e.Err)
+	if le, ok := e.Err.(*LockError); ok && le.Name == e.Name {
+		lock, cause = le.lock(), le.Err
+		if le.Op != e.Op {
+			cause = fmt.Sprintf("%s: %v", le.Op, le.Err)
+		}
+	}
 	switch {
 	case e.Op == OpMark && e.Ran && lost:
-		return fmt.Sprintf("distlock: lock %q lost after fn succeeded; slot %q is NOT marked done, so it may run again: %v", e.Name, e.Slot, e.Err)
+		return fmt.Sprintf("distlock: %s lost after fn succeeded; slot %q is NOT marked done, so it may run again: %v", lock, e.Slot, cause)
 	case e.Op == OpMark && e.Ran:
-		return fmt.Sprintf("distlock: lock %q: fn succeeded, but slot %q could not be marked done, so it may run again: %v", e.Name, e.Slot, e.Err)
+		return fmt.Sprintf("distlock: %s: fn succeeded, but slot %q could not be marked done, so it may run again: %v", lock, e.Slot, cause)
 	case e.Op == OpMark && lost:
-		return fmt.Sprintf("distlock: lock %q lost before slot %q was marked; fn was not run: %v", e.Name, e.Slot, e.Err)
+		return fmt.Sprintf("distlock: %s lost before slot %q was marked; fn was not run: %v", lock, e.Slot, cause)
 	case e.Op == OpMark:
-		return fmt.Sprintf("distlock: lock %q: mark slot %q: %v; fn was not run", e.Name, e.Slot, e.Err)
+		return fmt.Sprintf("distlock: %s: mark slot %q: %v; fn was not run", lock, e.Slot, cause)
 	case e.Op == OpCheck:
-		return fmt.Sprintf("distlock: lock %q: read the marker of slot %q: %v; fn was not run", e.Name, e.Slot, e.Err)
+		return fmt.Sprintf("distlock: %s: read the marker of slot %q: %v; fn was not run", lock, e.Slot, cause)
 	}
-	return fmt.Sprintf("distlock: lock %q, slot %q: %s: %v; fn was not run", e.Name, e.Slot, e.Op, e.Err)
+	return fmt.Sprintf("distlock: %s, slot %q: %s: %v; fn was not run", lock, e.Slot, e.Op, cause)
 }
 
 // Unwrap returns the cause.

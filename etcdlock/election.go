@@ -23,7 +23,11 @@ type Election struct{ q *qlock.Election }
 // NewElection returns the election called name (see distlock.ValidateName)
 // on the session's client.
 func NewElection(s *Session, name string) (*Election, error) {
-	q, err := qlock.NewElection("etcdlock", s.driver(), name)
+	d, err := s.driver("election", name)
+	if err != nil {
+		return nil, err
+	}
+	q, err := qlock.NewElection(d, name)
 	if err != nil {
 		return nil, err
 	}

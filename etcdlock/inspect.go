@@ -26,8 +26,8 @@ func Inspect(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]
 	if cli == nil {
 		return nil, fmt.Errorf("etcdlock: inspect %q: %w: *clientv3.Client is nil", name, distlock.ErrNilClient)
 	}
-	if err := distlock.ValidateName(name); err != nil {
-		return nil, fmt.Errorf("etcdlock: inspect: %w", err)
+	if err := etcdq.Backend.ValidateName(name); err != nil {
+		return nil, err
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -50,8 +50,8 @@ func WatchQueue(ctx context.Context, cli *clientv3.Client, prefix, name string, 
 	if cli == nil {
 		return fmt.Errorf("etcdlock: watch queue %q: %w: *clientv3.Client is nil", name, distlock.ErrNilClient)
 	}
-	if err := distlock.ValidateName(name); err != nil {
-		return fmt.Errorf("etcdlock: watch queue: %w", err)
+	if err := etcdq.Backend.ValidateName(name); err != nil {
+		return err
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix

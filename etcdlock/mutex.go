@@ -20,7 +20,11 @@ type Mutex struct{ q *qlock.Mutex }
 // NewMutex returns the lock called name (see distlock.ValidateName) on the
 // session's client.
 func NewMutex(s *Session, name string) (*Mutex, error) {
-	q, err := qlock.NewMutex("etcdlock", s.driver(), name)
+	d, err := s.driver("mutex", name)
+	if err != nil {
+		return nil, err
+	}
+	q, err := qlock.NewMutex(d, name)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/fencing/etcdfence"
 	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/qlock/etcdq"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -39,8 +40,8 @@ func NewMarks(s *Session, name string) (*Marks, error) {
 	if s == nil {
 		return nil, fmt.Errorf("etcdlock: new marks %q: %w: *Session is nil", name, distlock.ErrNilClient)
 	}
-	if err := distlock.ValidateName(name); err != nil {
-		return nil, fmt.Errorf("etcdlock: new marks: %w", err)
+	if err := etcdq.Backend.ValidateName(name); err != nil {
+		return nil, err
 	}
 	return &Marks{cli: s.Client(), prefix: s.Prefix(), name: name, holder: s.Holder(), base: s.Prefix() + "@once/" + name}, nil
 }
@@ -132,8 +133,8 @@ func SlotMarkers(ctx context.Context, cli *clientv3.Client, prefix, name string,
 	if cli == nil {
 		return 0, nil, fmt.Errorf("etcdlock: markers of %q: %w: *clientv3.Client is nil", name, distlock.ErrNilClient)
 	}
-	if err := distlock.ValidateName(name); err != nil {
-		return 0, nil, fmt.Errorf("etcdlock: markers: %w", err)
+	if err := etcdq.Backend.ValidateName(name); err != nil {
+		return 0, nil, err
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix

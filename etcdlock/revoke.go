@@ -38,7 +38,7 @@ func Revoke(ctx context.Context, cli *clientv3.Client, prefix, name string, r di
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return qlock.Revoke(ctx, etcdq.RevokeStore{Client: cli, Prefix: prefix}, "etcdlock", name, r)
+	return qlock.Revoke(ctx, etcdq.RevokeStore{Client: cli, Prefix: prefix}, name, r)
 }
 
 // Revocations returns lock name's revocation records (under key prefix
@@ -52,5 +52,5 @@ func Revocations(ctx context.Context, cli *clientv3.Client, prefix, name string)
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return qlock.Revocations(ctx, etcdq.RevokeStore{Client: cli, Prefix: prefix}, "etcdlock", name)
+	return qlock.Revocations(ctx, etcdq.RevokeStore{Client: cli, Prefix: prefix}, name)
 }

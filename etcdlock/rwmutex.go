@@ -18,7 +18,11 @@ type RWMutex struct{ q *qlock.RWMutex }
 // NewRWMutex returns the readers-writer lock called name (see
 // distlock.ValidateName) on the session's client.
 func NewRWMutex(s *Session, name string) (*RWMutex, error) {
-	q, err := qlock.NewRWMutex("etcdlock", s.driver(), name)
+	d, err := s.driver("rwmutex", name)
+	if err != nil {
+		return nil, err
+	}
+	q, err := qlock.NewRWMutex(d, name)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,11 @@ type Election struct{ q *qlock.Election }
 // NewElection returns the election called name (see distlock.ValidateName)
 // on the session's connection.
 func NewElection(s *Session, name string) (*Election, error) {
-	q, err := qlock.NewElection("zklock", s.driver(), name)
+	d, err := s.driver("election", name)
+	if err != nil {
+		return nil, err
+	}
+	q, err := qlock.NewElection(d, name)
 	if err != nil {
 		return nil, err
 	}

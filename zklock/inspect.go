@@ -27,8 +27,8 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 	if conn == nil {
 		return nil, fmt.Errorf("zklock: inspect %q: %w: *zk.Conn is nil", name, distlock.ErrNilClient)
 	}
-	if err := distlock.ValidateName(name); err != nil {
-		return nil, fmt.Errorf("zklock: inspect: %w", err)
+	if err := zkq.Backend.ValidateName(name); err != nil {
+		return nil, err
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -53,8 +53,8 @@ func WatchQueue(ctx context.Context, conn *zk.Conn, prefix, name string, f func(
 	if conn == nil {
 		return fmt.Errorf("zklock: watch queue %q: %w: *zk.Conn is nil", name, distlock.ErrNilClient)
 	}
-	if err := distlock.ValidateName(name); err != nil {
-		return fmt.Errorf("zklock: watch queue: %w", err)
+	if err := zkq.Backend.ValidateName(name); err != nil {
+		return err
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix

@@ -11,6 +11,7 @@ import (
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/fencing/zkfence"
 	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/qlock/zkq"
 	"github.com/distlock/distlock/internal/zkctx"
 	"github.com/go-zookeeper/zk"
 )
@@ -43,8 +44,8 @@ func NewMarks(s *Session, name string) (*Marks, error) {
 	if s == nil {
 		return nil, fmt.Errorf("zklock: new marks %q: %w: *Session is nil", name, distlock.ErrNilClient)
 	}
-	if err := distlock.ValidateName(name); err != nil {
-		return nil, fmt.Errorf("zklock: new marks: %w", err)
+	if err := zkq.Backend.ValidateName(name); err != nil {
+		return nil, err
 	}
 	return &Marks{conn: s.Conn(), prefix: s.Prefix(), name: name, holder: s.Holder(), acl: s.acl, base: s.Prefix() + "/@once/" + name}, nil
 }
@@ -158,8 +159,8 @@ func SlotMarkers(ctx context.Context, conn *zk.Conn, prefix, name string, n int)
 	if conn == nil {
 		return 0, nil, fmt.Errorf("zklock: markers of %q: %w: *zk.Conn is nil", name, distlock.ErrNilClient)
 	}
-	if err := distlock.ValidateName(name); err != nil {
-		return 0, nil, fmt.Errorf("zklock: markers: %w", err)
+	if err := zkq.Backend.ValidateName(name); err != nil {
+		return 0, nil, err
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix

@@ -42,7 +42,7 @@ func Revoke(ctx context.Context, conn *zk.Conn, prefix, name string, r distlock.
 	if err := zkq.CheckPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("zklock: revoke %q: %w", name, err)
 	}
-	return qlock.Revoke(ctx, zkq.RevokeStore{Conn: conn, Prefix: prefix, ACL: acl}, "zklock", name, r)
+	return qlock.Revoke(ctx, zkq.RevokeStore{Conn: conn, Prefix: prefix, ACL: acl}, name, r)
 }
 
 // Revocations returns lock name's revocation records (under prefix), in
@@ -59,5 +59,5 @@ func Revocations(ctx context.Context, conn *zk.Conn, prefix, name string) ([]dis
 	if err := zkq.CheckPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("zklock: revocations of %q: %w", name, err)
 	}
-	return qlock.Revocations(ctx, zkq.RevokeStore{Conn: conn, Prefix: prefix}, "zklock", name)
+	return qlock.Revocations(ctx, zkq.RevokeStore{Conn: conn, Prefix: prefix}, name)
 }

@@ -20,7 +20,11 @@ type RWMutex struct{ q *qlock.RWMutex }
 // NewRWMutex returns the readers-writer lock called name (see
 // distlock.ValidateName) on the session's connection.
 func NewRWMutex(s *Session, name string) (*RWMutex, error) {
-	q, err := qlock.NewRWMutex("zklock", s.driver(), name)
+	d, err := s.driver("rwmutex", name)
+	if err != nil {
+		return nil, err
+	}
+	q, err := qlock.NewRWMutex(d, name)
 	if err != nil {
 		return nil, err
 	}

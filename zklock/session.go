@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/qlock/zkq"
 	"github.com/go-zookeeper/zk"
@@ -162,10 +163,12 @@ func (s *Session) ID() int64 { return s.d.ID() }
 // for (see WithTickTime).
 func (s *Session) TickTime() time.Duration { return s.d.TickTime() }
 
-// driver returns the engine's driver of s, nil for a nil s.
-func (s *Session) driver() qlock.Driver {
+// driver returns the engine's driver of s for a new recipe (what:
+// "mutex", "rwmutex", "election", "semaphore") called name; for a nil s,
+// an error wrapping distlock.ErrNilClient.
+func (s *Session) driver(what, name string) (qlock.Driver, error) {
 	if s == nil {
-		return nil
+		return nil, fmt.Errorf("zklock: new %s %q: %w: *Session is nil", what, name, distlock.ErrNilClient)
 	}
-	return s.d
+	return s.d, nil
 }

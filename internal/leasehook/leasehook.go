@@ -10,6 +10,10 @@ package leasehook
 // func(distlock.Token, func(context.Context) error, func() time.Time) (*distlock.Lease, func(error)).
 var NewLease any
 
+// NewBackendLease is distlock's newBackendLease, of type
+// func(backend string, distlock.Token, func(context.Context) error, func() time.Time) (*distlock.Lease, func(error)).
+var NewBackendLease any
+
 // NewPermit is distlock's newPermit, of type
 // func(*distlock.Lease, int) *distlock.Permit.
 var NewPermit any

@@ -20,10 +20,9 @@ type Election struct{ lock }
 
 var _ distlock.Elector = (*Election)(nil)
 
-// NewElection returns the election called name on d's session; pkg names
-// the backend in errors.
-func NewElection(pkg string, d Driver, name string) (*Election, error) {
-	return newRecipe(pkg, "election", d, name, func(l lock) *Election { return &Election{l} })
+// NewElection returns the election called name on d's session.
+func NewElection(d Driver, name string) (*Election, error) {
+	return newRecipe("election", d, name, func(l lock) *Election { return &Election{l} })
 }
 
 // Campaign enqueues a candidate with value as its value and waits until
@@ -52,7 +51,7 @@ func (el *Election) Campaign(ctx context.Context, value string) (distlock.Leader
 func (el *Election) Leader(ctx context.Context) (distlock.LeaderInfo, error) {
 	li, err := el.e.d.Leader(ctx, el.name)
 	if err != nil {
-		return distlock.LeaderInfo{}, &distlock.LockError{Name: el.name, Op: distlock.OpLeader, Err: err}
+		return distlock.LeaderInfo{}, el.e.fail(el.name, distlock.OpLeader, err)
 	}
 	return li, nil
 }
@@ -86,7 +85,7 @@ type leadership struct {
 func (l *leadership) String() string { return l.n.Key }
 
 func (l *leadership) fail(op distlock.Op, err error) error {
-	return &distlock.LockError{Name: l.n.Name, Op: op, Err: err}
+	return l.e.fail(l.n.Name, op, err)
 }
 
 // Proclaim replaces the leader's value, only while this term's entry
@@ -97,7 +96,7 @@ func (l *leadership) Proclaim(ctx context.Context, value string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.Err(); err != nil {
-		return l.fail(distlock.OpProclaim, fmt.Errorf("%w: %w", distlock.ErrNotLeader, err))
+		return l.fail(distlock.OpProclaim, fmt.Errorf("%w: %w", distlock.ErrNotLeader, inner(err)))
 	}
 	if err := l.e.d.Proclaim(ctx, l.n, value); err != nil {
 		return l.fail(distlock.OpProclaim, err)
@@ -119,7 +118,7 @@ func (l *leadership) Resign(ctx context.Context) error {
 	defer span.End()
 	err := l.Unlock(ctx)
 	if errors.Is(err, distlock.ErrLost) || errors.Is(err, distlock.ErrReleased) {
-		err = l.fail(distlock.OpResign, fmt.Errorf("%w: %w", distlock.ErrNotLeader, err))
+		err = l.fail(distlock.OpResign, fmt.Errorf("%w: %w", distlock.ErrNotLeader, inner(err)))
 	}
 	endSpan(span, err)
 	return err

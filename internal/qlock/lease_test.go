@@ -31,7 +31,7 @@ func TestHoldWhile(t *testing.T) {
 
 	alive, kill := context.WithCancelCause(context.Background())
 	var told error
-	l, _ := holdWhile(tok, alive, release, nil, nil, func(cause error) { told = cause })
+	l, _ := holdWhile("", tok, alive, release, nil, nil, func(cause error) { told = cause })
 	kill(distlock.ErrSessionExpired)
 	<-l.Done()
 	if !errors.Is(l.Err(), distlock.ErrLost) || !errors.Is(l.Err(), distlock.ErrSessionExpired) || !errors.Is(told, distlock.ErrSessionExpired) {
@@ -44,7 +44,7 @@ func TestHoldWhile(t *testing.T) {
 
 	// Ended by the engine's own release: not a loss.
 	alive, kill = context.WithCancelCause(context.Background())
-	l, _ = holdWhile(tok, alive, func(context.Context) error { kill(distlock.ErrReleased); return nil }, nil, nil, nil)
+	l, _ = holdWhile("", tok, alive, func(context.Context) error { kill(distlock.ErrReleased); return nil }, nil, nil, nil)
 	if err := l.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ type Engine struct {
 func New(d Driver) *Engine { return &Engine{d: d} }
 
 // newLease is distlock's unexported Lease constructor (see leasehook).
-var newLease = leasehook.NewLease.(func(distlock.Token, func(context.Context) error, func() time.Time) (*distlock.Lease, func(error)))
+var newLease = leasehook.NewBackendLease.(func(string, distlock.Token, func(context.Context) error, func() time.Time) (*distlock.Lease, func(error)))
 
 // Lost returns an error that matches both distlock.ErrLost and reason with
 // errors.Is, for reporting why a held lock was lost; Lost(nil) is ErrLost
@@ -138,7 +138,7 @@ func (e *Engine) follow(n *Node) {
 // fail, which wraps an error in the acquisition's LockError (as err is
 // already).
 func (e *Engine) start(ctx context.Context, name string, op distlock.Op) (_ context.Context, done func(), fail func(error) error, err error) {
-	fail = func(err error) error { return &distlock.LockError{Name: name, Op: op, Err: err} }
+	fail = func(err error) error { return e.fail(name, op, err) }
 	st := e.d.Shared()
 	if err := st.Err(); err != nil {
 		return ctx, func() {}, fail, fail(err)
@@ -231,7 +231,7 @@ func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 		endSpan(span, err)
 		return err
 	}
-	l, lose := holdWhile(t, n.alive, release, e.d.Shared().Deadline, end, func(cause error) {
+	l, lose := holdWhile(e.d.Shared().Backend().Name, t, n.alive, release, e.d.Shared().Deadline, end, func(cause error) {
 		e.d.Log().Info(e.d.Shared().pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
 	})
 	if e.d.Shared().Revocable() {
@@ -252,13 +252,13 @@ func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 	return l
 }
 
-// holdWhile returns a held Lease for token t that is lost when alive ends,
+// holdWhile returns a held Lease for token t of backend that is lost when alive ends,
 // unless alive ended with distlock.ErrReleased as its cause — what release
 // cancels it with before deleting the entry. ended, if not nil, is told
 // the cause of every end, release included (for metrics); lost, if not
 // nil, is told the cause of a loss first (for logging).
-func holdWhile(t distlock.Token, alive context.Context, release func(ctx context.Context) error, deadline func() time.Time, ended, lost func(cause error)) (*distlock.Lease, func(error)) {
-	l, lose := newLease(t, release, deadline)
+func holdWhile(backend string, t distlock.Token, alive context.Context, release func(ctx context.Context) error, deadline func() time.Time, ended, lost func(cause error)) (*distlock.Lease, func(error)) {
+	l, lose := newLease(backend, t, release, deadline)
 	context.AfterFunc(alive, func() {
 		cause := context.Cause(alive)
 		if ended != nil {

@@ -2,7 +2,6 @@ package qlock
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/distlock/distlock"
 )
@@ -20,13 +19,10 @@ type lock struct {
 }
 
 // newRecipe returns the recipe (what: "mutex", "rwmutex", "election")
-// made by wrap around lock name on d's session; pkg names the backend in
-// errors.
-func newRecipe[T any](pkg, what string, d Driver, name string, wrap func(lock) *T) (*T, error) {
-	if d == nil {
-		return nil, fmt.Errorf("%s: new %s %q: %w: *Session is nil", pkg, what, name, distlock.ErrNilClient)
-	}
-	if err := distlock.ValidateName(name); err != nil {
+// made by wrap around lock name on d's session. d must not be nil: the
+// backend packages refuse a nil session, naming themselves.
+func newRecipe[T any](what string, d Driver, name string, wrap func(lock) *T) (*T, error) {
+	if err := d.Shared().Backend().ValidateName(name); err != nil {
 		return nil, err
 	}
 	return wrap(lock{e: New(d), name: name, tel: d.Shared().tel.forLock(name, what)}), nil
@@ -71,10 +67,9 @@ type Mutex struct{ lock }
 
 var _ distlock.Locker = (*Mutex)(nil)
 
-// NewMutex returns the lock called name on d's session; pkg names the
-// backend in errors.
-func NewMutex(pkg string, d Driver, name string) (*Mutex, error) {
-	return newRecipe(pkg, "mutex", d, name, func(l lock) *Mutex { return &Mutex{l} })
+// NewMutex returns the lock called name on d's session.
+func NewMutex(d Driver, name string) (*Mutex, error) {
+	return newRecipe("mutex", d, name, func(l lock) *Mutex { return &Mutex{l} })
 }
 
 // Lock enqueues and waits until every earlier entry is gone. It fails,
@@ -104,10 +99,9 @@ var (
 	_ distlock.Locker = rlocker{}
 )
 
-// NewRWMutex returns the readers-writer lock called name on d's session;
-// pkg names the backend in errors.
-func NewRWMutex(pkg string, d Driver, name string) (*RWMutex, error) {
-	return newRecipe(pkg, "rwmutex", d, name, func(l lock) *RWMutex { return &RWMutex{l} })
+// NewRWMutex returns the readers-writer lock called name on d's session.
+func NewRWMutex(d Driver, name string) (*RWMutex, error) {
+	return newRecipe("rwmutex", d, name, func(l lock) *RWMutex { return &RWMutex{l} })
 }
 
 // RLock enqueues a reader and waits until no writer is ahead of it. It

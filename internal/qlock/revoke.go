@@ -24,6 +24,8 @@ const RevokeKeep = 100
 // holder's token (distlock.RevokeKey) under the lock's revocation
 // directory.
 type RevokeStore interface {
+	// Backend is the store's, for errors.
+	Backend() Backend
 	// Inspect reads lock name's queue (the backend's Inspect).
 	Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error)
 	// Create stores record data for token seq if there is none, and then
@@ -51,12 +53,12 @@ type RevokeStore interface {
 // already revoked is not asked again: its record is returned with Again
 // set and, with r.Force, forced once its first grace period or r's is
 // over, whichever ends first.
-func Revoke(ctx context.Context, st RevokeStore, pkg, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
+func Revoke(ctx context.Context, st RevokeStore, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
 	fail := func(err error) error {
-		return fmt.Errorf("%s: %w", pkg, &distlock.LockError{Name: name, Op: distlock.OpRevoke, Err: err})
+		return &distlock.LockError{Backend: st.Backend().Name, Name: name, Op: distlock.OpRevoke, Err: err}
 	}
-	if err := distlock.ValidateName(name); err != nil {
-		return nil, fmt.Errorf("%s: revoke: %w", pkg, err)
+	if err := st.Backend().ValidateName(name); err != nil {
+		return nil, err
 	}
 	if err := r.Validate(); err != nil {
 		return nil, fail(err)
@@ -199,12 +201,12 @@ func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlo
 // Revocations returns lock name's revocation records, in the order they
 // were requested. A pending or still-held record whose holder is gone is
 // reported as distlock.RevokeEnded.
-func Revocations(ctx context.Context, st RevokeStore, pkg, name string) ([]distlock.Revocation, error) {
+func Revocations(ctx context.Context, st RevokeStore, name string) ([]distlock.Revocation, error) {
 	fail := func(err error) error {
-		return fmt.Errorf("%s: %w", pkg, &distlock.LockError{Name: name, Op: distlock.OpRevoke, Err: err})
+		return &distlock.LockError{Backend: st.Backend().Name, Name: name, Op: distlock.OpRevoke, Err: err}
 	}
-	if err := distlock.ValidateName(name); err != nil {
-		return nil, fmt.Errorf("%s: revocations: %w", pkg, err)
+	if err := st.Backend().ValidateName(name); err != nil {
+		return nil, err
 	}
 	raw, err := st.List(ctx, name)
 	if err != nil {

@@ -149,14 +149,14 @@ type Semaphore struct {
 }
 
 // NewSemaphore returns the semaphore called name, of n permits, on d's
-// session; pkg names the backend in errors. Every user of one semaphore
+// session. Every user of one semaphore
 // must give the same n: one that finds entries made with another count
 // gets an error wrapping distlock.ErrPermitsMismatch.
-func NewSemaphore(pkg string, d Driver, name string, n int) (*Semaphore, error) {
-	if err := distlock.ValidatePermits(name, n); err != nil {
+func NewSemaphore(d Driver, name string, n int) (*Semaphore, error) {
+	if err := d.Shared().Backend().named(distlock.ValidatePermits(name, n)); err != nil {
 		return nil, err
 	}
-	return newRecipe(pkg, "semaphore", d, name, func(l lock) *Semaphore { return &Semaphore{lock: l, n: n} })
+	return newRecipe("semaphore", d, name, func(l lock) *Semaphore { return &Semaphore{lock: l, n: n} })
 }
 
 // Permits returns the semaphore's permit count, N.

@@ -9,15 +9,40 @@ import (
 	"github.com/distlock/distlock"
 )
 
+// Backend says which store a session is on: fixed when the session is
+// made, by its driver's session constructor (NewState), and read from
+// the session's State wherever the engine names the backend.
+type Backend struct {
+	// Name is the store, as errors (distlock.LockError.Backend), metrics
+	// and spans name it: "etcd", "zookeeper".
+	Name string
+	// Pkg is the package users call, as logs name it: "etcdlock", "zklock".
+	Pkg string
+}
+
+// ValidateName is distlock.ValidateName for a lock on b: its error
+// names b.
+func (b Backend) ValidateName(name string) error { return b.named(distlock.ValidateName(name)) }
+
+// named sets b as the backend of err if it is a *distlock.LockError just
+// made (by distlock.ValidateName, ValidatePermits) and naming none.
+func (b Backend) named(err error) error {
+	if le, ok := err.(*distlock.LockError); ok && le.Backend == "" {
+		le.Backend = b.Name
+	}
+	return err
+}
+
 // State is what every session has, whatever its store: an end with a
 // cause, a client-side deadline before which the store cannot have ended
 // it, and background work that Close waits for. The store drivers keep
 // their sessions on it; users see it through Session.
 type State struct {
-	pkg    string // the backend's package name, for logs
-	log    *slog.Logger
-	tel    *telemetry
-	holder string // the value of the session's lock entries
+	backend Backend
+	pkg     string // backend.Pkg, for logs
+	log     *slog.Logger
+	tel     *telemetry
+	holder  string // the value of the session's lock entries
 	// ctx is cancelled, with the reason as cause, when the session ends.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -102,15 +127,11 @@ func (s *State) Revocable() bool {
 	return s.revocable
 }
 
-// NewState returns the state of a session of backend pkg ("etcdlock",
-// "zklock") that lives until deadline unless extended, and reports its
-// metrics and spans as obs says. Drivers embed it.
-func NewState(pkg string, log *slog.Logger, holder string, deadline time.Time, obs Observe) *State {
-	backend := map[string]string{"etcdlock": "etcd", "zklock": "zookeeper"}[pkg]
-	if backend == "" {
-		backend = pkg
-	}
-	s := &State{pkg: pkg, log: log, holder: holder, deadline: deadline, tel: newTelemetry(backend, obs), clk: currentClock()}
+// NewState returns the state of a session on backend b that lives until
+// deadline unless extended, and reports its metrics and spans as obs
+// says. Drivers embed it.
+func NewState(b Backend, log *slog.Logger, holder string, deadline time.Time, obs Observe) *State {
+	s := &State{backend: b, pkg: b.Pkg, log: log, holder: holder, deadline: deadline, tel: newTelemetry(b.Name, obs), clk: currentClock()}
 	// The driver's first deadline counts from a send before this call;
 	// a suspend between the two is not seen (the first keepalive, sent
 	// later, tells the truth).
@@ -129,6 +150,9 @@ func NewState(pkg string, log *slog.Logger, holder string, deadline time.Time, o
 // Shared returns s: a driver's session that embeds it has the Driver's
 // Shared method.
 func (s *State) Shared() *State { return s }
+
+// Backend returns the store the session is on.
+func (s *State) Backend() Backend { return s.backend }
 
 // Log returns the session's logger.
 func (s *State) Log() *slog.Logger { return s.log }

@@ -81,6 +81,9 @@ type RevokeStore struct {
 
 var _ qlock.RevokeStore = RevokeStore{}
 
+// Backend is etcd (qlock.RevokeStore).
+func (RevokeStore) Backend() qlock.Backend { return Backend }
+
 // Inspect reads lock name's queue: its lock entries and a semaphore's
 // permits, not an election's candidates or a semaphore's line.
 func (r RevokeStore) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {

@@ -36,6 +36,11 @@ type Config struct {
 	Revocable bool
 }
 
+// Backend is etcd, as errors, metrics and spans (etcd) and logs
+// (etcdlock) name it: the Backend of every session NewSession makes, and
+// of RevokeStore.
+var Backend = qlock.Backend{Name: "etcd", Pkg: "etcdlock"}
+
 // Session is one etcd lease kept alive in the background, and the
 // engine's driver on it; etcdlock.Session documents what users see.
 type Session struct {
@@ -86,7 +91,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, c Config) (*Sessio
 		prefix: c.Prefix,
 	}
 	log := c.Logger.With("session", strconv.FormatInt(int64(resp.ID), 16)) // the lease is the session: the same key as zklock's
-	s.State = qlock.NewState("etcdlock", log, c.Holder, sent.Add(s.ttl-s.margin), c.Observe)
+	s.State = qlock.NewState(Backend, log, c.Holder, sent.Add(s.ttl-s.margin), c.Observe)
 	s.SetRevocable(c.Revocable)
 	s.Log().Debug("etcdlock: session started", "ttl", ttl)
 	s.Finally(s.keepalive)

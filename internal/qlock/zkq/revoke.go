@@ -145,6 +145,9 @@ type RevokeStore struct {
 
 var _ qlock.RevokeStore = RevokeStore{}
 
+// Backend is ZooKeeper (qlock.RevokeStore).
+func (RevokeStore) Backend() qlock.Backend { return Backend }
+
 func (r RevokeStore) acl() []zk.ACL {
 	if r.ACL == nil {
 		return zk.WorldACL(zk.PermAll)

@@ -31,6 +31,11 @@ const (
 	MinTTL = 300 * time.Millisecond
 )
 
+// Backend is ZooKeeper, as errors, metrics and spans (zookeeper) and
+// logs (zklock) name it: the Backend of every session NewSession makes,
+// and of RevokeStore.
+var Backend = qlock.Backend{Name: "zookeeper", Pkg: "zklock"}
+
 // Session follows one ZooKeeper session of a *zk.Conn, and is the
 // engine's driver on it; zklock.Session documents what users see.
 type Session struct {
@@ -122,7 +127,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 		return nil, fmt.Errorf("zklock: new session: %w: the connection changed sessions", distlock.ErrSessionExpired)
 	}
 	log := c.Logger.With("session", fmt.Sprintf("%#x", id))
-	s.State = qlock.NewState("zklock", log, c.Holder, sent.Add(s.timeout-s.margin), c.Observe)
+	s.State = qlock.NewState(Backend, log, c.Holder, sent.Add(s.timeout-s.margin), c.Observe)
 	s.SetRevocable(c.Revocable)
 	s.Log().Debug("zklock: session started", "timeout", s.timeout, "tick", s.tick, "tick from", tickFrom, "margin", s.margin)
 	p, answered := join(s)
