@@ -172,11 +172,19 @@ func code(err error, stderr io.Writer) int {
 	case errors.As(err, &s):
 		return int(s)
 	case errors.As(err, &e):
-		fmt.Fprintf(stderr, "distlock: %s\n", oneLine(e.err.Error()))
+		fmt.Fprintf(stderr, "distlock: %s\n", message(e.err))
 		return e.code
 	}
-	fmt.Fprintf(stderr, "distlock: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(stderr, "distlock: %s\n", message(err))
 	return exitFailure
+}
+
+// message is err's text on one line, for after the command's own
+// "distlock: ": the library's errors start with "distlock: " too
+// (distlock.LockError), and a wrapped one would stack it.
+func message(err error) string {
+	s := strings.TrimPrefix(oneLine(err.Error()), "distlock: ")
+	return strings.ReplaceAll(s, ": distlock: ", ": ")
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
