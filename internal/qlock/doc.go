@@ -1,14 +1,34 @@
-// Package qlock is distlock's queue-lock engine: the recipes (Mutex,
-// RWMutex, Election) and the life cycle of every acquisition, written once
-// for every store. A store is reached only through the Driver interface;
-// its drivers live below this package (etcdq for etcd, zkq for ZooKeeper),
-// and the public packages etcdlock and zklock construct a driver's session
-// and hand it to the recipes here.
+// Package qlock is distlock's queue-lock engine, written once for every
+// store: the life cycle of an entry, the rules of who waits for whom, and
+// the recipes built on them. A store is reached only through the Driver
+// interface; its drivers live below this package (etcdq for etcd, zkq for
+// ZooKeeper), and the public packages etcdlock and zklock construct a
+// driver's session and hand it to the recipes here.
 //
-// lifecycle.go is the place to read one handoff from start to end. The
-// queue's rules are in kind.go (who conflicts with whom, and how many
-// conflicting entries may be ahead of a holder) and queue.go (a waiter's
-// snapshot of the entries ahead, which only shrinks). session.go holds the
-// state every session has (its end, its client-side deadline, its
-// background work) and the part of a session users see.
+// The life cycle (lifecycle.go, the place to read one acquisition from
+// start to end): an acquisition enqueues one entry, whose position in the
+// queue the store sets and only ever grows; it follows that entry (a
+// delete by anyone else, or the session's end, fails the wait or loses
+// the hold); it waits on one entry at a time, in a view of the entries
+// ahead that only shrinks (queue.go); a last look (Confirm) comes before
+// it is reported held; the held entry is a distlock.Lease that ends with
+// it; the release deletes the entry only while it is still this
+// acquisition's; and every failure removes the entry it made.
+//
+// The rules (kind.go): an entry's Kind says whom it waits for. An
+// exclusive entry (a Mutex's, an RWMutex writer's) waits for every lock
+// entry ahead of it, a shared one (an RWMutex reader's) for exclusive
+// ones only; candidates (an Election's) and counted entries (a
+// Semaphore's line) are queues of their own, each entry waiting for every
+// one of its kind ahead. An entry holds when no entry ahead of it
+// conflicts with it; until then it waits on the nearest one that does.
+//
+// The recipes: Mutex and RWMutex (recipes.go), Election (election.go),
+// and Semaphore (semaphore.go): N permits kept as numbered slots beside a
+// FIFO line whose head alone claims a free slot. A recipe adds its own
+// part to a held entry through hooks; every acquisition is traced and
+// measured in one place (lock.takeWith, telemetry.go). The rest is what
+// every session has (session.go: its end, its client-side deadline, kept
+// suspend-safe by clock.go, its background work, and the part users see),
+// revoking holders (revoke.go) and cleanups retried until done (retry.go).
 package qlock

@@ -10,7 +10,7 @@ import (
 // Request says what an acquisition adds to a lock's queue.
 type Request struct {
 	// Op names the operation in errors: distlock.OpLock, OpTryLock,
-	// OpCampaign.
+	// OpCampaign, OpAcquire, OpTryAcquire.
 	Op distlock.Op
 	// Kind is the entry's kind.
 	Kind Kind
@@ -25,10 +25,6 @@ type Request struct {
 	Value []byte
 }
 
-// Keep is how many of the newest conflicting entries ahead a waiter's view
-// keeps (see Queue): all a driver's enqueue needs to read.
-func (r Request) Keep() int { return 2 }
-
 // Node is one entry a store driver made for an acquisition, as the engine
 // follows it from enqueue to release.
 type Node struct {
@@ -41,9 +37,10 @@ type Node struct {
 	Token int64
 	// Slot is a semaphore permit's slot (0 to N-1); 0 for other entries.
 	Slot int
-	// Waited says the entry had a conflicting entry ahead when it
-	// enqueued: its holding rests on their deletes, not on the enqueue's
-	// own answer.
+	// Waited says the entry did not hold at once: a conflicting entry
+	// was (or may have been) ahead when it enqueued, or, for a permit's
+	// slot, it was claimed from the line. Its holding rests on deletes it
+	// waited for, not on the enqueue's own answer.
 	Waited bool
 	// Store is the driver's own state of the entry (a znode version, a
 	// pending watch); the engine does not look at it.
@@ -86,11 +83,12 @@ type Driver interface {
 	Dir(name string) string
 
 	// Enqueue creates r's entry in lock name's queue, and returns it with
-	// the entries of that queue (its own kind's queue: lock entries, or
-	// candidates) that were there when it was created, itself among them
-	// or not: all of them, or (more set) at least the r.Keep() newest that
-	// conflict with it, older ones being left out. A driver whose store can compare and create at once refuses
-	// a Try request that would wait with an error wrapping
+	// the entries of that queue (its own kind's queue: lock entries,
+	// candidates, or a semaphore's line) that were there when it was
+	// created, itself among them or not: all of them, or (more set) at
+	// least the ViewKeep newest that conflict with it, older ones being
+	// left out. A driver whose store can compare and create at once
+	// refuses a Try request that would wait with an error wrapping
 	// distlock.ErrLocked and writes nothing. On failure nothing is left
 	// behind: the driver removes what it may have written, now or in the
 	// background.
@@ -100,15 +98,15 @@ type Driver interface {
 	// returns at once: following must cost a waiter no goroutine of its
 	// own where the store allows it.
 	Follow(n *Node, gone func(cause error))
-	// WaitGone returns nil once entry p, ahead of n, is gone. When q is not
-	// nil the driver may learn on the way which entries older than p are
-	// gone too, and record it in q (Gone, Observed); q is nil when the
-	// engine waits on several entries at once.
+	// WaitGone returns nil once entry p, ahead of n, is gone. The driver
+	// may learn on the way which entries older than p are gone too, and
+	// record it in q (Gone, Observed): a store whose holders mark their
+	// release (ZooKeeper) tells that nothing older is left.
 	WaitGone(ctx context.Context, n *Node, q *Queue, p Entry) error
 	// Survivors refreshes q's entries older than below from the store (see
-	// Queue.Observed), after the entry at below went while older ones were
-	// still in the snapshot. An error leaves q as it was, which only means
-	// more waiting.
+	// Queue.Observed): after the entry at below went while older ones were
+	// still in the view, or when the view must read (Queue.MustRead). An
+	// error leaves q as it was, which only means more waiting.
 	Survivors(ctx context.Context, n *Node, q *Queue, below int64)
 	// Confirm is the last look before n is reported held: whatever the
 	// store's watches may not have delivered yet.

@@ -35,7 +35,8 @@ func (k Kind) View() distlock.Kind {
 
 // Mark is the letter that names an entry of kind k in its store (etcd key,
 // znode name): both stores use the same ones, so that a reader of either
-// knows an entry's kind at a glance. Counted entries have one reserved.
+// knows an entry's kind at a glance. A semaphore's line entries are
+// Counted; its slots are named apart (see the drivers).
 func (k Kind) Mark() byte {
 	return "wrec"[k]
 }
@@ -52,9 +53,9 @@ func (k Kind) String() string {
 	return "exclusive"
 }
 
-// Conflicts reports whether an entry of kind me must count an older entry
-// of kind ahead against its limit: only two shared lock entries may hold
-// together; candidates and counted entries count only their own kind.
+// Conflicts reports whether an entry of kind me must wait for an older
+// entry of kind ahead: only two shared lock entries may hold together;
+// candidates and counted entries wait only for their own kind.
 func Conflicts(me, ahead Kind) bool {
 	switch me {
 	case Exclusive:
@@ -74,21 +75,13 @@ type Rule struct {
 // RuleOf returns the rule of an entry of kind k.
 func RuleOf(k Kind) Rule { return Rule{Kind: k} }
 
-// Waits returns what an entry with rule r waits for, given the entries
-// still ahead of it, oldest first: nothing when none of them conflicts
-// with it (it holds); otherwise the nearest conflicting one (for an
-// exclusive waiter, the immediate predecessor; for a shared one, the
-// nearest exclusive entry ahead). Waiting on that entry alone, never on
-// the whole queue, is what spares the herd.
-func (r Rule) Waits(ahead []Entry) []Entry {
-	if e, ok := r.nearest(ahead); ok {
-		return []Entry{e}
-	}
-	return nil
-}
-
-// nearest returns the nearest entry ahead that conflicts with r's kind.
-func (r Rule) nearest(ahead []Entry) (Entry, bool) {
+// Waits returns the one entry an entry with rule r waits on, given the
+// entries still ahead of it, oldest first: the nearest one that conflicts
+// with it (for an exclusive waiter, the immediate predecessor; for a
+// shared one, the nearest exclusive entry ahead). ok is false when none
+// conflicts: it holds. Waiting on that entry alone, never on the whole
+// queue, is what spares the herd.
+func (r Rule) Waits(ahead []Entry) (e Entry, ok bool) {
 	for i := len(ahead) - 1; i >= 0; i-- {
 		if Conflicts(r.Kind, ahead[i].Kind) {
 			return ahead[i], true
@@ -98,8 +91,8 @@ func (r Rule) nearest(ahead []Entry) (Entry, bool) {
 }
 
 // Holding reports, for a lock's entries in queue order (oldest first),
-// which of them hold the lock: each entry holds when fewer than one entry
-// ahead conflicts with it. The result has one element per entry.
+// which of them hold the lock: each entry holds when no entry ahead
+// conflicts with it. The result has one element per entry.
 func Holding(kinds []Kind) []bool {
 	out := make([]bool, len(kinds))
 	for i, k := range kinds {

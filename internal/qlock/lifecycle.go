@@ -28,16 +28,20 @@ import (
 //     the entries older than its own that it conflicts with, the newest
 //     few only (Queue). It can only shrink: nothing ever joins ahead; when
 //     the few it knows are gone and older ones may be left, one read says
-//     which. The waiter waits on one entry at a time, the
-//     nearest one it conflicts with (Rule.Waits); when that one goes, the
-//     driver may already know that nothing older is left (etcd follows
-//     the next older entry too; on ZooKeeper a holder's release marks
-//     itself with a data change), otherwise one read refreshes the view
-//     (Survivors). A handoff is therefore one write (the release) and one
-//     event (the waiter's watch), whatever the queue's length.
-//  4. Confirm is the last look before "acquired".
+//     which. The waiter waits on one entry at a time, the nearest one it
+//     conflicts with (Rule.Waits), and watches that entry alone (WaitGone).
+//     When it goes, the driver may already know that nothing older is
+//     left (on ZooKeeper a holder's release marks itself with a data
+//     change); otherwise, if older entries may be left, one read
+//     refreshes the view (Survivors). A handoff's cost therefore does not
+//     grow with the queue: one write (the release), one event (the
+//     waiter's watch) and at most one read of the survivors.
+//  4. Confirm is the last look before "acquired": whatever the store's
+//     watches may not have delivered yet (on etcd, for an entry that
+//     waited, one read that it outlived its last predecessor).
 //  5. hold turns the entry into a distlock.Lease whose Done closes when the
-//     entry is lost (step 2's signal) or released.
+//     entry is lost (step 2's signal) or released; the recipe adds its
+//     own part through hooks (a semaphore's permit: semaphore.go).
 //  6. release (Lease.Unlock) deletes the entry only if it is still this
 //     acquisition's, and reports a loss that came first.
 //  7. On every failure after step 1, abandon deletes the entry before the
@@ -72,53 +76,55 @@ func Lost(reason error) error {
 }
 
 // acquire enqueues r in lock name's queue and waits until its entry holds
-// (steps 1 to 4). On failure nothing is left behind.
-func (e *Engine) acquire(ctx context.Context, name string, r Request, a *acquisition) (*Node, error) {
+// (steps 1 to 4). On failure nothing is left behind. qs says what it saw
+// of the queue, on failure too.
+func (e *Engine) acquire(ctx context.Context, name string, r Request) (_ *Node, qs queueStats, _ error) {
 	ctx, done, fail, err := e.start(ctx, name, r.Op)
 	defer done()
 	if err != nil {
-		return nil, err
+		return nil, qs, err
 	}
 
 	n, all, more, err := e.d.Enqueue(ctx, name, r)
 	if err != nil {
-		return nil, fail(err)
+		return nil, qs, fail(err)
 	}
 	n.Name = name
 	e.follow(n)
 
 	q := NewQueue(n.Entry, all, more)
-	a.enqueued(len(q.Ahead()), more)
-	w := q.Waits()
+	qs = queueStats{enqueued: true, ahead: len(q.ahead), partial: more}
+	w, waits := q.Next()
 	// A view that must read first waits too: a partial read (one that an
 	// enqueue retry made, with entries newer than this one among the
 	// newest) may know nothing ahead of this entry although older ones
 	// exist.
 	_, must := q.MustRead()
-	n.Waited = len(w) > 0 || must
+	n.Waited = waits || must
 	if r.Try && n.Waited {
 		// A store that cannot compare and create at once (ZooKeeper) finds
 		// out only now that an entry made meanwhile is ahead.
 		err := fmt.Errorf("%w (entries ahead)", distlock.ErrLocked)
-		if len(w) > 0 {
-			err = fmt.Errorf("%w (entry %s)", distlock.ErrLocked, w[0].Key)
+		if waits {
+			err = fmt.Errorf("%w (entry %s)", distlock.ErrLocked, w.Key)
 		}
 		e.abandon(n, err)
-		return nil, fail(err)
+		return nil, qs, fail(err)
 	}
 	if n.Waited {
-		e.d.Log().Debug(e.d.Shared().pkg+": enqueued", "lock", name, "key", n.Key, "ahead", len(q.Ahead()))
-		if err := e.wait(ctx, n, q, a); err != nil {
+		e.d.Log().Debug(e.d.Shared().pkg+": enqueued", "lock", name, "key", n.Key, "ahead", qs.ahead)
+		qs.waitedOn, err = e.wait(ctx, n, q)
+		if err != nil {
 			e.abandon(n, err)
-			return nil, fail(err)
+			return nil, qs, fail(err)
 		}
 	}
 	if err := e.d.Confirm(ctx, n); err != nil {
 		e.abandon(n, err)
-		return nil, fail(err)
+		return nil, qs, fail(err)
 	}
 	e.d.Log().Debug(e.d.Shared().pkg+": acquired", "lock", name, "key", n.Key, "token", n.Token)
-	return n, nil
+	return n, qs, nil
 }
 
 // follow starts n's life under the session and has the driver follow
@@ -152,13 +158,14 @@ func (e *Engine) start(ctx context.Context, name string, op distlock.Op) (_ cont
 }
 
 // wait blocks until q says its owner holds the lock, waiting on one entry
-// at a time (step 3). When n's entry ends (deleted, session over) the
-// wait fails with that cause, which also wins over "acquired": the watch
-// on n's own entry may run behind the one on the entry it waits for, which
-// is why Confirm (step 4) asks the store whether n's entry outlived its
-// last predecessor before n is reported held. (A foreign delete of n's
-// entry after that is reported through the Lease's Done.)
-func (e *Engine) wait(ctx context.Context, n *Node, q *Queue, a *acquisition) error {
+// at a time (step 3), and returns how many it waited on. When n's entry
+// ends (deleted, session over) the wait fails with that cause, which also
+// wins over "acquired": the watch on n's own entry may run behind the one
+// on the entry it waits for, which is why Confirm (step 4) asks the store
+// whether n's entry outlived its last predecessor before n is reported
+// held. (A foreign delete of n's entry after that is reported through the
+// Lease's Done.)
+func (e *Engine) wait(ctx context.Context, n *Node, q *Queue) (waitedOn int, err error) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(n.alive, func() { cancel(context.Cause(n.alive)) })
@@ -171,24 +178,23 @@ func (e *Engine) wait(ctx context.Context, n *Node, q *Queue, a *acquisition) er
 			if _, still := q.MustRead(); still {
 				if err := ctxwait.Sleep(wctx, RetryDelay); err != nil {
 					if n.alive.Err() != nil {
-						return context.Cause(n.alive)
+						return waitedOn, context.Cause(n.alive)
 					}
-					return err
+					return waitedOn, err
 				}
 			}
 			continue
 		}
-		w := q.Waits()
-		if len(w) == 0 {
+		gone, ok := q.Next()
+		if !ok {
 			break
 		}
-		a.waitedOn++
-		gone := w[0]
+		waitedOn++
 		if err := e.d.WaitGone(wctx, n, q, gone); err != nil {
 			if n.alive.Err() != nil {
-				return context.Cause(n.alive)
+				return waitedOn, context.Cause(n.alive)
 			}
-			return err
+			return waitedOn, err
 		}
 		q.Gone(gone.Key)
 		if _, more := q.Next(); more {
@@ -198,14 +204,25 @@ func (e *Engine) wait(ctx context.Context, n *Node, q *Queue, a *acquisition) er
 		}
 	}
 	if n.alive.Err() != nil {
-		return context.Cause(n.alive)
+		return waitedOn, context.Cause(n.alive)
 	}
-	return nil
+	return waitedOn, nil
+}
+
+// hooks are what a recipe adds to the life of its held entries (step 5);
+// the zero value adds nothing. The semaphore's are in semaphore.go.
+type hooks struct {
+	// revokeAs is the lock name under which revocations of a held entry
+	// are recorded, when it is not the entry's own Name.
+	revokeAs string
+	// released, if not nil, runs after the entry's release (Unlock),
+	// whatever its outcome.
+	released func(n *Node)
 }
 
 // hold turns an acquired entry into a Lease that is lost when the entry is
-// (step 5); lt measures and traces the hold.
-func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
+// (step 5); lt measures and traces the hold, h adds the recipe's part.
+func (e *Engine) hold(n *Node, lt *lockTel, h hooks) *distlock.Lease {
 	t := distlock.Token{Name: n.Name, Seq: n.Token, Owner: e.d.Owner()}
 	start := time.Now()
 	// The hold's end is measured once: by Unlock before it deletes the
@@ -223,10 +240,8 @@ func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 		}
 		end(cause)
 		err := e.release(ctx, n)
-		if n.Kind == Counted {
-			// A permit's slot: the session may claim it again (see
-			// State.ReserveSlot).
-			e.d.Shared().FreeSlot(n.Key)
+		if h.released != nil {
+			h.released(n)
 		}
 		endSpan(span, err)
 		return err
@@ -236,8 +251,8 @@ func (e *Engine) hold(n *Node, lt *lockTel) *distlock.Lease {
 	})
 	if e.d.Shared().Revocable() {
 		lock := n.Name
-		if name, _, ok := distlock.ParseSlotName(n.Name); ok && n.Kind == Counted {
-			lock = name // a permit's: revoked as the semaphore's holder
+		if h.revokeAs != "" {
+			lock = h.revokeAs
 		}
 		e.d.FollowRevoke(n, lock, func(data []byte) {
 			r, err := distlock.ParseRevocation(data)

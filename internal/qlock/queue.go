@@ -44,15 +44,16 @@ func Ahead(me Entry, all []Entry) []Entry {
 // with: the snapshot taken at enqueue, shrunk as the store driver sees
 // entries go. It is not safe for concurrent use.
 //
-// The view is bounded: it keeps only the keep() newest conflicting
-// entries ahead (two for a mutex: the one waited on and the one the
-// driver follows beside it), so that a waiter costs the same memory
-// whether ten or ten thousand entries are ahead of it. Whether older ones
-// exist is then unknown (truncated), and the first time the known ones
-// are all gone without a read having shown that nothing older is left,
-// the waiter reads the store (MustRead, Observed). In a FIFO queue that
-// read is the one a waiter makes anyway when the entry two ahead of it
-// goes, long before its turn.
+// The view is bounded: it keeps only the ViewKeep newest conflicting
+// entries ahead, so that a waiter costs the same memory whether ten or ten
+// thousand entries are ahead of it. Whether older ones exist is then
+// unknown (truncated), and the first time the known ones are all gone
+// without a read having shown that nothing older is left, the waiter reads
+// the store (MustRead, Observed). That costs a FIFO queue no extra read:
+// the known ones run out when the entry waited on goes, and a waiter with
+// older entries in its view reads then anyway, since a delete does not
+// say whether they are gone too (a release mark may: see the drivers'
+// WaitGone).
 type Queue struct {
 	me    Entry
 	rule  Rule
@@ -63,8 +64,14 @@ type Queue struct {
 	floor     int64
 }
 
-// keep is how many conflicting entries ahead a view knows at most.
-func (q *Queue) keep() int { return Request{Kind: q.me.Kind}.Keep() }
+// ViewKeep is how many of the newest conflicting entries ahead a waiter's
+// view keeps (see Queue), and so all a driver's enqueue needs to read. Two,
+// not one: the entry waited on and the next older one, so that when the
+// first goes without a release (it gave up waiting, its session ended)
+// the waiter knows which entry to check next, with one small request
+// (ZooKeeper: an Exists, where it would otherwise list the queue; etcd
+// reads the nearest survivor with one request either way).
+const ViewKeep = 2
 
 // NewQueue returns me's view of a lock's queue, given the entries the
 // enqueue saw (me included or not). more says the enqueue read only the
@@ -77,8 +84,8 @@ func NewQueue(me Entry, all []Entry, more bool) *Queue {
 		}
 	}
 	q.truncated = more
-	if k := q.keep(); len(q.ahead) > k {
-		q.ahead, q.truncated = slices.Clone(q.ahead[len(q.ahead)-k:]), true
+	if len(q.ahead) > ViewKeep {
+		q.ahead, q.truncated = slices.Clone(q.ahead[len(q.ahead)-ViewKeep:]), true
 	}
 	if q.truncated {
 		q.floor = q.me.Seq
@@ -89,10 +96,10 @@ func NewQueue(me Entry, all []Entry, more bool) *Queue {
 	return q
 }
 
-// MustRead reports that the view cannot tell whether its owner holds:
-// too few known conflicting entries are left for its limit while older
-// ones may exist. The waiter must read the store (the driver's
-// Survivors, below the returned position) before it goes on.
+// MustRead reports that the view cannot tell whether its owner holds: no
+// known conflicting entry is left while older ones may exist. The waiter
+// must read the store (the driver's Survivors, below the returned
+// position) before it goes on.
 func (q *Queue) MustRead() (below int64, must bool) {
 	if q.truncated && len(q.ahead) == 0 {
 		return q.floor, true
@@ -103,13 +110,9 @@ func (q *Queue) MustRead() (below int64, must bool) {
 // Me returns the waiter's own entry.
 func (q *Queue) Me() Entry { return q.me }
 
-// Waits returns what q's owner waits for now (see Rule.Waits); nothing
-// when it holds the lock, or when it must read first (see MustRead).
-func (q *Queue) Waits() []Entry { return q.rule.Waits(q.ahead) }
-
-// Next returns the entry to wait on next; ok is false when q's owner
-// holds the lock.
-func (q *Queue) Next() (Entry, bool) { return q.rule.nearest(q.ahead) }
+// Next returns the entry q's owner waits on now (see Rule.Waits); ok is
+// false when it holds the lock, or when it must read first (see MustRead).
+func (q *Queue) Next() (Entry, bool) { return q.rule.Waits(q.ahead) }
 
 // Gone removes the entry with key from the snapshot, after the driver saw
 // it deleted. Removing an unknown key does nothing.
@@ -165,21 +168,4 @@ func (q *Queue) Observed(below int64, nearest Entry, found bool) {
 		// Still one the view knows: nothing between the floor and it has
 		// been shown absent, so the older unknowns stay unknown.
 	}
-}
-
-// After returns the entry q's owner will wait on once e is gone, if nothing
-// else goes first: the nearest conflicting entry older than e. A waiter
-// watching e can follow that one too, so that when e goes it already knows
-// whether anything older is left.
-func (q *Queue) After(e Entry) (Entry, bool) {
-	i, _ := slices.BinarySearchFunc(q.ahead, e.Seq, func(a Entry, seq int64) int {
-		switch {
-		case a.Seq < seq:
-			return -1
-		case a.Seq > seq:
-			return 1
-		}
-		return 0
-	})
-	return q.rule.nearest(q.ahead[:i])
 }

@@ -30,16 +30,9 @@ func queueOf(kinds ...qlock.Kind) []qlock.Entry {
 	return out
 }
 
-// waitOn is the single entry a waiter with a limit of 1 waits on.
+// waitOn is the entry a waiter of kind me waits on.
 func waitOn(me qlock.Kind, ahead []qlock.Entry) (qlock.Entry, bool) {
-	w := qlock.RuleOf(me).Waits(ahead)
-	if len(w) == 0 {
-		return qlock.Entry{}, false
-	}
-	if len(w) != 1 {
-		panic("a limit of 1 waits on one entry")
-	}
-	return w[0], true
+	return qlock.RuleOf(me).Waits(ahead)
 }
 
 func TestKind(t *testing.T) {
@@ -326,7 +319,7 @@ func (s *queueSim) enqueue() {
 				c = append(c, e)
 			}
 		}
-		keep := qlock.Request{Kind: me.Kind, Limit: 1}.Keep()
+		keep := qlock.ViewKeep
 		if len(c) > keep {
 			c, more = c[len(c)-keep:], true
 		}
@@ -537,39 +530,15 @@ func TestQueueProperties(t *testing.T) {
 	}
 }
 
-func TestQueueAfter(t *testing.T) {
-	// Ahead of a writer at 10: w1 r3 r5 w7 r9.
-	all := []qlock.Entry{ent(1, X), ent(3, S), ent(5, S), ent(7, X), ent(9, S)}
-	w := qlock.NewQueue(ent(10, X), all, false)
-	r := qlock.NewQueue(ent(10, S), all, false)
-	for _, c := range []struct {
-		q     *qlock.Queue
-		after int64
-		want  int64 // 0: nothing
-	}{
-		{w, 9, 7}, {w, 7, 0}, // the writer's view keeps 7 and 9 only
-		{r, 7, 1}, {r, 5, 1}, {r, 1, 0},
-	} {
-		e, ok := c.q.After(ent(c.after, X))
-		got := int64(0)
-		if ok {
-			got = e.Seq
-		}
-		if got != c.want {
-			t.Errorf("%v waiter: After(%d) = %d, want %d", c.q.Me().Kind, c.after, got, c.want)
-		}
-	}
-}
-
 // TestCounted checks the line's rule: a counted entry waits for the
 // nearest counted entry ahead, like a Mutex's waiter, and lock entries do
 // not count.
 func TestCounted(t *testing.T) {
 	q := queueOf
-	if w := qlock.RuleOf(N).Waits(q(X, S, N, X)); len(w) != 1 || w[0].Seq != 3 {
-		t.Fatalf("Waits = %v, want the counted entry 3", w)
+	if w, ok := qlock.RuleOf(N).Waits(q(X, S, N, X)); !ok || w.Seq != 3 {
+		t.Fatalf("Waits = %v, %v; want the counted entry 3", w, ok)
 	}
-	if w := qlock.RuleOf(N).Waits(q(X, S)); len(w) != 0 {
+	if w, ok := qlock.RuleOf(N).Waits(q(X, S)); ok {
 		t.Fatalf("Waits = %v among lock entries only, want none", w)
 	}
 }

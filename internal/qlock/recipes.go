@@ -46,16 +46,26 @@ func (l *lock) acquire(ctx context.Context, k Kind, try bool) (*distlock.Lease, 
 }
 
 // take enqueues r, waits until its entry holds and returns the entry and
-// its Lease: the one path of Lock, TryLock, RLock and Campaign, traced and
-// measured here.
+// its Lease: Lock, TryLock, RLock and Campaign.
 func (l *lock) take(ctx context.Context, r Request) (*Node, *distlock.Lease, error) {
+	return l.takeWith(ctx, r, hooks{}, func(ctx context.Context) (*Node, queueStats, error) {
+		return l.e.acquire(ctx, l.name, r)
+	})
+}
+
+// takeWith is the one path of every acquisition (take's, a semaphore's
+// Acquire), traced and measured here from its start to its end: acquire
+// makes the entry and waits until it holds, saying what it saw of the
+// queue, and the held entry becomes a Lease with the recipe's hooks h.
+func (l *lock) takeWith(ctx context.Context, r Request, h hooks, acquire func(ctx context.Context) (*Node, queueStats, error)) (*Node, *distlock.Lease, error) {
 	tctx, a := l.tel.begin(ctx, r.Op, r.Kind)
-	n, err := l.e.acquire(tctx, l.name, r, a)
+	n, qs, err := acquire(tctx)
+	a.saw(qs)
 	a.end(n, ctx.Err() != nil, err)
 	if err != nil {
 		return nil, nil, err
 	}
-	return n, l.e.hold(n, l.tel), nil
+	return n, l.e.hold(n, l.tel, h), nil
 }
 
 // Mutex is a fair FIFO lock: waiters acquire in the order they enqueued,

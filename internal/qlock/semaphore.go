@@ -46,15 +46,15 @@ var newPermit = leasehook.NewPermit.(func(*distlock.Lease, int) *distlock.Permit
 
 // acquirePermit claims a slot of semaphore name for r, waiting in the
 // line when none is free or others wait. On failure nothing is left
-// behind.
-// direct says to try the direct claim first (see Semaphore); waited
-// reports that the acquisition found the semaphore contended: its direct
-// claim failed, or it waited in the line.
-func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *acquisition, direct bool) (n *Node, waited bool, err error) {
+// behind. direct says to try the direct claim first (see Semaphore);
+// waited reports that the acquisition found the semaphore contended: its
+// direct claim failed, or it waited in the line. qs says what it saw of
+// the line, and counts the head's waits for a slot as waits too.
+func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, direct bool) (n *Node, qs queueStats, waited bool, err error) {
 	ctx, done, fail, err := e.start(ctx, name, r.Op)
 	defer done()
 	if err != nil {
-		return nil, false, err
+		return nil, qs, false, err
 	}
 
 	// The direct claim: one write when a slot is free and nobody waits.
@@ -62,11 +62,11 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *a
 		slot, err := e.d.Claim(ctx, name, nil, r)
 		switch {
 		case err == nil:
-			a.enqueued(0, false)
+			qs.enqueued = true // nothing ahead
 			n, err := e.permitHeld(ctx, name, slot, fail)
-			return n, false, err
+			return n, qs, false, err
 		case r.Try || !errors.Is(err, distlock.ErrLocked):
-			return nil, false, fail(err)
+			return nil, qs, false, fail(err)
 		}
 		waited = true
 	}
@@ -75,9 +75,9 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *a
 	// its failure handling), then claim as the head.
 	lr := r
 	lr.Kind, lr.Try = Counted, false
-	line, err := e.acquire(ctx, name, lr, a)
+	line, qs, err := e.acquire(ctx, name, lr)
 	if err != nil {
-		return nil, waited, err
+		return nil, qs, waited, err
 	}
 	waited = waited || line.Waited
 	lctx, lcancel := context.WithCancelCause(ctx)
@@ -93,15 +93,15 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, a *a
 			// release, so that its follower reports nothing.
 			line.kill(distlock.ErrReleased)
 			n, err := e.permitHeld(ctx, name, slot, fail)
-			return n, waited, err
+			return n, qs, waited, err
 		}
 		if !errors.Is(err, distlock.ErrLocked) {
-			return nil, waited, e.lineFailed(line, err, fail)
+			return nil, qs, waited, e.lineFailed(line, err, fail)
 		}
 		waited = true
-		a.waitedOn++
+		qs.waitedOn++
 		if err := e.d.WaitSlot(lctx, line); err != nil {
-			return nil, waited, e.lineFailed(line, err, fail)
+			return nil, qs, waited, e.lineFailed(line, err, fail)
 		}
 	}
 }
@@ -182,14 +182,24 @@ func (s *Semaphore) acquirePermit(ctx context.Context, try bool) (*distlock.Perm
 	if try {
 		r.Op = distlock.OpTryAcquire
 	}
-	tctx, a := s.tel.begin(ctx, r.Op, r.Kind)
-	n, waited, err := s.e.acquirePermit(tctx, s.name, r, a, !s.contended.Load())
-	if err == nil || waited {
-		s.contended.Store(waited)
-	}
-	a.end(n, ctx.Err() != nil, err)
+	n, lease, err := s.takeWith(ctx, r, s.permitHooks(), func(ctx context.Context) (*Node, queueStats, error) {
+		n, qs, waited, err := s.e.acquirePermit(ctx, s.name, r, !s.contended.Load())
+		if err == nil || waited {
+			s.contended.Store(waited)
+		}
+		return n, qs, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return newPermit(s.e.hold(n, s.tel), n.Slot), nil
+	return newPermit(lease, n.Slot), nil
+}
+
+// permitHooks are what a permit adds to the life of its held slot entry:
+// it is revoked as the semaphore's holder (the entry's Name is its
+// slot's, see permitHeld), and once released its slot is the session's to
+// claim again (see State.ReserveSlot).
+func (s *Semaphore) permitHooks() hooks {
+	st := s.e.d.Shared()
+	return hooks{revokeAs: s.name, released: func(n *Node) { st.FreeSlot(n.Key) }}
 }

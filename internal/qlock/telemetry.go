@@ -137,7 +137,7 @@ type lockAttrs struct {
 }
 
 // forLock builds the attribute sets of lock name, whose recipe is what
-// ("mutex", "rwmutex", "election").
+// ("mutex", "rwmutex", "election", "semaphore").
 func (t *telemetry) forLock(name, what string) *lockTel {
 	label := name
 	if t.normalize != nil {
@@ -165,8 +165,8 @@ func (t *telemetry) forLock(name, what string) *lockTel {
 	case "election":
 		add(Candidate, "election")
 	default:
-		// A recipe not named above (the counted semaphore to come) is
-		// its own kind, whatever its entries are.
+		// A recipe not named above (the semaphore) is its own kind,
+		// whatever its entries are.
 		for _, k := range []Kind{Exclusive, Shared, Candidate, Counted} {
 			add(k, what)
 		}
@@ -174,7 +174,8 @@ func (t *telemetry) forLock(name, what string) *lockTel {
 	return lt
 }
 
-// spanName is the span of an operation: the method users called.
+// spanName is the span of an operation: the method users called (a
+// semaphore's Acquire and TryAcquire show as distlock.Lock).
 func spanName(op distlock.Op, k Kind) string {
 	switch {
 	case op == distlock.OpTryLock && k == Shared:
@@ -190,7 +191,8 @@ func spanName(op distlock.Op, k Kind) string {
 	}
 }
 
-// acquisition follows one Lock/TryLock/Campaign call.
+// acquisition follows one Lock, RLock, TryLock, Campaign or Acquire call
+// (lock.takeWith).
 type acquisition struct {
 	lt    *lockTel
 	la    lockAttrs
@@ -198,6 +200,22 @@ type acquisition struct {
 	span  trace.Span
 	start time.Time
 	// waitedOn counts the entries the call waited on, one at a time.
+	waitedOn int
+}
+
+// queueStats is what an acquisition saw of its queue on the way, as the
+// engine returns it (on failure too) for the call to record: the engine
+// records nothing itself.
+type queueStats struct {
+	// enqueued says the entry was made (or a permit claimed at once):
+	// ahead and partial are known.
+	enqueued bool
+	// ahead is how many conflicting entries the entry's view showed ahead
+	// of it; partial says the view was bounded (more may have been).
+	ahead   int
+	partial bool
+	// waitedOn counts the waits, one entry (or, for a semaphore's line
+	// head, one slot) at a time.
 	waitedOn int
 }
 
@@ -222,6 +240,14 @@ func (a *acquisition) enqueued(ahead int, partial bool) {
 	if a.span.IsRecording() {
 		a.span.SetAttributes(attrAhead.Int(ahead), attrPartial.Bool(partial))
 	}
+}
+
+// saw records what the call saw of its queue, before end.
+func (a *acquisition) saw(qs queueStats) {
+	if qs.enqueued {
+		a.enqueued(qs.ahead, qs.partial)
+	}
+	a.waitedOn = qs.waitedOn
 }
 
 // end records the call's outcome; n is the entry that holds, on success,

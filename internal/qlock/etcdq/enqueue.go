@@ -95,13 +95,13 @@ func (s *Session) enqueue(ctx context.Context, dir, key string, r qlock.Request)
 	// fail their compare whenever they arrive.
 	//
 	// The Txn reads, at the revision of its own put, the newest entries
-	// that conflict with this one (r.Keep() of them, and this one itself
-	// where it is in the range): a waiter needs no more (see qlock.Queue),
-	// so an enqueue costs the same whether ten or ten thousand entries
-	// are queued. And it reads this entry's own key, whose create revision
+	// that conflict with this one (qlock.ViewKeep of them, and this one
+	// itself where it is in the range): a waiter needs no more (see
+	// qlock.Queue), so an enqueue costs the same whether ten or ten
+	// thousand entries are queued. And it reads this entry's own key, whose create revision
 	// is the first put's if a retry repeated it.
 	ckey, cend := conflictRange(dir, r.Kind)
-	limit := int64(r.Keep())
+	limit := int64(qlock.ViewKeep)
 	if r.Kind != qlock.Shared {
 		limit++ // the newest in the range is this entry
 	}

@@ -28,9 +28,6 @@ func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p
 			case zk.EventNodeDeleted:
 				return nil
 			case zk.EventNodeDataChanged:
-				if q == nil {
-					break // several waited on at once: counted entries, no release mark
-				}
 				switch p.Kind {
 				case qlock.Exclusive, qlock.Counted:
 					// A holder's release, or a semaphore line head's
