@@ -195,9 +195,6 @@ func isInternal(path string) bool {
 // an internal type embedded for its methods, fails: go doc and pkg.go.dev
 // show no methods through them.
 func TestGodoc(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the public packages' export data")
-	}
 	w := loadWorld(t)
 
 	// Every exported declaration has a doc comment.
