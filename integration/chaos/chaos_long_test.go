@@ -19,23 +19,8 @@ import (
 // scenario (CHAOS_STORES, CHAOS_SCENARIOS), it runs with CHAOS_SEED
 // itself, so that the seed a summary row shows reruns that row.
 func TestChaos(t *testing.T) {
-	d := os.Getenv("CHAOS_DURATION")
-	if d == "" {
-		t.Fatal("set CHAOS_DURATION (e.g. 30s) to run the long fault suite; see make chaos")
-	}
-	dur, err := time.ParseDuration(d)
-	if err != nil {
-		t.Fatalf("CHAOS_DURATION=%q: %v", d, err)
-	}
-	out := os.Getenv("CHAOS_OUT")
-	if out == "" {
-		out = "chaos-out"
-	}
+	dur, out, stores := longEnv(t)
 	base := seed(t)
-	stores := []string{chaos.Etcd, chaos.ZooKeeper}
-	if s := os.Getenv("CHAOS_STORES"); s != "" {
-		stores = strings.Split(s, ",")
-	}
 	var results []*chaos.Result
 	for _, store := range stores {
 		si := 0
@@ -78,4 +63,28 @@ func TestChaos(t *testing.T) {
 		t.Error(err)
 	}
 	t.Logf("seed %d\n%s", base, table)
+}
+
+// longEnv reads what the long runs share from the environment (see make
+// chaos): CHAOS_DURATION (required), CHAOS_OUT (default chaos-out) and
+// CHAOS_STORES (default both stores).
+func longEnv(t *testing.T) (dur time.Duration, out string, stores []string) {
+	t.Helper()
+	d := os.Getenv("CHAOS_DURATION")
+	if d == "" {
+		t.Fatal("set CHAOS_DURATION (e.g. 30s) to run the long fault suite; see make chaos")
+	}
+	dur, err := time.ParseDuration(d)
+	if err != nil {
+		t.Fatalf("CHAOS_DURATION=%q: %v", d, err)
+	}
+	out = os.Getenv("CHAOS_OUT")
+	if out == "" {
+		out = "chaos-out"
+	}
+	stores = []string{chaos.Etcd, chaos.ZooKeeper}
+	if s := os.Getenv("CHAOS_STORES"); s != "" {
+		stores = strings.Split(s, ",")
+	}
+	return dur, out, stores
 }

@@ -4,9 +4,7 @@ package chaos_test
 
 import (
 	"os"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/distlock/distlock/integration/chaos"
 )
@@ -17,24 +15,9 @@ import (
 // CHAOS_SEED replays the choice and timing of the kills, CHAOS_OUT keeps
 // the COMMANDs' histories.
 func TestRunCommandKillLong(t *testing.T) {
-	d := os.Getenv("CHAOS_DURATION")
-	if d == "" {
-		t.Fatal("set CHAOS_DURATION (e.g. 1m) to run the long distlock-run workload; see make chaos")
-	}
-	dur, err := time.ParseDuration(d)
-	if err != nil {
-		t.Fatalf("CHAOS_DURATION=%q: %v", d, err)
-	}
-	out := os.Getenv("CHAOS_OUT")
-	if out == "" {
-		out = "chaos-out"
-	}
+	dur, out, stores := longEnv(t)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
-	}
-	stores := []string{chaos.Etcd, chaos.ZooKeeper}
-	if s := os.Getenv("CHAOS_STORES"); s != "" {
-		stores = strings.Split(s, ",")
 	}
 	build := distlockBuild(t.TempDir())
 	base := seed(t)
