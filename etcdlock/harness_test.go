@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestHolderMemberCutOff runs on real etcd processes from the integration
@@ -157,5 +159,75 @@ func TestEnqueueThroughFaultyMember(t *testing.T) {
 				mustUnlock(t, l)
 			}
 		})
+	}
+}
+
+// TestEnqueueAcrossLeaderLoss runs on real etcd processes, cuts the leader
+// off and, at offsets swept across the election that follows, calls Lock
+// through clients that know one follower each. An enqueue forwarded to the
+// old leader is lost with it; its member answers, once the new leader is
+// elected, with a server timeout ("possibly due to previous leader
+// failure") — before the attempt's own bound when the session's TTL is
+// the default. That says the member could not commit the Txn, not that
+// the Lock failed: every Lock must succeed, and nothing but the held
+// entries may be left.
+func TestEnqueueAcrossLeaderLoss(t *testing.T) {
+	c := integration.NewEtcd(t)
+	ctx := testCtx(t)
+	lead, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sessions []*etcdlock.Session
+	var clis []*clientv3.Client
+	log := debugLog(t, "lockers")
+	for _, f := range []int{(lead + 1) % 3, (lead + 2) % 3} {
+		cli, err := c.Client(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clis = append(clis, cli)
+		sessions = append(sessions, newSession(t, cli, etcdlock.WithLogger(log)))
+	}
+	// Both followers get every offset: the one that becomes leader
+	// commits its own Txns at once, the other forwards them.
+	var muts []*etcdlock.Mutex
+	for i := range 16 {
+		muts = append(muts, newMutex(t, sessions[i%2], fmt.Sprintf("leaderloss-%d", i)))
+	}
+	c.Network().Set(c.Members[lead].Name, integration.Fault{Hold: true})
+	defer c.Network().Clear(c.Members[lead].Name)
+	type res struct {
+		l   *distlock.Lease
+		err error
+	}
+	results := make(chan res, len(muts))
+	for i, m := range muts {
+		go func() {
+			// 0 to 1.4 s after the cut: before, during and after the
+			// election (500 ms election timeout).
+			time.Sleep(time.Duration(i/2) * 200 * time.Millisecond)
+			lctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+			defer cancel()
+			l, err := m.Lock(lctx)
+			results <- res{l, err}
+		}()
+	}
+	for range muts {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("Lock across the leader's loss: %v", r.err)
+			continue
+		}
+		if r.l.Err() != nil {
+			t.Errorf("Lock returned a lost lock: %v", r.l.Err())
+		}
+		defer mustUnlock(t, r.l)
+	}
+	c.Network().Clear(c.Members[lead].Name)
+	for i, m := range muts {
+		if keys := waitQueueKeys(t, clis[i%2], m.Name(), 1, 30*time.Second); len(keys) != 1 {
+			t.Errorf("lock %s: entries %v, want the holder's alone", m.Name(), keys)
+		}
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/distlock/distlock/internal/qlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // enqueueAttempt bounds one attempt of a Lock's enqueue Txn: a quarter of
@@ -143,7 +141,10 @@ func (s *Session) enqueue(ctx context.Context, dir, key string, r qlock.Request)
 			s.Log().Debug("etcdlock: enqueue unanswered; retrying on the next member", "key", key, "after", s.enqueueAttempt())
 			continue
 		}
-		if status.Code(err) != codes.Unavailable || ctx.Err() != nil || ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
+		// A member that could not get the Txn committed in time (the
+		// leader changed under it, or it has none) says so with a server
+		// error of class Unavailable: the next attempt may go through.
+		if !retryable(err) || ctx.Err() != nil || ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
 			s.abandon(key)
 			return nil, nil, false, ctxErr(err)
 		}
