@@ -18,11 +18,11 @@ type RWMutex struct{ q *qlock.RWMutex }
 // NewRWMutex returns the readers-writer lock called name (see
 // distlock.ValidateName) on the session's client.
 func NewRWMutex(s *Session, name string) (*RWMutex, error) {
-	d, err := s.driver("rwmutex", name)
+	e, err := s.engine("rwmutex", name)
 	if err != nil {
 		return nil, err
 	}
-	q, err := qlock.NewRWMutex(d, name)
+	q, err := qlock.NewRWMutex(e, name)
 	if err != nil {
 		return nil, err
 	}

@@ -21,11 +21,11 @@ type Election struct{ q *qlock.Election }
 // NewElection returns the election called name (see distlock.ValidateName)
 // on the session's connection.
 func NewElection(s *Session, name string) (*Election, error) {
-	d, err := s.driver("election", name)
+	e, err := s.engine("election", name)
 	if err != nil {
 		return nil, err
 	}
-	q, err := qlock.NewElection(d, name)
+	q, err := qlock.NewElection(e, name)
 	if err != nil {
 		return nil, err
 	}

@@ -21,11 +21,11 @@ type Mutex struct{ q *qlock.Mutex }
 // NewMutex returns the lock called name (see distlock.ValidateName) on the
 // session's connection.
 func NewMutex(s *Session, name string) (*Mutex, error) {
-	d, err := s.driver("mutex", name)
+	e, err := s.engine("mutex", name)
 	if err != nil {
 		return nil, err
 	}
-	q, err := qlock.NewMutex(d, name)
+	q, err := qlock.NewMutex(e, name)
 	if err != nil {
 		return nil, err
 	}

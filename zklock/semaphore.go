@@ -29,11 +29,11 @@ type Semaphore struct{ q *qlock.Semaphore }
 // session's connection. A semaphore and a Mutex or Election of the same
 // name are separate.
 func NewSemaphore(s *Session, name string, n int) (*Semaphore, error) {
-	d, err := s.driver("semaphore", name)
+	e, err := s.engine("semaphore", name)
 	if err != nil {
 		return nil, err
 	}
-	q, err := qlock.NewSemaphore(d, name, n)
+	q, err := qlock.NewSemaphore(e, name, n)
 	if err != nil {
 		return nil, err
 	}

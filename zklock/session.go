@@ -163,12 +163,12 @@ func (s *Session) ID() int64 { return s.d.ID() }
 // for (see WithTickTime).
 func (s *Session) TickTime() time.Duration { return s.d.TickTime() }
 
-// driver returns the engine's driver of s for a new recipe (what:
+// engine returns the engine of s for a new recipe (what:
 // "mutex", "rwmutex", "election", "semaphore") called name; for a nil s,
 // an error wrapping distlock.ErrNilClient.
-func (s *Session) driver(what, name string) (qlock.Driver, error) {
+func (s *Session) engine(what, name string) (*qlock.Engine, error) {
 	if s == nil {
 		return nil, fmt.Errorf("zklock: new %s %q: %w: *Session is nil", what, name, distlock.ErrNilClient)
 	}
-	return s.d, nil
+	return s.d.Engine(), nil
 }

@@ -54,7 +54,7 @@ func near(a, b time.Time) bool { return a.Sub(b).Abs() < 100*time.Millisecond }
 // ended when the test ends.
 func newTestState(t *testing.T) (*State, *TestClock) {
 	clk := UseTestClock(t)
-	s := NewState(Backend{Name: "etcd", Pkg: "etcdlock"}, slog.New(slog.DiscardHandler), "", time.Now().Add(5*time.Second), Observe{})
+	s := NewState(Backend{Name: "etcd", Pkg: "etcdlock"}, slog.New(slog.DiscardHandler), "", 0, time.Now().Add(5*time.Second), Observe{})
 	t.Cleanup(func() { s.Close(context.Background(), func(context.Context) error { return nil }) })
 	return s, clk
 }
@@ -146,7 +146,7 @@ func TestSuspendCheck(t *testing.T) {
 // boot clock and Go's monotonic clock stands still but for jitter.
 func TestNoFalseSuspend(t *testing.T) {
 	d := time.Now().Add(time.Hour)
-	s := NewState(Backend{Name: "etcd", Pkg: "etcdlock"}, slog.New(slog.DiscardHandler), "", d, Observe{})
+	s := NewState(Backend{Name: "etcd", Pkg: "etcdlock"}, slog.New(slog.DiscardHandler), "", 0, d, Observe{})
 	t.Cleanup(func() { s.Close(context.Background(), func(context.Context) error { return nil }) })
 	for range 10000 {
 		if got := s.Deadline(); !got.Equal(d) {

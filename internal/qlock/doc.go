@@ -1,9 +1,11 @@
 // Package qlock is distlock's queue-lock engine, written once for every
 // store: the life cycle of an entry, the rules of who waits for whom, and
 // the recipes built on them. A store is reached only through the Driver
-// interface; its drivers live below this package (etcdq for etcd, zkq for
-// ZooKeeper), and the public packages etcdlock and zklock construct a
-// driver's session and hand it to the recipes here.
+// interface (the queue mechanics) and the capability interfaces Slots,
+// Elections and RevokeFollower (driver.go); its drivers live below this
+// package (etcdq for etcd, zkq for ZooKeeper). A driver's session makes
+// its State and its Engine (New), and the public packages etcdlock and
+// zklock hand that engine to the recipes here.
 //
 // The life cycle (lifecycle.go, the place to read one acquisition from
 // start to end): an acquisition enqueues one entry, whose position in the

@@ -2,7 +2,6 @@ package qlock
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/distlock/distlock"
 )
@@ -65,23 +64,17 @@ func (n *Node) Begin(parent context.Context) {
 	n.alive, n.kill = context.WithCancelCause(parent)
 }
 
-// Driver is what a store does for the engine: the store mechanics of one
-// session, and nothing of the life cycle (that is the engine's, in
-// lifecycle.go). Every method that blocks returns when its ctx ends.
+// Driver is the queue mechanics of one session's store: what the engine's
+// life cycle (lifecycle.go) asks of a store, and nothing of the life cycle
+// itself. The session's state (its end, deadline, logger, holder, owner)
+// is the engine's: New gets it beside the driver. The recipes that need
+// more of the store find it in the capability interfaces below (Slots,
+// Elections, RevokeFollower), which the same driver implements. Every method
+// that blocks returns when its ctx ends.
 type Driver interface {
-	// Shared is the session's state that every store's session has: its
-	// end, deadline and background work (drivers embed *State).
-	Shared() *State
-	// Log is the session's logger.
-	Log() *slog.Logger
-	// Holder is the value of the session's lock entries.
-	Holder() string
-	// Owner is the session's ID in fencing tokens (lease ID, session ID).
-	Owner() uint64
 	// Dir returns where lock name keeps its entries (a key prefix, a
 	// directory znode).
 	Dir(name string) string
-
 	// Enqueue creates r's entry in lock name's queue, and returns it with
 	// the entries of that queue (its own kind's queue: lock entries,
 	// candidates, or a semaphore's line) that were there when it was
@@ -118,6 +111,11 @@ type Driver interface {
 	// Abandon removes n's entry after a failed acquisition, retrying in
 	// the background if the store cannot be reached.
 	Abandon(n *Node)
+}
+
+// Slots is a store's part of the semaphore: permits are slot entries,
+// claimed from a line of waiters (semaphore.go).
+type Slots interface {
 	// Claim takes a free slot (one at random) of semaphore name's r.Limit
 	// permits. With line nil it claims only if no entry waits in the
 	// semaphore's line (so that no waiter is overtaken); with line, the
@@ -134,12 +132,11 @@ type Driver interface {
 	// head of a line waits here: that is what keeps a release from waking
 	// more than one waiter.
 	WaitSlot(ctx context.Context, line *Node) error
-	// FollowRevoke arranges for revoked to be called, once, with the
-	// record's data when a revocation of n's entry (a held entry of lock
-	// name, by its token) is recorded, until n.Alive() ends; it returns at
-	// once. The engine calls it for held entries of revocable sessions
-	// only.
-	FollowRevoke(n *Node, name string, revoked func(data []byte))
+}
+
+// Elections is a store's part of an election beyond its candidate queue:
+// the leader's value, read and followed (election.go).
+type Elections interface {
 	// Proclaim sets a leading candidate's value, only while its entry is
 	// still this acquisition's.
 	Proclaim(ctx context.Context, n *Node, value string) error
@@ -148,4 +145,15 @@ type Driver interface {
 	// Observe sends election name's leader to ch, then every change, until
 	// ctx ends; it closes ch.
 	Observe(ctx context.Context, name string, ch chan<- distlock.LeaderInfo)
+}
+
+// RevokeFollower is how a held entry learns that an operator asked for it
+// (revoke.go has the records' side).
+type RevokeFollower interface {
+	// FollowRevoke arranges for revoked to be called, once, with the
+	// record's data when a revocation of n's entry (a held entry of lock
+	// name, by its token) is recorded, until n.Alive() ends; it returns at
+	// once. The engine calls it for held entries of revocable sessions
+	// only.
+	FollowRevoke(n *Node, name string, revoked func(data []byte))
 }

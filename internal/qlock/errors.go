@@ -14,7 +14,7 @@ import (
 // fail returns the error of op on lock name of e's session, with cause
 // err.
 func (e *Engine) fail(name string, op distlock.Op, err error) error {
-	return &distlock.LockError{Backend: e.d.Shared().Backend().Name, Name: name, Op: op, Err: err}
+	return &distlock.LockError{Backend: e.st.backend.Name, Name: name, Op: op, Err: err}
 }
 
 // inner returns err, a Lease's error (its Err, or Unlock's: a

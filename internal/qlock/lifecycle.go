@@ -51,13 +51,27 @@ import (
 //     inside Enqueue, by the store's means (etcd: the guard key; ZooKeeper:
 //     the entry's GUID).
 
-// Engine runs acquisitions on one session's driver.
+// Engine runs acquisitions on one session: its state, which the engine
+// keeps, and its store's driver, which does the store's part.
 type Engine struct {
-	d Driver
+	st    *State
+	d     Driver
+	slots Slots          // nil if d has no semaphore
+	elect Elections      // nil if d has no elections
+	revs  RevokeFollower // nil if d cannot follow revocations
 }
 
-// New returns the engine of a session's driver.
-func New(d Driver) *Engine { return &Engine{d: d} }
+// New returns the engine of the session with state st on store driver d;
+// d's capabilities (Slots, Elections, RevokeFollower) are found by type
+// assertion, as net/http finds a ResponseWriter's Flusher.
+func New(st *State, d Driver) *Engine {
+	e := &Engine{st: st, d: d}
+	e.slots, _ = d.(Slots)
+	e.elect, _ = d.(Elections)
+	e.revs, _ = d.(RevokeFollower)
+	return e
+}
+
 
 // newLease is distlock's unexported Lease constructor (see leasehook).
 var newLease = leasehook.NewBackendLease.(func(string, distlock.Token, func(context.Context) error, func() time.Time) (*distlock.Lease, func(error)))
@@ -112,7 +126,7 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (_ *Node, 
 		return nil, qs, fail(err)
 	}
 	if n.Waited {
-		e.d.Log().Debug(e.d.Shared().pkg+": enqueued", "lock", name, "key", n.Key, "ahead", qs.ahead)
+		e.st.log.Debug(e.st.backend.Pkg+": enqueued", "lock", name, "key", n.Key, "ahead", qs.ahead)
 		qs.waitedOn, err = e.wait(ctx, n, q)
 		if err != nil {
 			e.abandon(n, err)
@@ -123,14 +137,14 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (_ *Node, 
 		e.abandon(n, err)
 		return nil, qs, fail(err)
 	}
-	e.d.Log().Debug(e.d.Shared().pkg+": acquired", "lock", name, "key", n.Key, "token", n.Token)
+	e.st.log.Debug(e.st.backend.Pkg+": acquired", "lock", name, "key", n.Key, "token", n.Token)
 	return n, qs, nil
 }
 
 // follow starts n's life under the session and has the driver follow
 // its entry (step 2).
 func (e *Engine) follow(n *Node) {
-	st := e.d.Shared()
+	st := e.st
 	n.Begin(st.Context())
 	if st.Err() != nil {
 		n.kill(st.Err())
@@ -145,7 +159,7 @@ func (e *Engine) follow(n *Node) {
 // already).
 func (e *Engine) start(ctx context.Context, name string, op distlock.Op) (_ context.Context, done func(), fail func(error) error, err error) {
 	fail = func(err error) error { return e.fail(name, op, err) }
-	st := e.d.Shared()
+	st := e.st
 	if err := st.Err(); err != nil {
 		return ctx, func() {}, fail, fail(err)
 	}
@@ -223,7 +237,7 @@ type hooks struct {
 // hold turns an acquired entry into a Lease that is lost when the entry is
 // (step 5); lt measures and traces the hold, h adds the recipe's part.
 func (e *Engine) hold(n *Node, lt *lockTel, h hooks) *distlock.Lease {
-	t := distlock.Token{Name: n.Name, Seq: n.Token, Owner: e.d.Owner()}
+	t := distlock.Token{Name: n.Name, Seq: n.Token, Owner: e.st.owner}
 	start := time.Now()
 	// The hold's end is measured once: by Unlock before it deletes the
 	// entry (so that the metrics are true once Unlock returns, and a
@@ -246,21 +260,21 @@ func (e *Engine) hold(n *Node, lt *lockTel, h hooks) *distlock.Lease {
 		endSpan(span, err)
 		return err
 	}
-	l, lose := holdWhile(e.d.Shared().Backend().Name, t, n.alive, release, e.d.Shared().Deadline, end, func(cause error) {
-		e.d.Log().Info(e.d.Shared().pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
+	l, lose := holdWhile(e.st.backend.Name, t, n.alive, release, e.st.Deadline, end, func(cause error) {
+		e.st.log.Info(e.st.backend.Pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
 	})
-	if e.d.Shared().Revocable() {
+	if e.revs != nil && e.st.Revocable() {
 		lock := n.Name
 		if h.revokeAs != "" {
 			lock = h.revokeAs
 		}
-		e.d.FollowRevoke(n, lock, func(data []byte) {
+		e.revs.FollowRevoke(n, lock, func(data []byte) {
 			r, err := distlock.ParseRevocation(data)
 			if err != nil {
 				// Still a request to let go; what it says is unknown.
 				r = distlock.Revocation{Lock: n.Name, Reason: err.Error()}
 			}
-			e.d.Log().Info(e.d.Shared().pkg+": lock revoked", "lock", n.Name, "token", n.Token, "by", r.By, "reason", r.Reason, "grace", r.Grace)
+			e.st.log.Info(e.st.backend.Pkg+": lock revoked", "lock", n.Name, "token", n.Token, "by", r.By, "reason", r.Reason, "grace", r.Grace)
 			lose(&distlock.RevokedError{Revocation: r})
 		})
 	}
@@ -305,7 +319,7 @@ func (e *Engine) release(ctx context.Context, n *Node) error {
 			return Lost(cause)
 		}
 	}
-	e.d.Log().Debug(e.d.Shared().pkg+": released", "lock", n.Name, "token", n.Token)
+	e.st.log.Debug(e.st.backend.Pkg+": released", "lock", n.Name, "token", n.Token)
 	return nil
 }
 

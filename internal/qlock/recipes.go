@@ -2,6 +2,7 @@ package qlock
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/distlock/distlock"
 )
@@ -18,14 +19,19 @@ type lock struct {
 	tel  *lockTel
 }
 
-// newRecipe returns the recipe (what: "mutex", "rwmutex", "election")
-// made by wrap around lock name on d's session. d must not be nil: the
-// backend packages refuse a nil session, naming themselves.
-func newRecipe[T any](what string, d Driver, name string, wrap func(lock) *T) (*T, error) {
-	if err := d.Shared().Backend().ValidateName(name); err != nil {
+// newRecipe returns the recipe (what: "mutex", "rwmutex", "election",
+// "semaphore") made by wrap around lock name on e's session; can says
+// whether e's store has what the recipe needs beyond the queue (see
+// New). e must not be nil: the backend packages refuse a nil session,
+// naming themselves.
+func newRecipe[T any](what string, e *Engine, can bool, name string, wrap func(lock) *T) (*T, error) {
+	if err := e.st.backend.ValidateName(name); err != nil {
 		return nil, err
 	}
-	return wrap(lock{e: New(d), name: name, tel: d.Shared().tel.forLock(name, what)}), nil
+	if !can {
+		return nil, e.fail(name, "new "+distlock.Op(what), fmt.Errorf("the %s store has no %s", e.st.backend.Name, what))
+	}
+	return wrap(lock{e: e, name: name, tel: e.st.tel.forLock(name, what)}), nil
 }
 
 // Name returns the lock's name.
@@ -37,7 +43,7 @@ func (l *lock) Dir() string { return l.e.d.Dir(l.name) }
 
 // acquire is Lock and TryLock for an entry of kind k.
 func (l *lock) acquire(ctx context.Context, k Kind, try bool) (*distlock.Lease, error) {
-	r := Request{Op: distlock.OpLock, Kind: k, Try: try, Value: []byte(l.e.d.Holder())}
+	r := Request{Op: distlock.OpLock, Kind: k, Try: try, Value: []byte(l.e.st.holder)}
 	if try {
 		r.Op = distlock.OpTryLock
 	}
@@ -77,9 +83,9 @@ type Mutex struct{ lock }
 
 var _ distlock.Locker = (*Mutex)(nil)
 
-// NewMutex returns the lock called name on d's session.
-func NewMutex(d Driver, name string) (*Mutex, error) {
-	return newRecipe("mutex", d, name, func(l lock) *Mutex { return &Mutex{l} })
+// NewMutex returns the lock called name on e's session.
+func NewMutex(e *Engine, name string) (*Mutex, error) {
+	return newRecipe("mutex", e, true, name, func(l lock) *Mutex { return &Mutex{l} })
 }
 
 // Lock enqueues and waits until every earlier entry is gone. It fails,
@@ -109,9 +115,9 @@ var (
 	_ distlock.Locker = rlocker{}
 )
 
-// NewRWMutex returns the readers-writer lock called name on d's session.
-func NewRWMutex(d Driver, name string) (*RWMutex, error) {
-	return newRecipe("rwmutex", d, name, func(l lock) *RWMutex { return &RWMutex{l} })
+// NewRWMutex returns the readers-writer lock called name on e's session.
+func NewRWMutex(e *Engine, name string) (*RWMutex, error) {
+	return newRecipe("rwmutex", e, true, name, func(l lock) *RWMutex { return &RWMutex{l} })
 }
 
 // RLock enqueues a reader and waits until no writer is ahead of it. It

@@ -59,7 +59,7 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, dire
 
 	// The direct claim: one write when a slot is free and nobody waits.
 	if direct || r.Try {
-		slot, err := e.d.Claim(ctx, name, nil, r)
+		slot, err := e.slots.Claim(ctx, name, nil, r)
 		switch {
 		case err == nil:
 			qs.enqueued = true // nothing ahead
@@ -87,7 +87,7 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, dire
 	for {
 		// Not lctx: the claim's own write deletes the line entry, which
 		// ends line.alive while the claim may still read its slot.
-		slot, err := e.d.Claim(ctx, name, line, r)
+		slot, err := e.slots.Claim(ctx, name, line, r)
 		if err == nil {
 			// The claim deleted the line entry: end its life as a
 			// release, so that its follower reports nothing.
@@ -100,7 +100,7 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, dire
 		}
 		waited = true
 		qs.waitedOn++
-		if err := e.d.WaitSlot(lctx, line); err != nil {
+		if err := e.slots.WaitSlot(lctx, line); err != nil {
 			return nil, qs, waited, e.lineFailed(line, err, fail)
 		}
 	}
@@ -120,14 +120,14 @@ func (e *Engine) lineFailed(line *Node, err error, fail func(error) error) error
 // check before it is reported held.
 func (e *Engine) permitHeld(ctx context.Context, name string, slot *Node, fail func(error) error) (*Node, error) {
 	slot.Name = distlock.SlotName(name, slot.Slot)
-	st := e.d.Shared()
+	st := e.st
 	e.follow(slot)
 	if err := e.d.Confirm(ctx, slot); err != nil {
 		e.abandon(slot, err)
 		st.FreeSlot(slot.Key)
 		return nil, fail(err)
 	}
-	e.d.Log().Debug(st.pkg+": permit acquired", "lock", name, "key", slot.Key, "slot", slot.Slot, "token", slot.Token)
+	st.log.Debug(st.backend.Pkg+": permit acquired", "lock", name, "key", slot.Key, "slot", slot.Slot, "token", slot.Token)
 	return slot, nil
 }
 
@@ -148,15 +148,15 @@ type Semaphore struct {
 	contended atomic.Bool
 }
 
-// NewSemaphore returns the semaphore called name, of n permits, on d's
+// NewSemaphore returns the semaphore called name, of n permits, on e's
 // session. Every user of one semaphore
 // must give the same n: one that finds entries made with another count
 // gets an error wrapping distlock.ErrPermitsMismatch.
-func NewSemaphore(d Driver, name string, n int) (*Semaphore, error) {
-	if err := d.Shared().Backend().named(distlock.ValidatePermits(name, n)); err != nil {
+func NewSemaphore(e *Engine, name string, n int) (*Semaphore, error) {
+	if err := e.st.backend.named(distlock.ValidatePermits(name, n)); err != nil {
 		return nil, err
 	}
-	return newRecipe("semaphore", d, name, func(l lock) *Semaphore { return &Semaphore{lock: l, n: n} })
+	return newRecipe("semaphore", e, e.slots != nil, name, func(l lock) *Semaphore { return &Semaphore{lock: l, n: n} })
 }
 
 // Permits returns the semaphore's permit count, N.
@@ -178,7 +178,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*distlock.Permit, error) {
 }
 
 func (s *Semaphore) acquirePermit(ctx context.Context, try bool) (*distlock.Permit, error) {
-	r := Request{Op: distlock.OpAcquire, Kind: Counted, Limit: s.n, Try: try, Value: []byte(s.e.d.Holder())}
+	r := Request{Op: distlock.OpAcquire, Kind: Counted, Limit: s.n, Try: try, Value: []byte(s.e.st.holder)}
 	if try {
 		r.Op = distlock.OpTryAcquire
 	}
@@ -200,6 +200,6 @@ func (s *Semaphore) acquirePermit(ctx context.Context, try bool) (*distlock.Perm
 // slot's, see permitHeld), and once released its slot is the session's to
 // claim again (see State.ReserveSlot).
 func (s *Semaphore) permitHooks() hooks {
-	st := s.e.d.Shared()
+	st := s.e.st
 	return hooks{revokeAs: s.name, released: func(n *Node) { st.FreeSlot(n.Key) }}
 }

@@ -39,10 +39,10 @@ func (b Backend) named(err error) error {
 // their sessions on it; users see it through Session.
 type State struct {
 	backend Backend
-	pkg     string // backend.Pkg, for logs
 	log     *slog.Logger
 	tel     *telemetry
 	holder  string // the value of the session's lock entries
+	owner   uint64 // the session's ID in fencing tokens (lease ID, session ID)
 	// ctx is cancelled, with the reason as cause, when the session ends.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -127,11 +127,12 @@ func (s *State) Revocable() bool {
 	return s.revocable
 }
 
-// NewState returns the state of a session on backend b that lives until
-// deadline unless extended, and reports its metrics and spans as obs
-// says. Drivers embed it.
-func NewState(b Backend, log *slog.Logger, holder string, deadline time.Time, obs Observe) *State {
-	s := &State{backend: b, pkg: b.Pkg, log: log, holder: holder, deadline: deadline, tel: newTelemetry(b.Name, obs), clk: currentClock()}
+// NewState returns the state of session owner (its ID in fencing tokens)
+// on backend b, whose entries hold holder, that lives until deadline
+// unless extended, and reports its metrics and spans as obs says.
+// Drivers embed it.
+func NewState(b Backend, log *slog.Logger, holder string, owner uint64, deadline time.Time, obs Observe) *State {
+	s := &State{backend: b, log: log, holder: holder, owner: owner, deadline: deadline, tel: newTelemetry(b.Name, obs), clk: currentClock()}
 	// The driver's first deadline counts from a send before this call;
 	// a suspend between the two is not seen (the first keepalive, sent
 	// later, tells the truth).
@@ -146,10 +147,6 @@ func NewState(b Backend, log *slog.Logger, holder string, deadline time.Time, ob
 	}
 	return s
 }
-
-// Shared returns s: a driver's session that embeds it has the Driver's
-// Shared method.
-func (s *State) Shared() *State { return s }
 
 // Backend returns the store the session is on.
 func (s *State) Backend() Backend { return s.backend }
@@ -227,7 +224,7 @@ func (s *State) End(cause error) bool {
 	s.cancel(cause)
 	s.mu.Unlock()
 	if first {
-		s.log.Info(s.pkg+": session ended", "cause", cause)
+		s.log.Info(s.backend.Pkg+": session ended", "cause", cause)
 	}
 	return first
 }

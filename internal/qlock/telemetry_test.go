@@ -20,7 +20,7 @@ import (
 func TestSlackRecorded(t *testing.T) {
 	r := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
-	s := NewState(Backend{Name: "etcd", Pkg: "etcdlock"}, slog.New(slog.DiscardHandler), "", time.Now().Add(3*time.Second), Observe{MeterProvider: mp})
+	s := NewState(Backend{Name: "etcd", Pkg: "etcdlock"}, slog.New(slog.DiscardHandler), "", 0, time.Now().Add(3*time.Second), Observe{MeterProvider: mp})
 	s.Extend(time.Now().Add(5 * time.Second))
 	s.Extend(time.Now().Add(6 * time.Second))
 	var rm metricdata.ResourceMetrics

@@ -50,7 +50,7 @@ func parseSlotValue(v []byte) (n int, holder string) {
 	return n, h
 }
 
-// Claim takes a free slot of semaphore name (qlock.Driver).
+// Claim takes a free slot of semaphore name (qlock.Slots).
 func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r qlock.Request) (*qlock.Node, error) {
 	dir := s.Dir(name)
 	sp := slotPrefix(dir)
@@ -262,7 +262,7 @@ func checkPermits(dir, name string, n int, slots []*mvccpb.KeyValue) error {
 }
 
 // WaitSlot waits for a slot key of line's semaphore to go after line's
-// last Claim read them (qlock.Driver). Only the line's head watches: one
+// last Claim read them (qlock.Slots). Only the line's head watches: one
 // prefix watch, deletions only. As waitDeleted's, the watch starts at the
 // current revision, which etcd serves as soon as a delete is committed (a
 // watch that starts in the past waits for a catch-up loop that runs every

@@ -18,7 +18,7 @@ import (
 // Proclaim replaces the leader's value, in one Txn guarded by the entry's
 // create revision: it writes only if this term's entry still exists, and
 // fails with an error wrapping distlock.ErrNotLeader otherwise
-// (qlock.Driver).
+// (qlock.Elections).
 func (s *Session) Proclaim(ctx context.Context, n *qlock.Node, value string) error {
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(n.Key), "=", n.Seq)).
@@ -38,7 +38,7 @@ func (s *Session) Proclaim(ctx context.Context, n *qlock.Node, value string) err
 }
 
 // Leader reads the oldest candidate, by one linearizable read
-// (qlock.Driver).
+// (qlock.Elections).
 func (s *Session) Leader(ctx context.Context, name string) (distlock.LeaderInfo, error) {
 	resp, err := s.client.Get(ctx, s.Dir(name)+electionMark, clientv3.WithFirstCreate()...)
 	if err != nil {
@@ -51,7 +51,7 @@ func (s *Session) Leader(ctx context.Context, name string) (distlock.LeaderInfo,
 	return distlock.LeaderInfo{Value: string(kv.Value), Token: distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)}}, nil
 }
 
-// Observe follows the election's candidates (qlock.Driver). It reads them
+// Observe follows the election's candidates (qlock.Elections). It reads them
 // once, then follows them with one watch from the revision after that
 // read, so nothing is missed between the two. When the watch fails —
 // compaction of the revisions it needs, a member failing or losing its

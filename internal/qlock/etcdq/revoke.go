@@ -30,7 +30,7 @@ func revokeKey(prefix, name string, seq int64) string {
 // FollowRevoke watches the revocation record of n's token, from the
 // entry's own revision (the record cannot be older), until n.Alive()
 // ends: one watch per held lock, and only for sessions that opted in
-// (qlock.Driver).
+// (qlock.RevokeFollower).
 func (s *Session) FollowRevoke(n *qlock.Node, name string, revoked func(data []byte)) {
 	key := revokeKey(s.prefix, name, n.Token)
 	s.Go(func(ctx context.Context) {

@@ -51,6 +51,7 @@ type Session struct {
 	prefix string
 
 	*qlock.State
+	engine *qlock.Engine // runs acquisitions with this driver
 
 	// guard makes a failed Lock's key unable to come back (guard.go).
 	guard guard
@@ -91,7 +92,8 @@ func NewSession(ctx context.Context, client *clientv3.Client, c Config) (*Sessio
 		prefix: c.Prefix,
 	}
 	log := c.Logger.With("session", strconv.FormatInt(int64(resp.ID), 16)) // the lease is the session: the same key as zklock's
-	s.State = qlock.NewState(Backend, log, c.Holder, sent.Add(s.ttl-s.margin), c.Observe)
+	s.State = qlock.NewState(Backend, log, c.Holder, uint64(resp.ID), sent.Add(s.ttl-s.margin), c.Observe)
+	s.engine = qlock.New(s.State, s)
 	s.SetRevocable(c.Revocable)
 	s.Log().Debug("etcdlock: session started", "ttl", ttl)
 	s.Finally(s.keepalive)
@@ -104,13 +106,22 @@ func (s *Session) Client() *clientv3.Client { return s.client }
 // ID returns the ID of the session's lease.
 func (s *Session) ID() clientv3.LeaseID { return s.id }
 
+// The driver does everything the engine can ask of a store.
+var _ interface {
+	qlock.Driver
+	qlock.Slots
+	qlock.Elections
+	qlock.RevokeFollower
+} = (*Session)(nil)
+
+// Engine returns the engine that runs the session's acquisitions on this
+// driver.
+func (s *Session) Engine() *qlock.Engine { return s.engine }
+
 // User returns the session as users see it, with Close revoking the lease.
 func (s *Session) User() qlock.Session {
 	return qlock.NewSession(s.State, s.prefix, s.ttl, s.revoke)
 }
-
-// Owner is the session's ID in fencing tokens (qlock.Driver).
-func (s *Session) Owner() uint64 { return uint64(s.id) }
 
 func (s *Session) revoke(ctx context.Context) error {
 	_, err := s.client.Revoke(ctx, s.id)

@@ -70,7 +70,7 @@ func slotsOf(name string, n int, kids []string, mine func(i int) bool) (int, err
 	return free[rand.IntN(len(free))], nil
 }
 
-// Claim takes a free slot of semaphore name (qlock.Driver).
+// Claim takes a free slot of semaphore name (qlock.Slots).
 func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r qlock.Request) (*qlock.Node, error) {
 	if !s.ours() {
 		return nil, s.expired("expired (the connection reports another session)")
@@ -348,7 +348,7 @@ func (s *Session) exists(ctx context.Context, path string) (bool, error) {
 	})
 }
 
-// WaitSlot waits on the child watch of line's last Claim (qlock.Driver).
+// WaitSlot waits on the child watch of line's last Claim (qlock.Slots).
 func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
 	ch := state(line).slots
 	if ch == nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// Proclaim sets the leader's value (qlock.Driver): a SetData on the leader's node with
+// Proclaim sets the leader's value (qlock.Elections): a SetData on the leader's node with
 // the version this leadership last wrote, so it succeeds only while the
 // node exists (and then this candidate leads: nothing older can come
 // back). When the node is gone, the session is over, the node belongs to
@@ -77,7 +77,7 @@ func (s *Session) Proclaim(ctx context.Context, n *qlock.Node, value string) err
 	}
 }
 
-// Leader reads the current leader's value and token (qlock.Driver): the data and czxid
+// Leader reads the current leader's value and token (qlock.Elections): the data and czxid
 // of the election's oldest node, read after a Sync with the ZooKeeper
 // leader (so it is at least as new as every write acknowledged before the
 // call). It returns an error wrapping distlock.ErrNoLeader when the
@@ -120,7 +120,7 @@ func (s *Session) Leader(ctx context.Context, name string) (distlock.LeaderInfo,
 	}
 }
 
-// Observe follows the election's leader (qlock.Driver). It keeps a child
+// Observe follows the election's leader (qlock.Elections). It keeps a child
 // watch on the election's directory (an existence watch while the
 // directory does not exist) and a data watch on the leader's node,
 // re-armed after each event, and reads after a Sync; it goes on across

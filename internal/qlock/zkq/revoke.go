@@ -44,7 +44,7 @@ type bell struct {
 }
 
 // FollowRevoke calls revoked when n's revocation record appears, until
-// n.Alive() ends (qlock.Driver).
+// n.Alive() ends (qlock.RevokeFollower).
 func (s *Session) FollowRevoke(n *qlock.Node, name string, revoked func(data []byte)) {
 	dir := RevokeDir(s.prefix, name)
 	var once sync.Once

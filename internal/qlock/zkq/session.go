@@ -49,6 +49,7 @@ type Session struct {
 	acl     []zk.ACL
 
 	*qlock.State
+	engine *qlock.Engine // runs acquisitions with this driver
 
 	mu sync.Mutex
 	// nodes are this session's live lock nodes: for a semaphore's slot,
@@ -127,7 +128,8 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 		return nil, fmt.Errorf("zklock: new session: %w: the connection changed sessions", distlock.ErrSessionExpired)
 	}
 	log := c.Logger.With("session", fmt.Sprintf("%#x", id))
-	s.State = qlock.NewState(Backend, log, c.Holder, sent.Add(s.timeout-s.margin), c.Observe)
+	s.State = qlock.NewState(Backend, log, c.Holder, uint64(id), sent.Add(s.timeout-s.margin), c.Observe)
+	s.engine = qlock.New(s.State, s)
 	s.SetRevocable(c.Revocable)
 	s.Log().Debug("zklock: session started", "timeout", s.timeout, "tick", s.tick, "tick from", tickFrom, "margin", s.margin)
 	p, answered := join(s)
@@ -153,14 +155,23 @@ func (s *Session) ID() int64 { return s.id }
 // for (see WithTickTime).
 func (s *Session) TickTime() time.Duration { return s.tick }
 
+// The driver does everything the engine can ask of a store.
+var _ interface {
+	qlock.Driver
+	qlock.Slots
+	qlock.Elections
+	qlock.RevokeFollower
+} = (*Session)(nil)
+
+// Engine returns the engine that runs the session's acquisitions on this
+// driver.
+func (s *Session) Engine() *qlock.Engine { return s.engine }
+
 // User returns the session as users see it, with Close deleting the
 // session's nodes.
 func (s *Session) User() qlock.Session {
 	return qlock.NewSession(s.State, s.prefix, s.timeout, s.deleteNodes)
 }
-
-// Owner is the session's ID in fencing tokens (qlock.Driver).
-func (s *Session) Owner() uint64 { return uint64(s.id) }
 
 // expired ends the session as expired and returns the cause.
 func (s *Session) expired(why string) error {
