@@ -34,7 +34,7 @@ func (s *semLocker) lease() *distlock.Lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	l, lose := distlock.NewLease(distlock.Token{Name: s.name, Seq: s.seq, Owner: 1}, func(ctx context.Context) error {
+	l, lose := distlock.NewLease("", distlock.Token{Name: s.name, Seq: s.seq, Owner: 1}, func(ctx context.Context) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.releases++

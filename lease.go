@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/distlock/distlock/internal/leasehook"
 )
 
 // Locker is a lock that can be acquired. The backends' Mutex types (and the
@@ -47,21 +45,19 @@ type Lease struct {
 	lost error
 }
 
-// newLease returns a held Lease for token t, whose Unlock calls release
-// (once) and whose Deadline is deadline's, and the function the engine
-// calls when it learns the lock is lost: lose(reason) ends the Lease with
-// a LockError whose Err is reason (the engine makes reason match
-// ErrLost); calls after the first, or after Unlock, do nothing. A reason
-// matching ErrRevoked (a *RevokedError) is no loss: it closes Done, and a
-// loss may follow it. Its LockErrors name no backend (see newBackendLease).
-func newLease(t Token, release func(ctx context.Context) error, deadline func() time.Time) (l *Lease, lose func(reason error)) {
-	return newBackendLease("", t, release, deadline)
-}
-
-// newBackendLease is newLease for a lock of backend ("etcd",
-// "zookeeper"), which its LockErrors name. It reaches the engine through
-// internal/leasehook.
-func newBackendLease(backend string, t Token, release func(ctx context.Context) error, deadline func() time.Time) (l *Lease, lose func(reason error)) {
+// NewLease returns a held Lease for token t, whose Unlock calls release
+// (once) and whose Deadline is deadline's (nil: none), and lose, which ends
+// it: lose(reason) closes Done with a LockError whose Err is reason;
+// calls after the first, or after Unlock, do nothing. A reason is a loss
+// (the store packages make it match ErrLost), which Err reports from then
+// on, unless it matches ErrRevoked (a *RevokedError): a revocation closes
+// Done, and a loss may follow it. backend names the store in the
+// Lease's errors (LockError.Backend: "etcd", "zookeeper"; "" for none).
+//
+// The store packages make the Leases of their locks with it. A program's
+// tests can make one too, to drive code that takes a *Lease (Do, Once, a
+// fenced writer) through a loss without a cluster.
+func NewLease(backend string, t Token, release func(ctx context.Context) error, deadline func() time.Time) (l *Lease, lose func(reason error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l = &Lease{backend: backend, token: t, ctx: ctx, cancel: cancel, release: release, deadline: deadline}
 	return l, func(reason error) {
@@ -75,11 +71,6 @@ func newBackendLease(backend string, t Token, release func(ctx context.Context) 
 		}
 		cancel(err)
 	}
-}
-
-func init() {
-	leasehook.NewLease = newLease
-	leasehook.NewBackendLease = newBackendLease
 }
 
 // fail is the Lease's error of op with cause err.

@@ -41,7 +41,7 @@ var tok = distlock.Token{Name: "reports/daily", Seq: 42, Owner: 0x694d7f0c8a1b2c
 
 func TestLeaseHeld(t *testing.T) {
 	var r releaseRecorder
-	l, _ := distlock.NewLease(tok, r.release, nil)
+	l, _ := distlock.NewLease("", tok, r.release, nil)
 	if l.Token() != tok {
 		t.Errorf("Token() = %v, want %v", l.Token(), tok)
 	}
@@ -84,7 +84,7 @@ func checkLost(t *testing.T, err error, reason error) {
 
 func TestLeaseLose(t *testing.T) {
 	var r releaseRecorder
-	l, lose := distlock.NewLease(tok, r.release, nil)
+	l, lose := distlock.NewLease("", tok, r.release, nil)
 	lose(lost(distlock.ErrSessionExpired))
 
 	select {
@@ -113,7 +113,7 @@ func TestLeaseLose(t *testing.T) {
 
 func TestLeaseUnlockAfterLoss(t *testing.T) {
 	var r releaseRecorder
-	l, lose := distlock.NewLease(tok, r.release, nil)
+	l, lose := distlock.NewLease("", tok, r.release, nil)
 	lose(lost(distlock.ErrSessionExpired))
 	lost := l.Err()
 
@@ -152,7 +152,7 @@ func TestLeaseUnlockAfterLoss(t *testing.T) {
 
 func TestLeaseUnlockHeld(t *testing.T) {
 	var r releaseRecorder
-	l, lose := distlock.NewLease(tok, r.release, nil)
+	l, lose := distlock.NewLease("", tok, r.release, nil)
 	if err := l.Unlock(context.Background()); err != nil {
 		t.Fatalf("Unlock = %v", err)
 	}
@@ -186,7 +186,7 @@ func TestLeaseUnlockHeld(t *testing.T) {
 func TestLeaseUnlockReleaseError(t *testing.T) {
 	storeErr := errors.New("store unavailable")
 	r := releaseRecorder{err: storeErr}
-	l, _ := distlock.NewLease(tok, r.release, nil)
+	l, _ := distlock.NewLease("", tok, r.release, nil)
 	err := l.Unlock(context.Background())
 	if !errors.Is(err, storeErr) {
 		t.Fatalf("Unlock = %v, want %v", err, storeErr)
@@ -203,7 +203,7 @@ func TestLeaseUnlockReleaseError(t *testing.T) {
 func TestLeaseConcurrentUnlock(t *testing.T) {
 	const n = 10
 	var r releaseRecorder
-	l, lose := distlock.NewLease(tok, r.release, nil)
+	l, lose := distlock.NewLease("", tok, r.release, nil)
 
 	start := make(chan struct{})
 	errs := make(chan error, n)

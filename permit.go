@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/distlock/distlock/internal/leasehook"
 )
 
 // MaxPermits is the largest permit count a semaphore accepts: every
@@ -78,6 +76,6 @@ func ParseSlotName(s string) (name string, slot int, ok bool) {
 	return s[:i], n, true
 }
 
-func newPermit(l *Lease, slot int) *Permit { return &Permit{Lease: l, slot: slot} }
-
-func init() { leasehook.NewPermit = newPermit }
+// NewPermit returns the permit of slot slot held through l (see NewLease):
+// the semaphores of the store packages make theirs with it.
+func NewPermit(l *Lease, slot int) *Permit { return &Permit{Lease: l, slot: slot} }

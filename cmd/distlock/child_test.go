@@ -15,14 +15,12 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/leasehook"
 )
 
 // Unit tests of underLock with a lease made by hand (no cluster).
 
 func testLease() (*distlock.Lease, func(error)) {
-	newLease := leasehook.NewLease.(func(distlock.Token, func(context.Context) error, func() time.Time) (*distlock.Lease, func(error)))
-	l, lose := newLease(distlock.Token{Name: "jobs/x", Seq: 42, Owner: 0xabc}, func(context.Context) error { return nil }, nil)
+	l, lose := distlock.NewLease("", distlock.Token{Name: "jobs/x", Seq: 42, Owner: 0xabc}, func(context.Context) error { return nil }, nil)
 	// The engine hands a Lease its loss as an error matching ErrLost.
 	return l, func(reason error) { lose(fmt.Errorf("%w: %w", distlock.ErrLost, reason)) }
 }

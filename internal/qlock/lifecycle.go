@@ -9,7 +9,6 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
-	"github.com/distlock/distlock/internal/leasehook"
 )
 
 // The life cycle of one acquisition, start to end. This file is the one
@@ -71,10 +70,6 @@ func New(st *State, d Driver) *Engine {
 	e.revs, _ = d.(RevokeFollower)
 	return e
 }
-
-
-// newLease is distlock's unexported Lease constructor (see leasehook).
-var newLease = leasehook.NewBackendLease.(func(string, distlock.Token, func(context.Context) error, func() time.Time) (*distlock.Lease, func(error)))
 
 // Lost returns an error that matches both distlock.ErrLost and reason with
 // errors.Is, for reporting why a held lock was lost; Lost(nil) is ErrLost
@@ -287,7 +282,7 @@ func (e *Engine) hold(n *Node, lt *lockTel, h hooks) *distlock.Lease {
 // the cause of every end, release included (for metrics); lost, if not
 // nil, is told the cause of a loss first (for logging).
 func holdWhile(backend string, t distlock.Token, alive context.Context, release func(ctx context.Context) error, deadline func() time.Time, ended, lost func(cause error)) (*distlock.Lease, func(error)) {
-	l, lose := newLease(backend, t, release, deadline)
+	l, lose := distlock.NewLease(backend, t, release, deadline)
 	context.AfterFunc(alive, func() {
 		cause := context.Cause(alive)
 		if ended != nil {

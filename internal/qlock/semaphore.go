@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/leasehook"
 )
 
 // The semaphore: a line and N numbered slots.
@@ -40,9 +39,6 @@ import (
 //
 // The slots are what make permits fenceable: each slot's successive
 // holders have strictly growing tokens (see distlock.Permit).
-
-// newPermit is distlock's unexported Permit constructor (see leasehook).
-var newPermit = leasehook.NewPermit.(func(*distlock.Lease, int) *distlock.Permit)
 
 // acquirePermit claims a slot of semaphore name for r, waiting in the
 // line when none is free or others wait. On failure nothing is left
@@ -192,7 +188,7 @@ func (s *Semaphore) acquirePermit(ctx context.Context, try bool) (*distlock.Perm
 	if err != nil {
 		return nil, err
 	}
-	return newPermit(lease, n.Slot), nil
+	return distlock.NewPermit(lease, n.Slot), nil
 }
 
 // permitHooks are what a permit adds to the life of its held slot entry:
