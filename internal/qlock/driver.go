@@ -113,6 +113,15 @@ type Driver interface {
 	Abandon(n *Node)
 }
 
+// Store is all a driver can do: what the drivers of both stores
+// implement.
+type Store interface {
+	Driver
+	Slots
+	Elections
+	RevokeFollower
+}
+
 // Slots is a store's part of the semaphore: permits are slot entries,
 // claimed from a line of waiters (semaphore.go).
 type Slots interface {

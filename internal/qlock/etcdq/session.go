@@ -106,13 +106,7 @@ func (s *Session) Client() *clientv3.Client { return s.client }
 // ID returns the ID of the session's lease.
 func (s *Session) ID() clientv3.LeaseID { return s.id }
 
-// The driver does everything the engine can ask of a store.
-var _ interface {
-	qlock.Driver
-	qlock.Slots
-	qlock.Elections
-	qlock.RevokeFollower
-} = (*Session)(nil)
+var _ qlock.Store = (*Session)(nil)
 
 // Engine returns the engine that runs the session's acquisitions on this
 // driver.

@@ -155,13 +155,7 @@ func (s *Session) ID() int64 { return s.id }
 // for (see WithTickTime).
 func (s *Session) TickTime() time.Duration { return s.tick }
 
-// The driver does everything the engine can ask of a store.
-var _ interface {
-	qlock.Driver
-	qlock.Slots
-	qlock.Elections
-	qlock.RevokeFollower
-} = (*Session)(nil)
+var _ qlock.Store = (*Session)(nil)
 
 // Engine returns the engine that runs the session's acquisitions on this
 // driver.
