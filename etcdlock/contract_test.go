@@ -46,11 +46,19 @@ func (b *etcdBackend) ObservedSession(t *testing.T, o locktest.Observed) locktes
 }
 
 func (b *etcdBackend) Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
-	return etcdlock.Revoke(ctx, b.clus.Client(0), etcdlock.DefaultPrefix, name, r)
+	a, err := etcdlock.NewAdmin(b.clus.Client(0), etcdlock.DefaultPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return a.Revoke(ctx, name, r)
 }
 
 func (b *etcdBackend) Revocations(ctx context.Context, name string) ([]distlock.Revocation, error) {
-	return etcdlock.Revocations(ctx, b.clus.Client(0), etcdlock.DefaultPrefix, name)
+	a, err := etcdlock.NewAdmin(b.clus.Client(0), etcdlock.DefaultPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return a.Revocations(ctx, name)
 }
 
 func (b *etcdBackend) Entries(t *testing.T, name string) []string {

@@ -347,7 +347,7 @@ func ExampleMarks() {
 // An operator asks a lock's holder to let go; a revocable holder (its
 // session made WithRevocable) hears it on its Lease and releases. The
 // distlock revoke command does the operator's part.
-func ExampleRevoke() {
+func ExampleAdmin_Revoke() {
 	ctx := context.Background()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
 	if err != nil {
@@ -376,7 +376,11 @@ func ExampleRevoke() {
 		lease.Unlock(ctx) // within the grace period
 	}()
 
-	revocations, err := etcdlock.Revoke(ctx, cli, "", "reports/daily", distlock.RevokeRequest{
+	admin, err := etcdlock.NewAdmin(cli, "") // the locks under DefaultPrefix
+	if err != nil {
+		log.Fatal(err)
+	}
+	revocations, err := admin.Revoke(ctx, "reports/daily", distlock.RevokeRequest{
 		Reason: "stuck on a dead NFS mount",
 		Grace:  30 * time.Second,
 		Force:  true, // delete the holder's entry if it has not released by then
@@ -394,7 +398,7 @@ func ExampleRevoke() {
 
 // WatchQueue follows a lock's queue, as a dashboard would: who holds it,
 // who waits.
-func ExampleWatchQueue() {
+func ExampleAdmin_WatchQueue() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
@@ -403,8 +407,12 @@ func ExampleWatchQueue() {
 	}
 	defer cli.Close()
 
+	admin, err := etcdlock.NewAdmin(cli, "")
+	if err != nil {
+		log.Fatal(err)
+	}
 	queues := make(chan string)
-	go etcdlock.WatchQueue(ctx, cli, "", "reports/daily", func(q []distlock.QueueEntry) error {
+	go admin.WatchQueue(ctx, "reports/daily", func(q []distlock.QueueEntry) error {
 		var s []string
 		for _, e := range q {
 			s = append(s, fmt.Sprintf("%s holding=%v", e.Holder, e.Holding))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestInspect(t *testing.T) {
@@ -15,13 +16,14 @@ func TestInspect(t *testing.T) {
 	cli := newClient(t, clus, 0)
 	ctx := testCtx(t)
 
-	if q, err := etcdlock.Inspect(ctx, cli, "", "inspect"); err != nil || len(q) != 0 {
+	admin := mustAdmin(t, cli)
+	if q, err := admin.Inspect(ctx, "inspect"); err != nil || len(q) != 0 {
 		t.Fatalf("free lock: %v, %v; want no entries", q, err)
 	}
-	if _, err := etcdlock.Inspect(ctx, nil, "", "inspect"); !errors.Is(err, distlock.ErrNilClient) {
+	if _, err := etcdlock.NewAdmin(nil, ""); !errors.Is(err, distlock.ErrNilClient) {
 		t.Errorf("nil client: %v, want ErrNilClient", err)
 	}
-	if _, err := etcdlock.Inspect(ctx, cli, "", "a@1"); !errors.Is(err, distlock.ErrInvalidName) {
+	if _, err := admin.Inspect(ctx, "a@1"); !errors.Is(err, distlock.ErrInvalidName) {
 		t.Errorf("bad name: %v, want ErrInvalidName", err)
 	}
 
@@ -45,7 +47,7 @@ func TestInspect(t *testing.T) {
 		}
 	}
 
-	q, err := etcdlock.Inspect(ctx, cli, etcdlock.DefaultPrefix, "inspect")
+	q, err := mustAdmin(t, cli, etcdlock.DefaultPrefix).Inspect(ctx, "inspect")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +75,7 @@ func TestInspect(t *testing.T) {
 	// The next holder is listed first once the holder goes.
 	mustUnlock(t, lease)
 	next := successor(t, waiting[0], lease.Token(), "B after A")
-	q, err = etcdlock.Inspect(ctx, cli, "", "inspect")
+	q, err = admin.Inspect(ctx, "inspect")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,18 @@ func TestInspect(t *testing.T) {
 	// A cut-off client fails rather than reporting a free lock.
 	dead, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := etcdlock.Inspect(dead, cli, "", "inspect"); err == nil {
+	if _, err := admin.Inspect(dead, "inspect"); err == nil {
 		t.Error("Inspect with a cancelled context succeeded")
 	}
+}
+
+// mustAdmin returns the Admin of cli's locks under prefix (the first of
+// prefix; DefaultPrefix if none).
+func mustAdmin(t *testing.T, cli *clientv3.Client, prefix ...string) *etcdlock.Admin {
+	t.Helper()
+	a, err := etcdlock.NewAdmin(cli, append(prefix, "")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -58,7 +58,11 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 			return instance{
 				holder: h,
 				markers: func(ctx context.Context, name string) (int, error) {
-					n, _, err := etcdlock.SlotMarkers(ctx, cli, s.Prefix(), name, 0)
+					m, err := etcdlock.NewMarks(s, name)
+					if err != nil {
+						return 0, err
+					}
+					n, _, err := m.Markers(ctx, 0)
 					return n, err
 				},
 				b: gocronlock.Etcd(s),
@@ -93,7 +97,11 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 		return instance{
 			holder: h,
 			markers: func(ctx context.Context, name string) (int, error) {
-				n, _, err := zklock.SlotMarkers(ctx, conn, s.Prefix(), name, 0)
+				m, err := zklock.NewMarks(s, name)
+				if err != nil {
+					return 0, err
+				}
+				n, _, err := m.Markers(ctx, 0)
 				return n, err
 			},
 			b: gocronlock.ZooKeeper(s),

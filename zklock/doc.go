@@ -3,10 +3,10 @@
 // *zk.Conn the caller already has, a fair FIFO Mutex whose fencing token is
 // the holder znode's czxid, a readers-writer RWMutex on the same queue,
 // leader Election, a counting Semaphore whose permits are fenced by slot,
-// done-markers for Once (NewMarks), Inspect to list a lock's queue
-// without joining it, and Revoke to ask a lock's holders to let go,
-// forcing them out after a grace period (holders opt in with
-// WithRevocable).
+// done-markers for Once (NewMarks), and an Admin of a connection's locks:
+// Inspect to list a lock's queue without joining it, and Revoke to ask a
+// lock's holders to let go, forcing them out after a grace period
+// (holders opt in with WithRevocable).
 //
 // The recipes are written once, for etcd and ZooKeeper alike, on distlock's
 // queue-lock engine (internal/qlock, whose lifecycle.go tells an

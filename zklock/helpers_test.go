@@ -252,11 +252,19 @@ func (b *zkBackend) ObservedSession(t *testing.T, o locktest.Observed) locktest.
 }
 
 func (b *zkBackend) Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
-	return zklock.Revoke(ctx, b.admin, b.prefix, name, r, nil)
+	a, err := zklock.NewAdmin(b.admin, b.prefix)
+	if err != nil {
+		return nil, err
+	}
+	return a.Revoke(ctx, name, r)
 }
 
 func (b *zkBackend) Revocations(ctx context.Context, name string) ([]distlock.Revocation, error) {
-	return zklock.Revocations(ctx, b.admin, b.prefix, name)
+	a, err := zklock.NewAdmin(b.admin, b.prefix)
+	if err != nil {
+		return nil, err
+	}
+	return a.Revocations(ctx, name)
 }
 
 func (b *zkBackend) Entries(t *testing.T, name string) []string {

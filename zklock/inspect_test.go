@@ -18,13 +18,16 @@ func TestInspect(t *testing.T) {
 	ctx := testCtx(t)
 	prefix := newPrefix()
 
-	if q, err := zklock.Inspect(ctx, admin, prefix, "inspect"); err != nil || len(q) != 0 {
+	if q, err := mustAdmin(t, admin, prefix).Inspect(ctx, "inspect"); err != nil || len(q) != 0 {
 		t.Fatalf("free lock: %v, %v; want no entries", q, err)
 	}
-	if _, err := zklock.Inspect(ctx, nil, prefix, "inspect"); !errors.Is(err, distlock.ErrNilClient) {
+	if _, err := zklock.NewAdmin(nil, prefix); !errors.Is(err, distlock.ErrNilClient) {
 		t.Errorf("nil conn: %v, want ErrNilClient", err)
 	}
-	if _, err := zklock.Inspect(ctx, admin, prefix, "a@1"); !errors.Is(err, distlock.ErrInvalidName) {
+	if _, err := zklock.NewAdmin(admin, "relative/"); err == nil {
+		t.Error("a prefix that is not an absolute path: no error")
+	}
+	if _, err := mustAdmin(t, admin, prefix).Inspect(ctx, "a@1"); !errors.Is(err, distlock.ErrInvalidName) {
 		t.Errorf("bad name: %v, want ErrInvalidName", err)
 	}
 
@@ -52,7 +55,7 @@ func TestInspect(t *testing.T) {
 	}
 
 	// Another connection's view, right after the writes (Inspect syncs).
-	q, err := zklock.Inspect(ctx, conns[2], prefix, "inspect")
+	q, err := mustAdmin(t, conns[2], prefix).Inspect(ctx, "inspect")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +85,7 @@ func TestInspect(t *testing.T) {
 	if next.Err != nil {
 		t.Fatal(next.Err)
 	}
-	q, err = zklock.Inspect(ctx, admin, prefix, "inspect")
+	q, err = mustAdmin(t, admin, prefix).Inspect(ctx, "inspect")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +98,17 @@ func TestInspect(t *testing.T) {
 		t.Fatal(last.Err)
 	}
 	mustUnlock(t, last.Lease)
-	if q, err := zklock.Inspect(ctx, admin, prefix, "inspect"); err != nil || len(q) != 0 {
+	if q, err := mustAdmin(t, admin, prefix).Inspect(ctx, "inspect"); err != nil || len(q) != 0 {
 		t.Fatalf("after all released: %+v, %v; want no entries", q, err)
 	}
+}
+
+// mustAdmin returns the Admin of conn's locks under prefix.
+func mustAdmin(t *testing.T, conn *zk.Conn, prefix string) *zklock.Admin {
+	t.Helper()
+	a, err := zklock.NewAdmin(conn, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

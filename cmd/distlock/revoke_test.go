@@ -22,18 +22,12 @@ import (
 // server is seen).
 func (b *testBackend) revocations(t *testing.T, name string) []distlock.Revocation {
 	t.Helper()
-	var (
-		rs  []distlock.Revocation
-		err error
-	)
-	if b.name == "etcd" {
-		rs, err = etcdlock.Revocations(testCtx(t), b.etcd, b.prefix, name)
-	} else {
+	if b.name != "etcd" {
 		if _, err := b.zk.Sync(b.prefix); err != nil {
 			t.Fatal(err)
 		}
-		rs, err = zklock.Revocations(testCtx(t), b.zk, b.prefix, name)
 	}
+	rs, err := b.admin(t).Revocations(testCtx(t), name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing/etcdfence"
 	"github.com/distlock/distlock/fencing/zkfence"
+	"github.com/distlock/distlock/internal/backend"
 	"github.com/distlock/distlock/internal/locktest"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
@@ -117,18 +118,28 @@ func (b *testBackend) mutex(t *testing.T, name, holder string) distlock.Locker {
 	return m
 }
 
-// inspect reads lock name's queue.
-func (b *testBackend) inspect(t *testing.T, name string) []distlock.QueueEntry {
+// admin returns the library's Admin of b's locks.
+func (b *testBackend) admin(t *testing.T) backend.Admin {
 	t.Helper()
 	var (
-		q   []distlock.QueueEntry
+		a   backend.Admin
 		err error
 	)
 	if b.name == "etcd" {
-		q, err = etcdlock.Inspect(testCtx(t), b.etcd, b.prefix, name)
+		a, err = etcdlock.NewAdmin(b.etcd, b.prefix)
 	} else {
-		q, err = zklock.Inspect(testCtx(t), b.zk, b.prefix, name)
+		a, err = zklock.NewAdmin(b.zk, b.prefix)
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// inspect reads lock name's queue.
+func (b *testBackend) inspect(t *testing.T, name string) []distlock.QueueEntry {
+	t.Helper()
+	q, err := b.admin(t).Inspect(testCtx(t), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,12 +187,7 @@ func (b *testBackend) waitQueued(t *testing.T, name string, n int) {
 		}
 		return nil
 	}
-	var err error
-	if b.name == "etcd" {
-		err = etcdlock.WatchQueue(testCtx(t), b.etcd, b.prefix, name, f)
-	} else {
-		err = zklock.WatchQueue(testCtx(t), b.zk, b.prefix, name, f)
-	}
+	err := b.admin(t).WatchQueue(testCtx(t), name, f)
 	if !errors.Is(err, enough) {
 		t.Fatalf("waiting for %d entries queued for lock %s: %v", n, name, err)
 	}

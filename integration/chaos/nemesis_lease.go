@@ -139,7 +139,11 @@ func waitQueue(ctx context.Context, env *Env, cli *clientv3.Client, pick func([]
 	wctx, cancel := context.WithTimeout(ctx, 2*env.Store.TTL())
 	defer cancel()
 	errPicked := errors.New("picked")
-	err := etcdlock.WatchQueue(wctx, cli, "", env.Lock, func(q []distlock.QueueEntry) error {
+	admin, err := etcdlock.NewAdmin(cli, "")
+	if err != nil {
+		return err
+	}
+	err = admin.WatchQueue(wctx, env.Lock, func(q []distlock.QueueEntry) error {
 		if pick(q) {
 			return errPicked
 		}
@@ -295,7 +299,11 @@ func recordLeaseState(ctx context.Context, env *Env, cli *clientv3.Client, op *O
 // leaseState reads lock's queue at revision rev and returns what lease
 // had in it, and its entries' tokens.
 func leaseState(ctx context.Context, cli *clientv3.Client, lock string, lease clientv3.LeaseID, rev int64) (string, []string) {
-	q, err := etcdlock.Inspect(ctx, &clientv3.Client{KV: atRevision{cli.KV, rev}}, "", lock)
+	admin, err := etcdlock.NewAdmin(&clientv3.Client{KV: atRevision{cli.KV, rev}}, "")
+	if err != nil {
+		return leaseUnknown, nil
+	}
+	q, err := admin.Inspect(ctx, lock)
 	if err != nil {
 		return leaseUnknown, nil
 	}

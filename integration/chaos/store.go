@@ -72,7 +72,7 @@ type Client interface {
 	Register(ctx context.Context, name, lock string) (Register, error)
 	// Entries lists the keys or znodes of lock's queue.
 	Entries(ctx context.Context, lock string) ([]string, error)
-	// Revoke revokes lock's holders (etcdlock.Revoke, zklock.Revoke).
+	// Revoke revokes lock's holders (etcdlock.Admin.Revoke, zklock.Admin.Revoke).
 	Revoke(ctx context.Context, lock string, r distlock.RevokeRequest) ([]distlock.Revocation, error)
 	// Close closes the connection.
 	Close() error
@@ -163,7 +163,12 @@ func (s *etcdStore) NewClient(ctx context.Context) (Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &etcdClient{cli: cli, relay: relay}, nil
+	admin, err := etcdlock.NewAdmin(cli, "")
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return &etcdClient{cli: cli, relay: relay, admin: admin}, nil
 }
 
 // Compact compacts the store's history up to its current revision, so
@@ -184,7 +189,8 @@ func (s *etcdStore) Compact(ctx context.Context) (int64, error) {
 }
 
 type etcdClient struct {
-	cli *clientv3.Client
+	cli   *clientv3.Client
+	admin *etcdlock.Admin
 	// relay stands between the client and the members, for the faults
 	// of this client alone (nemesis_client.go).
 	relay *integration.ClientRelay
@@ -201,12 +207,12 @@ func (c *etcdClient) NewSession(ctx context.Context) (Session, error) {
 }
 
 func (c *etcdClient) Entries(ctx context.Context, lock string) ([]string, error) {
-	es, err := etcdlock.Inspect(ctx, c.cli, "", lock)
+	es, err := c.admin.Inspect(ctx, lock)
 	return entryKeys(es), err
 }
 
 func (c *etcdClient) Revoke(ctx context.Context, lock string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
-	return etcdlock.Revoke(ctx, c.cli, "", lock, r)
+	return c.admin.Revoke(ctx, lock, r)
 }
 
 func entryKeys(es []distlock.QueueEntry) []string {
@@ -294,12 +300,17 @@ func (s *zkStore) NewClient(ctx context.Context) (Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &zkClient{e: s.e, conn: conn}, nil
+	admin, err := zklock.NewAdmin(conn, "")
+	if err != nil {
+		return nil, err
+	}
+	return &zkClient{e: s.e, conn: conn, admin: admin}, nil
 }
 
 type zkClient struct {
-	e    *integration.ZooKeeperEnsemble
-	conn *zk.Conn
+	e     *integration.ZooKeeperEnsemble
+	conn  *zk.Conn
+	admin *zklock.Admin
 }
 
 func (c *zkClient) Close() error { return nil } // closed with the ensemble
@@ -313,12 +324,12 @@ func (c *zkClient) NewSession(ctx context.Context) (Session, error) {
 }
 
 func (c *zkClient) Entries(ctx context.Context, lock string) ([]string, error) {
-	es, err := zklock.Inspect(ctx, c.conn, "", lock)
+	es, err := c.admin.Inspect(ctx, lock)
 	return entryKeys(es), err
 }
 
 func (c *zkClient) Revoke(ctx context.Context, lock string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
-	return zklock.Revoke(ctx, c.conn, "", lock, r, nil)
+	return c.admin.Revoke(ctx, lock, r)
 }
 
 func (c *zkClient) Expire(ctx context.Context) error { return c.e.ExpireSession(ctx, c.conn) }

@@ -96,13 +96,15 @@ func configErrorf(format string, args ...any) error {
 	return &ConfigError{fmt.Sprintf(format, args...)}
 }
 
-// Client is a connection to one cluster of either kind.
+// Client is a connection to one cluster of either kind, and its Admin.
 type Client struct {
-	cfg    Config
-	prefix string
-	acl    []zk.ACL
-	etcd   *clientv3.Client
-	zk     *zk.Conn
+	Admin
+	markers func(ctx context.Context, name string, n int) (int, []distlock.SlotMarker, error)
+	cfg     Config
+	prefix  string
+	acl     []zk.ACL
+	etcd    *clientv3.Client
+	zk      *zk.Conn
 }
 
 // Dial checks cfg and connects: it returns once the cluster answered (an
@@ -176,6 +178,13 @@ func dialEtcd(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("etcd %s unreachable: %w", c.endpoints(), err)
 	}
 	c.etcd = cli
+	a, err := etcdlock.NewAdmin(cli, c.prefix)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	c.Admin = a
+	c.markers = markersOf(a.Marks)
 	return c, nil
 }
 
@@ -229,6 +238,13 @@ func dialZK(ctx context.Context, cfg Config) (*Client, error) {
 		c.prefix = "/" + strings.Trim(cfg.ZKChroot, "/") + c.prefix
 	}
 	c.zk = conn
+	a, err := zklock.NewAdmin(conn, c.prefix, c.acl...)
+	if err != nil {
+		conn.Close()
+		return nil, configErrorf("--prefix: %v", err)
+	}
+	c.Admin = a
+	c.markers = markersOf(a.Marks)
 	return c, nil
 }
 
@@ -260,52 +276,34 @@ func (c *Client) Close() {
 
 func (c *Client) endpoints() string { return strings.Join(c.cfg.Endpoints, ",") }
 
-// Inspect returns the queue of lock name without joining it (see
-// etcdlock.Inspect and zklock.Inspect).
-func (c *Client) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	if c.etcd != nil {
-		return etcdlock.Inspect(ctx, c.etcd, c.prefix, name)
+// Admin is what both backends' Admins do (etcdlock.Admin,
+// zklock.Admin), on the client's prefix: read and watch a lock's queue,
+// revoke its holders and list their revocations (on ZooKeeper the
+// records get the client's ACL).
+type Admin interface {
+	Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error)
+	WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error
+	Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error)
+	Revocations(ctx context.Context, name string) ([]distlock.Revocation, error)
+}
+
+// markersOf returns SlotMarkers on a backend Admin's Marks.
+func markersOf[M interface {
+	Markers(ctx context.Context, n int) (int, []distlock.SlotMarker, error)
+}](marks func(name string) (M, error)) func(context.Context, string, int) (int, []distlock.SlotMarker, error) {
+	return func(ctx context.Context, name string, n int) (int, []distlock.SlotMarker, error) {
+		m, err := marks(name)
+		if err != nil {
+			return 0, nil, err
+		}
+		return m.Markers(ctx, n)
 	}
-	return zklock.Inspect(ctx, c.zk, c.prefix, name)
 }
 
 // SlotMarkers returns how many done-markers lock name has and the newest
-// n (see etcdlock.SlotMarkers and zklock.SlotMarkers).
+// n (see etcdlock.Marks.Markers and zklock.Marks.Markers).
 func (c *Client) SlotMarkers(ctx context.Context, name string, n int) (int, []distlock.SlotMarker, error) {
-	if c.etcd != nil {
-		return etcdlock.SlotMarkers(ctx, c.etcd, c.prefix, name, n)
-	}
-	return zklock.SlotMarkers(ctx, c.zk, c.prefix, name, n)
-}
-
-// Revoke asks the holders of lock name to let go, as r says, and waits
-// for them (see etcdlock.Revoke and zklock.Revoke): one Revocation per
-// holder with its outcome, none when the lock is free. On ZooKeeper the
-// records get the client's ACL.
-func (c *Client) Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
-	if c.etcd != nil {
-		return etcdlock.Revoke(ctx, c.etcd, c.prefix, name, r)
-	}
-	return zklock.Revoke(ctx, c.zk, c.prefix, name, r, c.acl)
-}
-
-// Revocations returns lock name's revocation records, pending and past,
-// in the order they were requested (see etcdlock.Revocations and
-// zklock.Revocations).
-func (c *Client) Revocations(ctx context.Context, name string) ([]distlock.Revocation, error) {
-	if c.etcd != nil {
-		return etcdlock.Revocations(ctx, c.etcd, c.prefix, name)
-	}
-	return zklock.Revocations(ctx, c.zk, c.prefix, name)
-}
-
-// WatchQueue calls f with lock name's queue now and after every change
-// (see etcdlock.WatchQueue and zklock.WatchQueue).
-func (c *Client) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
-	if c.etcd != nil {
-		return etcdlock.WatchQueue(ctx, c.etcd, c.prefix, name, f)
-	}
-	return zklock.WatchQueue(ctx, c.zk, c.prefix, name, f)
+	return c.markers(ctx, name, n)
 }
 
 // ErrFenceKey is wrapped by FenceNewest's error for a key that is no

@@ -10,8 +10,8 @@ import (
 	"github.com/distlock/distlock/fencing"
 )
 
-// Revoker is what a backend's revocation functions do (etcdlock.Revoke
-// and Revocations, zklock's), on an admin client of the backend's prefix.
+// Revoker is what a backend's Admin does to revoke (etcdlock.Admin's
+// Revoke and Revocations, zklock's), on the backend's prefix.
 type Revoker interface {
 	Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error)
 	Revocations(ctx context.Context, name string) ([]distlock.Revocation, error)

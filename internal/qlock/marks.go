@@ -1,31 +1,151 @@
 package qlock
 
 import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fencing"
 )
 
-// CheckMark checks the arguments of a marker store's Mark (etcdlock's and
-// zklock's Marks) for lock name, and fills in mk's holder: holder (the
-// session's), else the host and pid.
-func CheckMark(name string, lease *distlock.Lease, mk *distlock.SlotMarker, holder string) error {
+// Done-markers (distlock.Once): the checks, the JSON, the fenced write's
+// rule and the errors live here once; where and how a store keeps the
+// bytes is a MarkStore's.
+
+// MarkStore is what a store does for the done-markers of a lock's slots,
+// on a client (markers outlive sessions). It stores values as given.
+type MarkStore interface {
+	// Backend is the store's, for errors.
+	Backend() Backend
+	// Marker returns slot's marker of lock name; ok is false if it has
+	// none. The read sees every marker written before it started.
+	Marker(ctx context.Context, name, slot string) (value []byte, ok bool, err error)
+	// Mark creates slot's marker through lock name's fence with token
+	// tok, in one atomic step that also requires tok's lock entry to
+	// exist and slot to have no marker. An error wraps distlock.ErrLost
+	// if the entry is gone, the fence's error if it refused tok, and
+	// distlock.ErrSlotDone if slot had a marker: prev is then its value,
+	// nil if it could not be read.
+	Mark(ctx context.Context, name, slot string, tok distlock.Token, value []byte) (prev []byte, err error)
+	// Markers returns how many markers lock name has, and the values of
+	// the newest n by slot name, newest first.
+	Markers(ctx context.Context, name string, n int) (total int, newest [][]byte, err error)
+	// PruneMarkers deletes lock name's markers of the slots that sort
+	// before before, and returns how many it deleted.
+	PruneMarkers(ctx context.Context, name, before string) (int, error)
+}
+
+// Marks is the done-markers of one lock's slots on a MarkStore: what
+// etcdlock.Marks and zklock.Marks forward to (distlock.SlotMarks).
+type Marks struct {
+	st     MarkStore
+	name   string
+	holder string // a marker's Holder when the caller gives none
+}
+
+// Name returns the lock's name.
+func (m *Marks) Name() string { return m.name }
+
+// fail is the error of op (distlock.OpCheck, OpMark) on m's lock:
+// OnceError names the lock and the slot once around it.
+func (m *Marks) fail(op distlock.Op, err error) error {
+	return &distlock.LockError{Backend: m.st.Backend().Name, Name: m.name, Op: op, Err: err}
+}
+
+// Marker returns slot's marker, or nil if it has none.
+func (m *Marks) Marker(ctx context.Context, slot string) (*distlock.SlotMarker, error) {
+	if err := distlock.ValidateSlot(slot); err != nil {
+		return nil, m.fail(distlock.OpCheck, err)
+	}
+	v, ok, err := m.st.Marker(ctx, m.name, slot)
+	if err != nil {
+		return nil, m.fail(distlock.OpCheck, fmt.Errorf("read the marker of slot %q: %w", slot, err))
+	}
+	if !ok {
+		return nil, nil
+	}
+	mk := parseMarker(v)
+	return &mk, nil
+}
+
+// Mark writes mk as the marker of slot mk.Slot with lease's token, as
+// distlock.SlotMarks says. An empty mk.Holder is filled in with m's
+// holder (a session's holder value), or else the host name and process
+// ID.
+func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.SlotMarker) error {
+	fail := func(err error) error { return m.fail(distlock.OpMark, err) }
 	switch {
 	case lease == nil:
-		return fmt.Errorf("lock %q: mark slot %q: nil Lease", name, mk.Slot)
-	case lease.Token().Name != name:
-		return fmt.Errorf("lock %q: mark slot %q: the lease is lock %q's", name, mk.Slot, lease.Token().Name)
+		return fail(errors.New("nil Lease"))
+	case lease.Token().Name != m.name:
+		return fail(fmt.Errorf("the lease is lock %q's", lease.Token().Name))
 	}
 	if err := distlock.ValidateSlot(mk.Slot); err != nil {
-		return fmt.Errorf("lock %q: mark: %w", name, err)
-	}
-	if mk.Holder == "" {
-		mk.Holder = holder
+		return fail(err)
 	}
 	if mk.Holder == "" {
 		host, _ := os.Hostname()
-		mk.Holder = fmt.Sprintf("%s pid %d", host, os.Getpid())
+		mk.Holder = cmp.Or(m.holder, fmt.Sprintf("%s pid %d", host, os.Getpid()))
 	}
-	return nil
+	if err := lease.Err(); err != nil {
+		return fail(fmt.Errorf("%w: %w", distlock.ErrLost, inner(err)))
+	}
+	value, err := json.Marshal(mk)
+	if err != nil {
+		return fail(err)
+	}
+	prev, err := m.st.Mark(ctx, m.name, mk.Slot, lease.Token(), value)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, distlock.ErrSlotDone):
+		done := distlock.SlotMarker{Holder: "another run", Token: "unknown", Mode: "unknown mode"}
+		if prev != nil {
+			done = parseMarker(prev)
+		}
+		return &distlock.SlotDoneError{Name: m.name, Slot: mk.Slot, Marker: done}
+	case !errors.Is(err, distlock.ErrLost) && (errors.Is(err, fencing.ErrStale) || errors.Is(err, fencing.ErrFork)):
+		// A newer token passed the fence: the lock is someone else's.
+		return fail(fmt.Errorf("%w: %w", distlock.ErrLost, err))
+	}
+	return fail(err)
+}
+
+// Markers returns how many markers the lock has, and the newest n of
+// them by slot name, newest first.
+func (m *Marks) Markers(ctx context.Context, n int) (total int, newest []distlock.SlotMarker, err error) {
+	total, vs, err := m.st.Markers(ctx, m.name, n)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: markers of %q: %w", m.st.Backend().Pkg, m.name, err)
+	}
+	for _, v := range vs {
+		newest = append(newest, parseMarker(v))
+	}
+	return total, newest, nil
+}
+
+// Prune deletes the markers of the slots that sort before before, and
+// returns how many it deleted.
+func (m *Marks) Prune(ctx context.Context, before string) (int, error) {
+	n, err := m.st.PruneMarkers(ctx, m.name, before)
+	if err != nil {
+		return n, fmt.Errorf("%s: lock %q: prune markers before %q: %w", m.st.Backend().Pkg, m.name, before, err)
+	}
+	return n, nil
+}
+
+// parseMarker reads a stored marker. A value that is not a marker
+// distlock wrote (someone created the key or znode by hand) still marks
+// its slot done: it is described as it is, with token "unknown", so that
+// a run that finds it can say what it found.
+func parseMarker(value []byte) distlock.SlotMarker {
+	var m distlock.SlotMarker
+	if err := json.Unmarshal(value, &m); err != nil || m.Token == "" {
+		return distlock.SlotMarker{Holder: fmt.Sprintf("%q", value), Token: "unknown", Mode: "unknown mode"}
+	}
+	return m
 }

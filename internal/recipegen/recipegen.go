@@ -1,5 +1,5 @@
-// Package recipegen writes the methods of etcdlock's and zklock's recipe
-// and session types (recipes_gen.go in each package) from one template:
+// Package recipegen writes the methods of etcdlock's and zklock's recipe,
+// session and admin types (recipes_gen.go in each package) from one template:
 // each method is a one-line forwarder to the engine's type
 // (internal/qlock), under a doc comment in the store's own words.
 //
@@ -59,11 +59,14 @@ type method struct {
 	Args    string
 	Results string
 	Doc     string
+	// Wraps, if set, is the declared type whose value the method returns
+	// around the engine's (a *qlock.Marks in a *Marks), with an error.
+	Wraps string
 }
 
 // The engine's value is the field q of every declared type (a
-// *qlock.Mutex, *qlock.RWMutex, *qlock.Election, *qlock.Semaphore, or
-// the qlock.Session value of a Session).
+// *qlock.Mutex, *qlock.RWMutex, *qlock.Election, *qlock.Semaphore,
+// *qlock.Admin, *qlock.Marks, or the qlock.Session value of a Session).
 var methods = []method{
 	// Mutex.
 	{Type: "Mutex", Name: "Lock", Params: "ctx context.Context", Args: "ctx", Results: "(*distlock.Lease, error)", Doc: `
@@ -229,6 +232,100 @@ NewSemaphore.`},
 Name returns the semaphore's name, as given to NewSemaphore.`},
 	{Type: "Semaphore", Name: "Dir", Results: "string", Doc: `{{template "dir" .}}`},
 
+	// Admin.
+	{Type: "Admin", Name: "Inspect", Params: "ctx context.Context, name string", Args: "ctx, name", Results: "([]distlock.QueueEntry, error)", Doc: `
+Inspect returns the queue of the lock called name, without joining it:
+the holder first, then the waiters in the order they will hold
+(QueueEntry.Holding says which hold). {{if .Etcd}}It is one linearizable
+range read sorted by create revision, so the entries are a consistent
+snapshot. An Election's candidates of the same name ("@e" keys, a queue
+of their own) are listed too, as exclusive entries; other keys under the
+lock's queue are ignored.{{else}}It syncs the lock's directory with the
+leader, lists it, and reads every entry (the reads go out together);
+entries deleted between the listing and their read are left out, and
+children that are not lock entries are ignored. An Election's candidates
+("@e-…" nodes) are listed the same way, as exclusive entries whose
+Holder is the candidate's value; give a lock and an election different
+names, or their entries are listed together.{{end}} An empty result means
+nobody holds or waits.
+
+Each entry's Token is {{template "token" .}} (the fencing token it has or
+will have), Owner {{if .Etcd}}the lease ID in hex, Holder the key's
+value; Created is zero, since etcd keeps no creation time (the distlock
+command puts one in the value){{else}}its ephemeral owner's session ID in
+hex, Holder its data, and Created its ctime{{end}}.`},
+	{Type: "Admin", Name: "WatchQueue", Params: "ctx context.Context, name string, f func([]distlock.QueueEntry) error", Args: "ctx, name, f", Results: "error", Doc: `
+WatchQueue calls f with the queue of the lock called name (as Inspect
+reads it) now and again after every change, until ctx ends (it returns
+ctx's cause), f returns an error (it returns that) or {{if .Etcd}}the
+watch fails. It is driven by one etcd watch on the lock's queue, set
+before each read, so no change is missed; changes that come while f runs
+are read once, together. The watch requires a leader: a member cut off
+from the others ends it with an error rather than going silent.{{else}}the
+connection fails. It is driven by a child watch on the lock's directory
+(an exists watch while there is none), set before each read, so no
+change is missed.{{end}}`},
+	{Type: "Admin", Name: "Revoke", Params: "ctx context.Context, name string, r distlock.RevokeRequest", Args: "ctx, name, r", Results: "([]distlock.Revocation, error)", Doc: `
+Revoke asks the holders of the lock called name (a Mutex's or writer's
+holder, every reader holding, every permit of a semaphore; not an
+Election's leader) to let go, in two phases: it records a revocation per
+holder beside the lock (see Admin), which revocable holders
+(WithRevocable) see as their Lease's Done closing with a
+*distlock.RevokedError; it waits until they release or r.Grace is over;
+then, with r.Force, deletes the {{.Entry}}s of those still there, each
+only if it is still that holder's ({{template "token" .}}). A forced
+holder sees distlock.ErrEntryGone, and its successor's larger token makes
+fences refuse what it writes late.
+
+It returns each holder's record with its outcome (distlock.RevokeReleased,
+RevokeForced, RevokeStillHeld); none, and no error, when the lock is
+free. A holder revoked already is not asked again: its record is
+returned with Again set, and forced (r.Force) once its first grace
+period or r.Grace is over, whichever ends first. Records are kept as the
+audit trail{{if .Etcd}}, not bound to any lease{{end}}: the newest 100
+per lock. Its errors are *distlock.LockError values (Op
+distlock.OpRevoke, or OpValidate for a bad name).`},
+	{Type: "Admin", Name: "Revocations", Params: "ctx context.Context, name string", Args: "ctx, name", Results: "([]distlock.Revocation, error)", Doc: `
+Revocations returns the revocation records of the lock called name, in
+the order they were requested: pending ones and past ones. A pending
+record whose holder is gone, its revoker having stopped before it
+recorded the outcome, says distlock.RevokeEnded.`},
+
+	{Type: "Admin", Name: "Marks", Params: "name string", Args: "name", Results: "(*Marks, error)", Wraps: "Marks", Doc: `
+Marks returns the done-markers of the lock called name (for
+distlock.Once){{if not .Etcd}}, written with the Admin's ACL{{end}}; an
+invalid name is an error wrapping distlock.ErrInvalidName.`},
+
+	// Marks.
+	{Type: "Marks", Name: "Name", Results: "string", Doc: `
+Name returns the lock's name.`},
+	{Type: "Marks", Name: "Marker", Params: "ctx context.Context, slot string", Args: "ctx, slot", Results: "(*distlock.SlotMarker, error)", Doc: `
+Marker returns slot's marker, or nil if it has none. {{if .Etcd}}The read
+is linearizable.{{else}}The read follows a sync, so it sees every marker
+written before it started.{{end}} Its errors are *distlock.LockError
+values of Op distlock.OpCheck.`},
+	{Type: "Marks", Name: "Mark", Params: "ctx context.Context, lease *distlock.Lease, mk distlock.SlotMarker", Args: "ctx, lease, mk", Results: "error", Doc: `
+Mark writes mk as the marker of slot mk.Slot, as distlock.SlotMarks says:
+through the fence with lease's token, in one {{if .Etcd}}Txn that also
+requires lease's lock entry (its key, create revision and lease){{else}}multi
+that also checks that lease's lock node exists{{end}} and no marker for
+the slot. An empty mk.Holder is filled in with the session's holder value
+(NewMarks), or else the host name and process ID. Its errors are a
+*distlock.SlotDoneError, or *distlock.LockError values of Op
+distlock.OpMark (wrapping distlock.ErrLost when the lock was lost).`},
+	{Type: "Marks", Name: "Markers", Params: "ctx context.Context, n int", Args: "ctx, n", Results: "(total int, newest []distlock.SlotMarker, err error)", Doc: `
+Markers returns how many done-markers the lock has, and the newest n of
+them by slot name, newest first (slots named by time sort by time): what
+distlock status shows. {{if .Etcd}}It reads, in one linearizable Txn,
+the markers' count and at most n values.{{else}}It syncs, lists the
+markers and reads n of them.{{end}}`},
+	{Type: "Marks", Name: "Prune", Params: "ctx context.Context, before string", Args: "ctx, before", Results: "(int, error)", Doc: `
+Prune deletes the markers of the slots that sort before slot before (for
+slots named by time: the older ones), {{if .Etcd}}in one
+request{{else}}a hundred per multi{{end}}, and returns how many it
+deleted. Markers are never deleted otherwise; a job that runs every
+second leaves 86,400 a day (gocronlock prunes them).`},
+
 	// Session.
 	{Type: "Session", Name: "Done", Results: "<-chan struct{}", Doc: `
 Done returns a channel that is closed when the session ends: on Close,
@@ -312,16 +409,18 @@ var types = []struct{ name, implements string }{
 	{"RWMutex", "distlock.Locker"},
 	{"Election", "distlock.Elector"},
 	{"Semaphore", ""},
+	{"Admin", ""},
+	{"Marks", "distlock.SlotMarks"},
 }
 
 // recv is the receiver's name of each type.
-var recv = map[string]string{"Session": "s", "Mutex": "m", "RWMutex": "m", "Election": "e", "Semaphore": "s"}
+var recv = map[string]string{"Session": "s", "Mutex": "m", "RWMutex": "m", "Election": "e", "Semaphore": "s", "Admin": "a", "Marks": "m"}
 
 // Source returns the gofmt'ed recipes_gen.go of store st.
 func Source(st Store) ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "// Code generated by go run ../internal/cmd/genrecipes; DO NOT EDIT.\n\n")
-	fmt.Fprintf(&b, "// The methods of %s's Session and recipe types: forwarders to the\n", st.Pkg)
+	fmt.Fprintf(&b, "// The methods of %s's Session, recipe and admin types: forwarders to the\n", st.Pkg)
 	fmt.Fprintf(&b, "// engine (internal/qlock), documented here. The template is\n")
 	fmt.Fprintf(&b, "// internal/recipegen; go generate writes this file.\n\n")
 	fmt.Fprintf(&b, "package %s\n\n", st.Pkg)
@@ -348,6 +447,11 @@ func Source(st Store) ([]byte, error) {
 			b.WriteString("\n")
 			b.WriteString(comment(doc))
 			r := recv[m.Type]
+			if m.Wraps != "" {
+				fmt.Fprintf(&b, "func (%s *%s) %s(%s) %s {\n\tq, err := %s.q.%s(%s)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n\treturn &%s{q}, nil\n}\n",
+					r, m.Type, m.Name, m.Params, m.Results, r, m.Name, m.Args, m.Wraps)
+				continue
+			}
 			fmt.Fprintf(&b, "func (%s *%s) %s(%s) %s { return %s.q.%s(%s) }\n", r, m.Type, m.Name, m.Params, m.Results, r, m.Name, m.Args)
 		}
 	}

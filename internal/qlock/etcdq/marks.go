@@ -1,0 +1,95 @@
+package etcdq
+
+import (
+	"context"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fencing/etcdfence"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Store is a qlock.AdminStore on an etcd client and key prefix: a lock's
+// queue (Inspect, WatchQueue), its revocation records (RevokeStore) and
+// its done-markers, which live beside the queue, not bound to any lease
+// ('@' never occurs in lock names or slots, so they never collide with a
+// lock's entries or another lock's markers):
+//
+//	PREFIX@once/NAME/@slot/SLOT   a slot's marker (JSON, see distlock.SlotMarker)
+//	PREFIX@once/NAME/@fence       the fence the markers are written through
+type Store struct{ RevokeStore }
+
+// Queue reads lock name's queue (Inspect).
+func (s Store) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
+	return Inspect(ctx, s.Client, s.Prefix, name)
+}
+
+// WatchQueue follows lock name's queue (the package's WatchQueue).
+func (s Store) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
+	return WatchQueue(ctx, s.Client, s.Prefix, name, f)
+}
+
+func markDir(prefix, name string) string { return prefix + "@once/" + name + "/@slot/" }
+
+// Marker reads slot's marker: one linearizable read.
+func (s Store) Marker(ctx context.Context, name, slot string) ([]byte, bool, error) {
+	resp, err := s.Client.Get(ctx, markDir(s.Prefix, name)+slot)
+	if err != nil || len(resp.Kvs) == 0 {
+		return nil, false, err
+	}
+	return resp.Kvs[0].Value, true, nil
+}
+
+// Mark puts slot's marker through the fence (etcdfence.WriteHeld) in one
+// Txn that also requires tok's lock key, with its create revision and
+// lease, and no marker for slot.
+func (s Store) Mark(ctx context.Context, name, slot string, tok distlock.Token, value []byte) ([]byte, error) {
+	f, err := etcdfence.New(s.Client, s.Prefix+"@once/"+name+"/@fence", name)
+	if err != nil {
+		return nil, err
+	}
+	lockKey, err := etcdfence.HolderKey(ctx, s.Client, s.Prefix, tok)
+	if err != nil {
+		return nil, err
+	}
+	key := markDir(s.Prefix, name) + slot
+	resp, err := f.WriteHeld(ctx, tok, lockKey, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, string(value))},
+		[]clientv3.Op{clientv3.OpGet(key)}))
+	if err != nil || resp.Responses[0].GetResponseTxn().Succeeded {
+		return nil, err
+	}
+	var prev []byte // nil: deleted since
+	if kvs := resp.Responses[0].GetResponseTxn().Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		prev = append([]byte{}, kvs[0].Value...) // not nil when empty
+	}
+	return prev, distlock.ErrSlotDone
+}
+
+// Markers counts the markers and reads the newest n in one linearizable
+// Txn of two range reads.
+func (s Store) Markers(ctx context.Context, name string, n int) (int, [][]byte, error) {
+	dir := markDir(s.Prefix, name)
+	resp, err := s.Client.Txn(ctx).Then(
+		clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(max(n, 1))))).Commit()
+	if err != nil {
+		return 0, nil, err
+	}
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	newest := make([][]byte, min(max(n, 0), len(kvs)))
+	for i := range newest {
+		newest[i] = kvs[i].Value
+	}
+	return int(resp.Responses[0].GetResponseRange().Count), newest, nil
+}
+
+// PruneMarkers deletes the markers before before in one range delete.
+func (s Store) PruneMarkers(ctx context.Context, name, before string) (int, error) {
+	dir := markDir(s.Prefix, name)
+	resp, err := s.Client.Delete(ctx, dir, clientv3.WithRange(dir+before))
+	if err != nil {
+		return 0, err
+	}
+	return int(resp.Deleted), nil
+}
