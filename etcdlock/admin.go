@@ -36,7 +36,7 @@ func NewAdmin(cli *clientv3.Client, prefix string) (*Admin, error) {
 }
 
 func newAdmin(cli *clientv3.Client, prefix, holder string) *qlock.Admin {
-	return qlock.NewAdmin(etcdq.Store{RevokeStore: etcdq.RevokeStore{Client: cli, Prefix: prefix}}, holder)
+	return qlock.NewAdmin(etcdq.AdminStore{RevokeStore: etcdq.RevokeStore{Client: cli, Prefix: prefix}}, holder)
 }
 
 // Marks keeps the done-markers of one lock's slots for distlock.Once, in

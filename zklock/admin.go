@@ -43,7 +43,7 @@ func NewAdmin(conn *zk.Conn, prefix string, acl ...zk.ACL) (*Admin, error) {
 }
 
 func newAdmin(conn *zk.Conn, prefix string, acl []zk.ACL, holder string) *qlock.Admin {
-	return qlock.NewAdmin(zkq.Store{RevokeStore: zkq.RevokeStore{Conn: conn, Prefix: prefix, ACL: acl}}, holder)
+	return qlock.NewAdmin(zkq.AdminStore{RevokeStore: zkq.RevokeStore{Conn: conn, Prefix: prefix, ACL: acl}}, holder)
 }
 
 // Marks keeps the done-markers of one lock's slots for distlock.Once, as

@@ -8,7 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Store is a qlock.AdminStore on an etcd client and key prefix: a lock's
+// AdminStore is qlock.AdminStore on an etcd client and key prefix: a lock's
 // queue (Inspect, WatchQueue), its revocation records (RevokeStore) and
 // its done-markers, which live beside the queue, not bound to any lease
 // ('@' never occurs in lock names or slots, so they never collide with a
@@ -16,22 +16,22 @@ import (
 //
 //	PREFIX@once/NAME/@slot/SLOT   a slot's marker (JSON, see distlock.SlotMarker)
 //	PREFIX@once/NAME/@fence       the fence the markers are written through
-type Store struct{ RevokeStore }
+type AdminStore struct{ RevokeStore }
 
 // Queue reads lock name's queue (Inspect).
-func (s Store) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
+func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
 	return Inspect(ctx, s.Client, s.Prefix, name)
 }
 
 // WatchQueue follows lock name's queue (the package's WatchQueue).
-func (s Store) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
+func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
 	return WatchQueue(ctx, s.Client, s.Prefix, name, f)
 }
 
 func markDir(prefix, name string) string { return prefix + "@once/" + name + "/@slot/" }
 
 // Marker reads slot's marker: one linearizable read.
-func (s Store) Marker(ctx context.Context, name, slot string) ([]byte, bool, error) {
+func (s AdminStore) Marker(ctx context.Context, name, slot string) ([]byte, bool, error) {
 	resp, err := s.Client.Get(ctx, markDir(s.Prefix, name)+slot)
 	if err != nil || len(resp.Kvs) == 0 {
 		return nil, false, err
@@ -42,7 +42,7 @@ func (s Store) Marker(ctx context.Context, name, slot string) ([]byte, bool, err
 // Mark puts slot's marker through the fence (etcdfence.WriteHeld) in one
 // Txn that also requires tok's lock key, with its create revision and
 // lease, and no marker for slot.
-func (s Store) Mark(ctx context.Context, name, slot string, tok distlock.Token, value []byte) ([]byte, error) {
+func (s AdminStore) Mark(ctx context.Context, name, slot string, tok distlock.Token, value []byte) ([]byte, error) {
 	f, err := etcdfence.New(s.Client, s.Prefix+"@once/"+name+"/@fence", name)
 	if err != nil {
 		return nil, err
@@ -68,7 +68,7 @@ func (s Store) Mark(ctx context.Context, name, slot string, tok distlock.Token, 
 
 // Markers counts the markers and reads the newest n in one linearizable
 // Txn of two range reads.
-func (s Store) Markers(ctx context.Context, name string, n int) (int, [][]byte, error) {
+func (s AdminStore) Markers(ctx context.Context, name string, n int) (int, [][]byte, error) {
 	dir := markDir(s.Prefix, name)
 	resp, err := s.Client.Txn(ctx).Then(
 		clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithCountOnly()),
@@ -85,7 +85,7 @@ func (s Store) Markers(ctx context.Context, name string, n int) (int, [][]byte, 
 }
 
 // PruneMarkers deletes the markers before before in one range delete.
-func (s Store) PruneMarkers(ctx context.Context, name, before string) (int, error) {
+func (s AdminStore) PruneMarkers(ctx context.Context, name, before string) (int, error) {
 	dir := markDir(s.Prefix, name)
 	resp, err := s.Client.Delete(ctx, dir, clientv3.WithRange(dir+before))
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// Store is a qlock.AdminStore on a ZooKeeper connection and prefix: a
+// AdminStore is qlock.AdminStore on a ZooKeeper connection and prefix: a
 // lock's queue (Inspect, WatchQueue), its revocation records
 // (RevokeStore) and its done-markers, persistent znodes with the store's
 // ACL beside the lock's directory ('@' never occurs in lock names or
@@ -20,21 +20,21 @@ import (
 //
 //	PREFIX/@once/NAME/@slot/SLOT   a slot's marker (JSON data, see distlock.SlotMarker)
 //	PREFIX/@once/NAME/@fence       the fence the markers are written through
-type Store struct{ RevokeStore }
+type AdminStore struct{ RevokeStore }
 
 // Queue reads lock name's queue (Inspect).
-func (s Store) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
+func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
 	return Inspect(ctx, s.Conn, s.Prefix, name)
 }
 
 // WatchQueue follows lock name's queue (the package's WatchQueue).
-func (s Store) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
+func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
 	return WatchQueue(ctx, s.Conn, s.Prefix, name, f)
 }
 
 // get reads path, after a sync when sync is set (the server answering has
 // then seen every write before); ok is false if there is no such node.
-func (s Store) get(ctx context.Context, path string, sync bool) ([]byte, bool, error) {
+func (s AdminStore) get(ctx context.Context, path string, sync bool) ([]byte, bool, error) {
 	if sync {
 		if _, err := retry(ctx, func() (string, error) { return s.Conn.Sync(path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, false, err
@@ -53,14 +53,14 @@ func (s Store) get(ctx context.Context, path string, sync bool) ([]byte, bool, e
 func markDir(prefix, name string) string { return prefix + "/@once/" + name + "/@slot" }
 
 // Marker reads slot's marker after a sync.
-func (s Store) Marker(ctx context.Context, name, slot string) ([]byte, bool, error) {
+func (s AdminStore) Marker(ctx context.Context, name, slot string) ([]byte, bool, error) {
 	return s.get(ctx, markDir(s.Prefix, name)+"/"+slot, true)
 }
 
 // Mark creates slot's marker through the fence, in one multi that also
 // checks that tok's lock node exists (found by its czxid in the lock's
 // queue) and creates the marker, failing if it exists.
-func (s Store) Mark(ctx context.Context, name, slot string, tok distlock.Token, value []byte) ([]byte, error) {
+func (s AdminStore) Mark(ctx context.Context, name, slot string, tok distlock.Token, value []byte) ([]byte, error) {
 	f, err := zkfence.New(s.Conn, s.Prefix+"/@once/"+name+"/@fence", name, zkfence.WithACL(s.acl()...))
 	if err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func (s Store) Mark(ctx context.Context, name, slot string, tok distlock.Token, 
 }
 
 // slots lists lock name's marked slots, after a sync when sync is set.
-func (s Store) slots(ctx context.Context, name string, sync bool) ([]string, error) {
+func (s AdminStore) slots(ctx context.Context, name string, sync bool) ([]string, error) {
 	dir := markDir(s.Prefix, name)
 	if sync {
 		if _, err := retry(ctx, func() (string, error) { return s.Conn.Sync(dir) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
@@ -118,7 +118,7 @@ func (s Store) slots(ctx context.Context, name string, sync bool) ([]string, err
 }
 
 // Markers syncs, lists the markers and reads the newest n.
-func (s Store) Markers(ctx context.Context, name string, n int) (int, [][]byte, error) {
+func (s AdminStore) Markers(ctx context.Context, name string, n int) (int, [][]byte, error) {
 	kids, err := s.slots(ctx, name, true)
 	if err != nil {
 		return 0, nil, err
@@ -139,7 +139,7 @@ func (s Store) Markers(ctx context.Context, name string, n int) (int, [][]byte, 
 }
 
 // PruneMarkers deletes the markers before before, a hundred per multi.
-func (s Store) PruneMarkers(ctx context.Context, name, before string) (int, error) {
+func (s AdminStore) PruneMarkers(ctx context.Context, name, before string) (int, error) {
 	kids, err := s.slots(ctx, name, false)
 	if err != nil {
 		return 0, err
