@@ -30,7 +30,9 @@ const (
 	DefaultPrefix = "/distlock/"
 )
 
-// Option configures a Session.
+// Option configures a Session. WithTTL is etcd's own; the others are
+// zklock's too and mean the same there, but for what a prefix and an
+// entry are on each store.
 type Option func(*options)
 
 type options struct{ etcdq.Config }
@@ -113,7 +115,7 @@ type Session struct {
 // NewSession grants a lease on client and keeps it alive until Close or the
 // session ends. The client stays the caller's: Close does not close it.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*Session, error) {
-	o := options{etcdq.Config{TTL: DefaultTTL, Prefix: DefaultPrefix}}
+	o := options{etcdq.Config{TTL: DefaultTTL, Options: qlock.Options{Prefix: DefaultPrefix}}}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -124,9 +126,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 	if c.Prefix == "" {
 		return nil, fmt.Errorf("etcdlock: new session: empty key prefix")
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Options = c.Defaults()
 	d, err := etcdq.NewSession(ctx, client, c)
 	if err != nil {
 		return nil, err

@@ -27,7 +27,9 @@ const (
 	DefaultTickTime = zkq.DefaultTickTime
 )
 
-// Option configures a Session.
+// Option configures a Session. WithSessionTimeout, WithTickTime and
+// WithACL are ZooKeeper's own; the others are etcdlock's too and mean the
+// same there, but for what a prefix and an entry are on each store.
 type Option func(*options)
 
 type options struct {
@@ -108,7 +110,7 @@ func WithACL(acl []zk.ACL) Option { return func(o *options) { o.ACL = acl } }
 // Close or the session ends. The connection stays the caller's: Close does
 // not close it, and its event channel is left alone.
 func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, error) {
-	o := options{Config: zkq.Config{Prefix: DefaultPrefix, ACL: zk.WorldACL(zk.PermAll)}}
+	o := options{Config: zkq.Config{Options: qlock.Options{Prefix: DefaultPrefix}, ACL: zk.WorldACL(zk.PermAll)}}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -118,9 +120,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 	if o.Tick < 0 || o.tickSet && o.Tick == 0 {
 		return nil, fmt.Errorf("zklock: new session: tick time %v is not positive", o.Tick)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Options = o.Defaults()
 	d, err := zkq.NewSession(ctx, conn, o.Config)
 	if err != nil {
 		return nil, err

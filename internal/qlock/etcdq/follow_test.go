@@ -3,7 +3,6 @@ package etcdq
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -57,7 +56,7 @@ func followTestSession(t *testing.T, counter *watchCreates) (*Session, *clientv3
 	t.Cleanup(func() { cli.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	s, err := NewSession(ctx, cli, Config{TTL: 30 * time.Second, Prefix: "/distlock/", Logger: slog.New(slog.DiscardHandler)})
+	s, err := NewSession(ctx, cli, Config{TTL: 30 * time.Second, Options: qlock.Options{Prefix: "/distlock/"}.Defaults()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package etcdq
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -28,7 +27,7 @@ func TestGuardRefusesLatePut(t *testing.T) {
 	t.Cleanup(func() { cli.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := NewSession(ctx, cli, Config{TTL: 30 * time.Second, Prefix: "/distlock/", Logger: slog.New(slog.DiscardHandler)})
+	s, err := NewSession(ctx, cli, Config{TTL: 30 * time.Second, Options: qlock.Options{Prefix: "/distlock/"}.Defaults()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,14 +25,8 @@ import (
 
 // Config is a session's configuration, as the etcdlock options set it.
 type Config struct {
-	TTL    time.Duration // requested; at least etcdlock.MinTTL
-	Prefix string
-	Holder string
-	Logger *slog.Logger
-	// Observe says where the session reports metrics and spans.
-	Observe qlock.Observe
-	// Revocable makes the session's holders follow revocation requests.
-	Revocable bool
+	qlock.Options
+	TTL time.Duration // requested; at least etcdlock.MinTTL
 }
 
 // Backend is etcd, as errors, metrics and spans (etcd) and logs

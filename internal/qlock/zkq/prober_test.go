@@ -2,11 +2,11 @@ package zkq
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/internal/qlock"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -25,7 +25,7 @@ func TestLivenessSharedPerConn(t *testing.T) {
 	defer conn.Close()
 
 	const n = 50
-	cfg := Config{Prefix: "/distlock", Logger: slog.New(slog.DiscardHandler), Tick: integration.ZooKeeperTickTime, ACL: zk.WorldACL(zk.PermAll)}
+	cfg := Config{Options: qlock.Options{Prefix: "/distlock"}.Defaults(), Tick: integration.ZooKeeperTickTime, ACL: zk.WorldACL(zk.PermAll)}
 	sessions := make([]*Session, n)
 	started := make([]time.Time, n)
 	for i := range sessions {
@@ -100,7 +100,7 @@ func TestClosedConnNoSpin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Prefix: "/distlock", Logger: slog.New(slog.DiscardHandler), Tick: integration.ZooKeeperTickTime, ACL: zk.WorldACL(zk.PermAll)}
+	cfg := Config{Options: qlock.Options{Prefix: "/distlock"}.Defaults(), Tick: integration.ZooKeeperTickTime, ACL: zk.WorldACL(zk.PermAll)}
 	s, err := NewSession(ctx, conn, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -63,16 +62,10 @@ type Session struct {
 
 // Config is a session's configuration, as the zklock options set it.
 type Config struct {
-	Prefix  string
-	Holder  string
-	Logger  *slog.Logger
+	qlock.Options
 	Timeout time.Duration // 0: read the negotiated one from the connection
 	Tick    time.Duration // the servers' tickTime; 0: ask the server
 	ACL     []zk.ACL
-	// Observe says where the session reports metrics and spans.
-	Observe qlock.Observe
-	// Revocable makes the session's holders follow revocation requests.
-	Revocable bool
 }
 
 // NewSession waits until conn has a ZooKeeper session and follows it until
