@@ -2,7 +2,6 @@ package distlock
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -60,18 +59,6 @@ type SlotMarker struct {
 // String describes the marker for people: holder, token, mode and time.
 func (m SlotMarker) String() string {
 	return fmt.Sprintf("%s (token %s, %s, marked %s)", m.Holder, m.Token, m.Mode, m.Marked.UTC().Format(time.RFC3339))
-}
-
-// ParseSlotMarker reads a stored marker value. A value that is not a
-// marker distlock wrote (someone created the key or znode by hand) still
-// marks its slot done: it is described as it is, with token "unknown", so
-// that a run that finds it can say what it found.
-func ParseSlotMarker(value []byte) SlotMarker {
-	var m SlotMarker
-	if err := json.Unmarshal(value, &m); err != nil || m.Token == "" {
-		return SlotMarker{Holder: fmt.Sprintf("%q", value), Token: "unknown", Mode: "unknown mode"}
-	}
-	return m
 }
 
 // SlotMarks keeps the done-markers of the slots of one lock. The backends

@@ -2,24 +2,13 @@ package distlock
 
 import (
 	"context"
-	"fmt"
 	"strconv"
-	"strings"
 )
 
 // MaxPermits is the largest permit count a semaphore accepts: every
 // acquisition that has to wait reads the semaphore's permits once, so N
 // bounds that read.
 const MaxPermits = 1024
-
-// ValidatePermits checks a semaphore's permit count n for the semaphore
-// called name. The error wraps ErrInvalidPermits.
-func ValidatePermits(name string, n int) error {
-	if n < 1 || n > MaxPermits {
-		return &LockError{Name: name, Op: OpValidate, Err: fmt.Errorf("%w: %d (want 1 to %d)", ErrInvalidPermits, n, MaxPermits)}
-	}
-	return nil
-}
 
 // Permit is one held permit of a semaphore (etcdlock.Semaphore,
 // zklock.Semaphore). It has a Lease's whole surface — Token, Done, Err,
@@ -61,20 +50,6 @@ func (p *Permit) Release(ctx context.Context) error { return p.Unlock(ctx) }
 // takes it; a Mutex of that very name would share its fence, so don't
 // name a lock like a semaphore's slots.
 func SlotName(name string, slot int) string { return name + "/slot-" + strconv.Itoa(slot) }
-
-// ParseSlotName splits a permit token's name into the semaphore's name
-// and the slot; ok is false for a name that SlotName did not make.
-func ParseSlotName(s string) (name string, slot int, ok bool) {
-	i := strings.LastIndex(s, "/slot-")
-	if i <= 0 {
-		return "", 0, false
-	}
-	n, err := strconv.Atoi(s[i+len("/slot-"):])
-	if err != nil || n < 0 || strconv.Itoa(n) != s[i+len("/slot-"):] {
-		return "", 0, false
-	}
-	return s[:i], n, true
-}
 
 // NewPermit returns the permit of slot slot held through l (see NewLease):
 // the semaphores of the store packages make theirs with it.

@@ -1,11 +1,8 @@
 package distlock
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
 	"strings"
 	"time"
 )
@@ -48,7 +45,7 @@ type RevokeRequest struct {
 	// Reason says why, for the holder and the audit trail. Required.
 	Reason string
 	// By says who asks; empty means the user, host and process ID of the
-	// caller (RevokedBy).
+	// caller: "user@host pid N".
 	By string
 	// Grace is how long the holders have to release before the revocation
 	// is forced (Force) or given up on. Zero asks and, with Force, deletes
@@ -69,19 +66,6 @@ func (r RevokeRequest) Validate() error {
 		return fmt.Errorf("%w: negative grace period %v", ErrInvalidRevoke, r.Grace)
 	}
 	return nil
-}
-
-// RevokedBy is the default RevokeRequest.By: "user@host pid N".
-func RevokedBy() string {
-	name := "unknown"
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		name = u.Username
-	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	return fmt.Sprintf("%s@%s pid %d", name, host, os.Getpid())
 }
 
 // RevokeOutcome is where a revocation stands.
@@ -164,24 +148,6 @@ func (r Revocation) String() string {
 	return s
 }
 
-// ParseRevocation reads a stored revocation record.
-func ParseRevocation(data []byte) (Revocation, error) {
-	var r Revocation
-	if err := json.Unmarshal(data, &r); err != nil {
-		return Revocation{}, fmt.Errorf("distlock: revocation record does not parse: %w", err)
-	}
-	return r, nil
-}
-
-// Marshal returns r as stored.
-func (r Revocation) Marshal() []byte {
-	b, err := json.Marshal(r)
-	if err != nil {
-		panic(err) // only plain fields: cannot happen
-	}
-	return b
-}
-
 // RevokedError is the cause of a revocable Lease's Done when its holder
 // was asked to let go. It matches ErrRevoked with errors.Is; the lock is
 // still held, until Unlock or, after the grace period, a forced delete.
@@ -196,10 +162,3 @@ func (e *RevokedError) Error() string {
 
 // Is makes errors.Is(err, ErrRevoked) true.
 func (e *RevokedError) Is(target error) bool { return target == ErrRevoked }
-
-// RevokeKey is the name under which lock name's revocation record of the
-// holder with token seq is kept, below the backend's revocation directory
-// (PREFIX@revoke/NAME/@req/ on etcd, PREFIX/@revoke/NAME/@req/ on
-// ZooKeeper): the sequence number, zero-padded so that the records sort
-// in the order of their holders.
-func RevokeKey(seq int64) string { return fmt.Sprintf("%020d", seq) }

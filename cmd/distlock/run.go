@@ -2,8 +2,8 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"io"
+	"strings"
 
 	"github.com/distlock/distlock"
 )
@@ -110,8 +110,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if c.permits > 0 {
 		// The lease's token is the slot's, NAME/slot-K: DISTLOCK_LOCK
 		// stays NAME.
-		_, slot, _ := distlock.ParseSlotName(h.lease.Token().Name)
-		env = append(env, "DISTLOCK_LOCK="+c.name, fmt.Sprintf("DISTLOCK_PERMIT=%d", slot))
+		slot := strings.TrimPrefix(h.lease.Token().Name, c.name+"/slot-") // distlock.SlotName's form
+		env = append(env, "DISTLOCK_LOCK="+c.name, "DISTLOCK_PERMIT="+slot)
 	}
 	return c.run(h, argv, env, stdout, stderr)
 }

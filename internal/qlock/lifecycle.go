@@ -264,7 +264,7 @@ func (e *Engine) hold(n *Node, lt *lockTel, h hooks) *distlock.Lease {
 			lock = h.revokeAs
 		}
 		e.revs.FollowRevoke(n, lock, func(data []byte) {
-			r, err := distlock.ParseRevocation(data)
+			r, err := parseRevocation(data)
 			if err != nil {
 				// Still a request to let go; what it says is unknown.
 				r = distlock.Revocation{Lock: n.Name, Reason: err.Error()}

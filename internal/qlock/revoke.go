@@ -2,8 +2,11 @@ package qlock
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/user"
 	"sort"
 	"sync"
 	"time"
@@ -19,9 +22,43 @@ import (
 // lock revoked again and again stays bounded.
 const RevokeKeep = 100
 
+// RevokeKey is the name of the record of the holder with token seq in a
+// lock's revocation directory: the sequence number, zero-padded so that
+// the records sort in the order of their holders.
+func RevokeKey(seq int64) string { return fmt.Sprintf("%020d", seq) }
+
+// revokedBy is a request's By when it gives none: "user@host pid N".
+func revokedBy() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s@%s pid %d", name, host, os.Getpid())
+}
+
+// record returns rv as stored: its JSON (plain fields, so Marshal cannot
+// fail).
+func record(rv distlock.Revocation) []byte {
+	b, _ := json.Marshal(rv)
+	return b
+}
+
+// parseRevocation reads a stored record.
+func parseRevocation(data []byte) (distlock.Revocation, error) {
+	var r distlock.Revocation
+	if err := json.Unmarshal(data, &r); err != nil {
+		return distlock.Revocation{}, fmt.Errorf("revocation record does not parse: %w", err)
+	}
+	return r, nil
+}
+
 // RevokeStore is what a store does for Revoke and Revocations, on a client
 // (not a session: a revoker holds nothing). Records are keyed by the
-// holder's token (distlock.RevokeKey) under the lock's revocation
+// holder's token (RevokeKey) under the lock's revocation
 // directory.
 type RevokeStore interface {
 	// Backend is the store's, for errors.
@@ -64,7 +101,7 @@ func Revoke(ctx context.Context, st RevokeStore, name string, r distlock.RevokeR
 		return nil, fail(err)
 	}
 	if r.By == "" {
-		r.By = distlock.RevokedBy()
+		r.By = revokedBy()
 	}
 	entries, err := st.Inspect(ctx, name)
 	if err != nil {
@@ -104,12 +141,12 @@ func Revoke(ctx context.Context, st RevokeStore, name string, r distlock.RevokeR
 			By: r.By, Reason: r.Reason, Grace: r.Grace, Force: r.Force,
 			Requested: now, Outcome: distlock.RevokePending,
 		}
-		existing, err := st.Create(ctx, name, e.Token.Seq, rv.Marshal())
+		existing, err := st.Create(ctx, name, e.Token.Seq, record(rv))
 		if err != nil {
 			return out[:i], fail(fmt.Errorf("record the revocation of token %s: %w", e.Token, err))
 		}
 		if existing != nil {
-			old, err := distlock.ParseRevocation(existing)
+			old, err := parseRevocation(existing)
 			if err != nil {
 				return out[:i], fail(fmt.Errorf("revocation of token %s: %w", e.Token, err))
 			}
@@ -192,7 +229,7 @@ func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlo
 		}
 	}
 	rv.Ended = time.Now()
-	if err := st.Update(ctx, name, e.Token.Seq, rv.Marshal()); err != nil {
+	if err := st.Update(ctx, name, e.Token.Seq, record(*rv)); err != nil {
 		return fmt.Errorf("revocation of token %s: record its outcome (%s): %w", e.Token, rv.Outcome, err)
 	}
 	return nil
@@ -215,7 +252,7 @@ func Revocations(ctx context.Context, st RevokeStore, name string) ([]distlock.R
 	var out []distlock.Revocation
 	pending := false
 	for _, data := range raw {
-		rv, err := distlock.ParseRevocation(data)
+		rv, err := parseRevocation(data)
 		if err != nil {
 			return nil, fail(err)
 		}

@@ -3,6 +3,7 @@ package qlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/distlock/distlock"
@@ -149,7 +150,7 @@ type Semaphore struct {
 // must give the same n: one that finds entries made with another count
 // gets an error wrapping distlock.ErrPermitsMismatch.
 func NewSemaphore(e *Engine, name string, n int) (*Semaphore, error) {
-	if err := e.st.backend.named(distlock.ValidatePermits(name, n)); err != nil {
+	if err := e.st.backend.validatePermits(name, n); err != nil {
 		return nil, err
 	}
 	return newRecipe("semaphore", e, e.slots != nil, name, func(l lock) *Semaphore { return &Semaphore{lock: l, n: n} })
@@ -198,4 +199,13 @@ func (s *Semaphore) acquirePermit(ctx context.Context, try bool) (*distlock.Perm
 func (s *Semaphore) permitHooks() hooks {
 	st := s.e.st
 	return hooks{revokeAs: s.name, released: func(n *Node) { st.FreeSlot(n.Key) }}
+}
+
+// validatePermits checks semaphore name's permit count n, 1 to
+// distlock.MaxPermits; the error wraps distlock.ErrInvalidPermits.
+func (b Backend) validatePermits(name string, n int) error {
+	if n < 1 || n > distlock.MaxPermits {
+		return &distlock.LockError{Backend: b.Name, Name: name, Op: distlock.OpValidate, Err: fmt.Errorf("%w: %d (want 1 to %d)", distlock.ErrInvalidPermits, n, distlock.MaxPermits)}
+	}
+	return nil
 }

@@ -25,7 +25,7 @@ type Backend struct {
 func (b Backend) ValidateName(name string) error { return b.named(distlock.ValidateName(name)) }
 
 // named sets b as the backend of err if it is a *distlock.LockError just
-// made (by distlock.ValidateName, ValidatePermits) and naming none.
+// made (by distlock.ValidateName) and naming none.
 func (b Backend) named(err error) error {
 	if le, ok := err.(*distlock.LockError); ok && le.Backend == "" {
 		le.Backend = b.Name

@@ -15,7 +15,7 @@ import (
 // queue, one key per revoked holder, not bound to any lease so that they
 // outlive holder and revoker:
 //
-//	PREFIX@revoke/NAME/@req/TOKEN   TOKEN: distlock.RevokeKey of the holder's create revision
+//	PREFIX@revoke/NAME/@req/TOKEN   TOKEN: qlock.RevokeKey of the holder's create revision
 //
 // Not under NAME/@…: the queue's range reads would see them. '@' never
 // occurs in lock names, so the records of lock "a" and "a/b" never mix.
@@ -24,7 +24,7 @@ import (
 func RevokeDir(prefix, name string) string { return prefix + "@revoke/" + name + "/@req/" }
 
 func revokeKey(prefix, name string, seq int64) string {
-	return RevokeDir(prefix, name) + distlock.RevokeKey(seq)
+	return RevokeDir(prefix, name) + qlock.RevokeKey(seq)
 }
 
 // FollowRevoke watches the revocation record of n's token, from the

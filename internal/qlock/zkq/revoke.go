@@ -19,7 +19,7 @@ import (
 // holder and revoker:
 //
 //	PREFIX/@revoke/NAME/@req           the bell: its data is set after each new record
-//	PREFIX/@revoke/NAME/@req/TOKEN     TOKEN: distlock.RevokeKey of the holder's czxid
+//	PREFIX/@revoke/NAME/@req/TOKEN     TOKEN: qlock.RevokeKey of the holder's czxid
 //
 // '@' never occurs in lock names, so the records of lock "a" and "a/b"
 // never mix.
@@ -127,7 +127,7 @@ func (s *Session) checkRevoked(ctx context.Context, dir string, n *qlock.Node, f
 	stop := context.AfterFunc(n.Alive(), cancel)
 	defer stop()
 	data, err := retry(ctx, func() ([]byte, error) {
-		d, _, err := s.conn.Get(dir + "/" + distlock.RevokeKey(n.Token))
+		d, _, err := s.conn.Get(dir + "/" + qlock.RevokeKey(n.Token))
 		return d, err
 	})
 	if err == nil {
@@ -175,7 +175,7 @@ func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []
 	if _, err := mkdirs(ctx, r.Conn, r.acl(), dir); err != nil {
 		return nil, err
 	}
-	path := dir + "/" + distlock.RevokeKey(seq)
+	path := dir + "/" + qlock.RevokeKey(seq)
 	_, err := retry(ctx, func() (string, error) { return r.Conn.Create(path, data, zk.FlagPersistent, r.acl()) })
 	if errors.Is(err, zk.ErrNodeExists) {
 		old, err := retry(ctx, func() ([]byte, error) {
@@ -200,13 +200,13 @@ func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []
 
 // ring sets the bell's data, which revocable holders watch.
 func (r RevokeStore) ring(ctx context.Context, dir string, seq int64) error {
-	_, err := retry(ctx, func() (*zk.Stat, error) { return r.Conn.Set(dir, []byte(distlock.RevokeKey(seq)), -1) })
+	_, err := retry(ctx, func() (*zk.Stat, error) { return r.Conn.Set(dir, []byte(qlock.RevokeKey(seq)), -1) })
 	return err
 }
 
 // Update replaces token seq's record.
 func (r RevokeStore) Update(ctx context.Context, name string, seq int64, data []byte) error {
-	path := RevokeDir(r.Prefix, name) + "/" + distlock.RevokeKey(seq)
+	path := RevokeDir(r.Prefix, name) + "/" + qlock.RevokeKey(seq)
 	_, err := retry(ctx, func() (*zk.Stat, error) { return r.Conn.Set(path, data, -1) })
 	return err
 }
@@ -230,7 +230,7 @@ func (r RevokeStore) records(ctx context.Context, name string) ([]string, error)
 	}
 	out := children[:0]
 	for _, c := range children {
-		if len(c) == len(distlock.RevokeKey(0)) && c[0] >= '0' && c[0] <= '9' {
+		if len(c) == len(qlock.RevokeKey(0)) && c[0] >= '0' && c[0] <= '9' {
 			out = append(out, c)
 		}
 	}
