@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/schedule"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -38,7 +39,7 @@ func ExampleOnce() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	slot := distlock.Daily(berlin).Slot(time.Now())
+	slot := schedule.Daily(berlin).Slot(time.Now())
 
 	ran, err := distlock.Once(ctx, mu, marks, slot, func(ctx context.Context) error {
 		// ... build and send the report; ctx ends if the lock is lost ...

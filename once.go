@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Once runs a job once per slot across a fleet (see Schedule for naming
-// slots): every instance calls it for the slot that is due, and the first
+// Once runs a job once per slot across a fleet (package schedule names
+// slots by time): every instance calls it for the slot that is due, and the first
 // to hold the lock runs fn; the others, once they hold it, find the slot's
 // done-marker and return without running fn. It is what the distlock once
 // command does, as a library.

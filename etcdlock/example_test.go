@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/schedule"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -322,7 +323,7 @@ func ExampleMarks() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	slot := distlock.Daily(time.UTC).Slot(time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC))
+	slot := schedule.Daily(time.UTC).Slot(time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC))
 
 	report := func(ctx context.Context) error {
 		fmt.Println("sending the report of", slot)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/schedule"
 )
 
 func init() {
@@ -132,7 +133,7 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if c.set["every"] {
-		s, err := schedule(every, tz)
+		s, err := scheduleOf(every, tz)
 		if err != nil {
 			return usageErr("%v", err)
 		}
@@ -204,19 +205,19 @@ func onceResult(h *held, slot string, ran bool, err error, stdout, stderr io.Wri
 	return exit(exitUnreachable, fmt.Errorf("the command succeeded, but slot %q could not be marked done, so it may run again: %w%s", slot, oe.Err, h.b.AuthHint(oe.Err)))
 }
 
-// schedule is the distlock.Schedule --every and --tz name.
-func schedule(every, tz string) (distlock.Schedule, error) {
+// scheduleOf is the schedule.Schedule --every and --tz name.
+func scheduleOf(every, tz string) (schedule.Schedule, error) {
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
 		return nil, fmt.Errorf("--tz %q: %v", tz, err)
 	}
 	switch every {
 	case "hourly":
-		return distlock.Hourly(loc), nil
+		return schedule.Hourly(loc), nil
 	case "daily":
-		return distlock.Daily(loc), nil
+		return schedule.Daily(loc), nil
 	}
-	s, err := distlock.Cron(every, loc)
+	s, err := schedule.Cron(every, loc)
 	if err != nil {
 		return nil, fmt.Errorf("--every %q: not hourly, daily or a cron expression: %s", every, causeAfter(err, nil))
 	}

@@ -29,3 +29,16 @@ func TestLibraryDependsOnOTelAPIOnly(t *testing.T) {
 		t.Error("the library does not import the OpenTelemetry metric API (test out of date?)")
 	}
 }
+
+// TestRootWithoutCron checks that the root package, which every program
+// using distlock imports, does not link in a cron parser: only package
+// schedule needs one.
+func TestRootWithoutCron(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/distlock/distlock").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "github.com/robfig/cron") {
+		t.Error("the root package imports github.com/robfig/cron")
+	}
+}

@@ -27,6 +27,7 @@ var publicPackages = []string{
 	module + "/etcdlock",
 	module + "/zklock",
 	module + "/gocronlock",
+	module + "/schedule",
 	module + "/fencing",
 	module + "/fencing/etcdfence",
 	module + "/fencing/zkfence",
