@@ -22,7 +22,8 @@ type AdminStore interface {
 
 // Admin is the admin handle of one store, client and prefix, which
 // etcdlock.Admin and zklock.Admin forward to: each call checks the lock
-// name, and says what failed naming the backend package once.
+// name, and names the backend once in its errors. Revoke and
+// Revocations are in revoke.go.
 type Admin struct {
 	st     AdminStore
 	holder string // the Holder of the markers its Marks write by default
@@ -33,36 +34,26 @@ type Admin struct {
 func NewAdmin(st AdminStore, holder string) *Admin { return &Admin{st: st, holder: holder} }
 
 // Inspect returns lock name's queue.
-func (a *Admin) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	if err := a.st.Backend().ValidateName(name); err != nil {
-		return nil, err
-	}
-	q, err := a.st.Queue(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: inspect %q: %w", a.st.Backend().Pkg, name, err)
-	}
-	return q, nil
+func (a *Admin) Inspect(ctx context.Context, name string) (q []distlock.QueueEntry, err error) {
+	err = a.do("inspect", name, func() error { q, err = a.st.Queue(ctx, name); return err })
+	return q, err
 }
 
 // WatchQueue calls f with lock name's queue now and after every change.
 func (a *Admin) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
+	return a.do("watch queue", name, func() error { return a.st.WatchQueue(ctx, name, f) })
+}
+
+// do runs f, what on lock name, once the name is valid; f's error is the
+// backend package's, since an admin read is no operation on a lock.
+func (a *Admin) do(what, name string, f func() error) error {
 	if err := a.st.Backend().ValidateName(name); err != nil {
 		return err
 	}
-	if err := a.st.WatchQueue(ctx, name, f); err != nil {
-		return fmt.Errorf("%s: watch queue %q: %w", a.st.Backend().Pkg, name, err)
+	if err := f(); err != nil {
+		return fmt.Errorf("%s: %s %q: %w", a.st.Backend().Pkg, what, name, err)
 	}
 	return nil
-}
-
-// Revoke is Revoke on a's store.
-func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
-	return Revoke(ctx, a.st, name, r)
-}
-
-// Revocations is Revocations on a's store.
-func (a *Admin) Revocations(ctx context.Context, name string) ([]distlock.Revocation, error) {
-	return Revocations(ctx, a.st, name)
 }
 
 // Marks returns the done-markers of lock name.
@@ -70,5 +61,5 @@ func (a *Admin) Marks(name string) (*Marks, error) {
 	if err := a.st.Backend().ValidateName(name); err != nil {
 		return nil, err
 	}
-	return &Marks{st: a.st, name: name, holder: a.holder}, nil
+	return &Marks{a: a, name: name}, nil
 }

@@ -42,9 +42,8 @@ type MarkStore interface {
 // Marks is the done-markers of one lock's slots on a MarkStore: what
 // etcdlock.Marks and zklock.Marks forward to (distlock.SlotMarks).
 type Marks struct {
-	st     MarkStore
-	name   string
-	holder string // a marker's Holder when the caller gives none
+	a    *Admin // its store, and the Holder of markers that give none
+	name string
 }
 
 // Name returns the lock's name.
@@ -53,7 +52,7 @@ func (m *Marks) Name() string { return m.name }
 // fail is the error of op (distlock.OpCheck, OpMark) on m's lock:
 // OnceError names the lock and the slot once around it.
 func (m *Marks) fail(op distlock.Op, err error) error {
-	return &distlock.LockError{Backend: m.st.Backend().Name, Name: m.name, Op: op, Err: err}
+	return &distlock.LockError{Backend: m.a.st.Backend().Name, Name: m.name, Op: op, Err: err}
 }
 
 // Marker returns slot's marker, or nil if it has none.
@@ -61,7 +60,7 @@ func (m *Marks) Marker(ctx context.Context, slot string) (*distlock.SlotMarker, 
 	if err := distlock.ValidateSlot(slot); err != nil {
 		return nil, m.fail(distlock.OpCheck, err)
 	}
-	v, ok, err := m.st.Marker(ctx, m.name, slot)
+	v, ok, err := m.a.st.Marker(ctx, m.name, slot)
 	if err != nil {
 		return nil, m.fail(distlock.OpCheck, fmt.Errorf("read the marker of slot %q: %w", slot, err))
 	}
@@ -89,7 +88,7 @@ func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.Slo
 	}
 	if mk.Holder == "" {
 		host, _ := os.Hostname()
-		mk.Holder = cmp.Or(m.holder, fmt.Sprintf("%s pid %d", host, os.Getpid()))
+		mk.Holder = cmp.Or(m.a.holder, fmt.Sprintf("%s pid %d", host, os.Getpid()))
 	}
 	if err := lease.Err(); err != nil {
 		return fail(fmt.Errorf("%w: %w", distlock.ErrLost, inner(err)))
@@ -98,7 +97,7 @@ func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.Slo
 	if err != nil {
 		return fail(err)
 	}
-	prev, err := m.st.Mark(ctx, m.name, mk.Slot, lease.Token(), value)
+	prev, err := m.a.st.Mark(ctx, m.name, mk.Slot, lease.Token(), value)
 	switch {
 	case err == nil:
 		return nil
@@ -118,24 +117,19 @@ func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.Slo
 // Markers returns how many markers the lock has, and the newest n of
 // them by slot name, newest first.
 func (m *Marks) Markers(ctx context.Context, n int) (total int, newest []distlock.SlotMarker, err error) {
-	total, vs, err := m.st.Markers(ctx, m.name, n)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s: markers of %q: %w", m.st.Backend().Pkg, m.name, err)
-	}
+	var vs [][]byte
+	err = m.a.do("markers of", m.name, func() error { total, vs, err = m.a.st.Markers(ctx, m.name, n); return err })
 	for _, v := range vs {
 		newest = append(newest, parseMarker(v))
 	}
-	return total, newest, nil
+	return total, newest, err
 }
 
 // Prune deletes the markers of the slots that sort before before, and
 // returns how many it deleted.
-func (m *Marks) Prune(ctx context.Context, before string) (int, error) {
-	n, err := m.st.PruneMarkers(ctx, m.name, before)
-	if err != nil {
-		return n, fmt.Errorf("%s: lock %q: prune markers before %q: %w", m.st.Backend().Pkg, m.name, before, err)
-	}
-	return n, nil
+func (m *Marks) Prune(ctx context.Context, before string) (n int, err error) {
+	err = m.a.do("prune markers of", m.name, func() error { n, err = m.a.st.PruneMarkers(ctx, m.name, before); return err })
+	return n, err
 }
 
 // parseMarker reads a stored marker. A value that is not a marker

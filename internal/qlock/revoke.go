@@ -90,7 +90,8 @@ type RevokeStore interface {
 // already revoked is not asked again: its record is returned with Again
 // set and, with r.Force, forced once its first grace period or r's is
 // over, whichever ends first.
-func Revoke(ctx context.Context, st RevokeStore, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
+func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
+	st := a.st
 	fail := func(err error) error {
 		return &distlock.LockError{Backend: st.Backend().Name, Name: name, Op: distlock.OpRevoke, Err: err}
 	}
@@ -238,7 +239,8 @@ func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlo
 // Revocations returns lock name's revocation records, in the order they
 // were requested. A pending or still-held record whose holder is gone is
 // reported as distlock.RevokeEnded.
-func Revocations(ctx context.Context, st RevokeStore, name string) ([]distlock.Revocation, error) {
+func (a *Admin) Revocations(ctx context.Context, name string) ([]distlock.Revocation, error) {
+	st := a.st
 	fail := func(err error) error {
 		return &distlock.LockError{Backend: st.Backend().Name, Name: name, Op: distlock.OpRevoke, Err: err}
 	}

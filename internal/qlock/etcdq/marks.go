@@ -8,14 +8,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// AdminStore is qlock.AdminStore on an etcd client and key prefix: a lock's
-// queue (Inspect, WatchQueue), its revocation records (RevokeStore) and
-// its done-markers, which live beside the queue, not bound to any lease
-// ('@' never occurs in lock names or slots, so they never collide with a
-// lock's entries or another lock's markers):
-//
-//	PREFIX@once/NAME/@slot/SLOT   a slot's marker (JSON, see distlock.SlotMarker)
-//	PREFIX@once/NAME/@fence       the fence the markers are written through
+// AdminStore is qlock.AdminStore on an etcd client and key prefix: a
+// lock's queue, its revocation records (RevokeStore) and its
+// done-markers, keys bound to no lease (etcdlock.Admin says where).
 type AdminStore struct{ RevokeStore }
 
 // Queue reads lock name's queue (Inspect).
@@ -28,6 +23,8 @@ func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlo
 	return WatchQueue(ctx, s.Client, s.Prefix, name, f)
 }
 
+// markDir holds the markers, PREFIX@once/NAME/@slot/SLOT; the fence they
+// are written through is PREFIX@once/NAME/@fence.
 func markDir(prefix, name string) string { return prefix + "@once/" + name + "/@slot/" }
 
 // Marker reads slot's marker: one linearizable read.

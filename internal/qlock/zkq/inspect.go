@@ -24,16 +24,7 @@ import (
 func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distlock.QueueEntry, error) {
 	dir := prefix + "/" + name
 	fail := func(op string, err error) error { return fmt.Errorf("%s %s: %w", op, dir, err) }
-	if _, err := retry(ctx, func() (string, error) { return conn.Sync(dir) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return nil, fail("sync", err)
-	}
-	children, err := retry(ctx, func() ([]string, error) {
-		c, _, err := conn.Children(dir)
-		return c, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
+	children, err := syncedChildren(ctx, conn, dir)
 	if err != nil {
 		return nil, fail("list", err)
 	}

@@ -12,14 +12,9 @@ import (
 )
 
 // AdminStore is qlock.AdminStore on a ZooKeeper connection and prefix: a
-// lock's queue (Inspect, WatchQueue), its revocation records
-// (RevokeStore) and its done-markers, persistent znodes with the store's
-// ACL beside the lock's directory ('@' never occurs in lock names or
-// slots, so they never collide with a lock's entries or another lock's
-// markers):
-//
-//	PREFIX/@once/NAME/@slot/SLOT   a slot's marker (JSON data, see distlock.SlotMarker)
-//	PREFIX/@once/NAME/@fence       the fence the markers are written through
+// lock's queue, its revocation records (RevokeStore) and its
+// done-markers, persistent znodes with the store's ACL (zklock.Admin says
+// where).
 type AdminStore struct{ RevokeStore }
 
 // Queue reads lock name's queue (Inspect).
@@ -32,14 +27,33 @@ func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlo
 	return WatchQueue(ctx, s.Conn, s.Prefix, name, f)
 }
 
-// get reads path, after a sync when sync is set (the server answering has
-// then seen every write before); ok is false if there is no such node.
-func (s AdminStore) get(ctx context.Context, path string, sync bool) ([]byte, bool, error) {
-	if sync {
-		if _, err := retry(ctx, func() (string, error) { return s.Conn.Sync(path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return nil, false, err
-		}
+// synced syncs path's server with the leader, so that it has seen every
+// write before; a path that does not exist is no error.
+func synced(ctx context.Context, conn *zk.Conn, path string) error {
+	if _, err := retry(ctx, func() (string, error) { return conn.Sync(path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
 	}
+	return nil
+}
+
+// syncedChildren lists dir's children after a sync: every child made
+// before is listed. A dir that does not exist has none.
+func syncedChildren(ctx context.Context, conn *zk.Conn, dir string) ([]string, error) {
+	if err := synced(ctx, conn, dir); err != nil {
+		return nil, err
+	}
+	c, err := retry(ctx, func() ([]string, error) {
+		c, _, err := conn.Children(dir)
+		return c, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	return c, err
+}
+
+// get reads path; ok is false if there is no such node.
+func (s AdminStore) get(ctx context.Context, path string) ([]byte, bool, error) {
 	data, err := retry(ctx, func() ([]byte, error) {
 		d, _, err := s.Conn.Get(path)
 		return d, err
@@ -50,11 +64,17 @@ func (s AdminStore) get(ctx context.Context, path string, sync bool) ([]byte, bo
 	return data, err == nil, err
 }
 
+// markDir holds the markers, PREFIX/@once/NAME/@slot/SLOT; the fence they
+// are written through is PREFIX/@once/NAME/@fence.
 func markDir(prefix, name string) string { return prefix + "/@once/" + name + "/@slot" }
 
 // Marker reads slot's marker after a sync.
 func (s AdminStore) Marker(ctx context.Context, name, slot string) ([]byte, bool, error) {
-	return s.get(ctx, markDir(s.Prefix, name)+"/"+slot, true)
+	p := markDir(s.Prefix, name) + "/" + slot
+	if err := synced(ctx, s.Conn, p); err != nil {
+		return nil, false, err
+	}
+	return s.get(ctx, p)
 }
 
 // Mark creates slot's marker through the fence, in one multi that also
@@ -90,7 +110,7 @@ func (s AdminStore) Mark(ctx context.Context, name, slot string, tok distlock.To
 	case errors.Is(err, zk.ErrNoNode):
 		return nil, fmt.Errorf("%w: %w", distlock.ErrLost, err)
 	case errors.Is(err, zk.ErrNodeExists):
-		prev, ok, rerr := s.get(ctx, dir+"/"+slot, true)
+		prev, ok, rerr := s.Marker(ctx, name, slot)
 		if rerr != nil || !ok {
 			return nil, distlock.ErrSlotDone
 		}
@@ -99,27 +119,9 @@ func (s AdminStore) Mark(ctx context.Context, name, slot string, tok distlock.To
 	return nil, err
 }
 
-// slots lists lock name's marked slots, after a sync when sync is set.
-func (s AdminStore) slots(ctx context.Context, name string, sync bool) ([]string, error) {
-	dir := markDir(s.Prefix, name)
-	if sync {
-		if _, err := retry(ctx, func() (string, error) { return s.Conn.Sync(dir) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return nil, err
-		}
-	}
-	kids, err := retry(ctx, func() ([]string, error) {
-		k, _, err := s.Conn.Children(dir)
-		return k, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
-	return kids, err
-}
-
 // Markers syncs, lists the markers and reads the newest n.
 func (s AdminStore) Markers(ctx context.Context, name string, n int) (int, [][]byte, error) {
-	kids, err := s.slots(ctx, name, true)
+	kids, err := syncedChildren(ctx, s.Conn, markDir(s.Prefix, name))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -127,7 +129,7 @@ func (s AdminStore) Markers(ctx context.Context, name string, n int) (int, [][]b
 	slices.Reverse(kids)
 	var newest [][]byte
 	for _, k := range kids[:min(max(n, 0), len(kids))] {
-		data, ok, err := s.get(ctx, markDir(s.Prefix, name)+"/"+k, false)
+		data, ok, err := s.get(ctx, markDir(s.Prefix, name)+"/"+k)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -138,9 +140,10 @@ func (s AdminStore) Markers(ctx context.Context, name string, n int) (int, [][]b
 	return len(kids), newest, nil
 }
 
-// PruneMarkers deletes the markers before before, a hundred per multi.
+// PruneMarkers lists the markers after a sync, and deletes those before
+// before a hundred per multi.
 func (s AdminStore) PruneMarkers(ctx context.Context, name, before string) (int, error) {
-	kids, err := s.slots(ctx, name, false)
+	kids, err := syncedChildren(ctx, s.Conn, markDir(s.Prefix, name))
 	if err != nil {
 		return 0, err
 	}

@@ -215,16 +215,7 @@ func (r RevokeStore) Update(ctx context.Context, name string, seq int64, data []
 // after a sync: the server answering has seen every record written
 // before.
 func (r RevokeStore) records(ctx context.Context, name string) ([]string, error) {
-	if _, err := retry(ctx, func() (string, error) { return r.Conn.Sync(RevokeDir(r.Prefix, name)) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return nil, err
-	}
-	children, err := retry(ctx, func() ([]string, error) {
-		c, _, err := r.Conn.Children(RevokeDir(r.Prefix, name))
-		return c, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
+	children, err := syncedChildren(ctx, r.Conn, RevokeDir(r.Prefix, name))
 	if err != nil {
 		return nil, err
 	}
