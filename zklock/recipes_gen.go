@@ -279,23 +279,19 @@ func (a *Admin) WatchQueue(ctx context.Context, name string, f func([]distlock.Q
 
 // Revoke asks the holders of the lock called name (a Mutex's or writer's
 // holder, every reader holding, every permit of a semaphore; not an
-// Election's leader) to let go, in two phases: it records a revocation per
-// holder beside the lock (see Admin), which revocable holders
-// (WithRevocable) see as their Lease's Done closing with a
-// *distlock.RevokedError; it waits until they release or r.Grace is over;
-// then, with r.Force, deletes the nodes of those still there, each only if
-// it is still that holder's (its node's czxid). A forced holder sees
-// distlock.ErrEntryGone, and its successor's larger token makes fences
-// refuse what it writes late.
+// Election's leader) to let go: it records a revocation per holder (see
+// Admin), which revocable holders (WithRevocable) see as their Lease's
+// Done closing with a *distlock.RevokedError, and waits until they release
+// or r.Grace is over; then, with r.Force, deletes the nodes of those still
+// there, each only if it is still that holder's (its node's czxid). A
+// forced holder sees distlock.ErrEntryGone.
 //
-// It returns each holder's record with its outcome
-// (distlock.RevokeReleased, RevokeForced, RevokeStillHeld); none, and no
-// error, when the lock is free. A holder revoked already is not asked
-// again: its record is returned with Again set, and forced (r.Force) once
-// its first grace period or r.Grace is over, whichever ends first. Records
-// are kept as the audit trail: the newest 100 per lock. Its errors are
-// *distlock.LockError values (Op distlock.OpRevoke, or OpValidate for a
-// bad name).
+// It returns each holder's record with its outcome; none when the lock is
+// free. A holder revoked already is not asked again (its record has Again
+// set), and is forced (r.Force) once its first grace period or r.Grace is
+// over, whichever ends first. The newest 100 records per lock are kept as
+// the audit trail. Errors are *distlock.LockError values (Op
+// distlock.OpRevoke; OpValidate for a bad name).
 func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
 	return a.q.Revoke(ctx, name, r)
 }
@@ -330,12 +326,11 @@ func (m *Marks) Marker(ctx context.Context, slot string) (*distlock.SlotMarker, 
 }
 
 // Mark writes mk as the marker of slot mk.Slot, as distlock.SlotMarks
-// says: through the fence with lease's token, in one multi that also
-// checks that lease's lock node exists and no marker for the slot. An
-// empty mk.Holder is filled in with the session's holder value (NewMarks),
-// or else the host name and process ID. Its errors are a
-// *distlock.SlotDoneError, or *distlock.LockError values of Op
-// distlock.OpMark (wrapping distlock.ErrLost when the lock was lost).
+// says, in one multi through the fence that also checks that lease's lock
+// node exists. An empty mk.Holder becomes the session's holder value
+// (NewMarks), or else the host name and process ID. Errors other than a
+// *distlock.SlotDoneError are *distlock.LockError values of Op
+// distlock.OpMark.
 func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.SlotMarker) error {
 	return m.q.Mark(ctx, lease, mk)
 }

@@ -6,22 +6,14 @@ import "log/slog"
 // drivers' Configs embed them beside their store's own; etcdlock's and
 // zklock's With* options set them, each documented in its store's words.
 type Options struct {
-	// Prefix is where the session's locks live: an etcd key prefix, or
-	// the znode above their directories.
-	Prefix string
-	// Holder is the value of the session's lock entries (Inspect's
-	// QueueEntry.Holder).
-	Holder string
-	// Logger gets the session's logs; nil drops them.
-	Logger *slog.Logger
-	// Observe says where the session reports metrics and spans.
-	Observe Observe
-	// Revocable makes the session's holders follow revocation requests.
-	Revocable bool
+	Prefix    string       // where the locks live: an etcd key prefix, a znode path
+	Holder    string       // the value of the session's lock entries
+	Logger    *slog.Logger // nil: silent (see Defaults)
+	Observe   Observe      // where metrics and spans go
+	Revocable bool         // holders follow revocation requests
 }
 
-// Defaults returns o with a Logger: one that drops everything if o has
-// none.
+// Defaults returns o with a Logger that drops everything if it has none.
 func (o Options) Defaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -268,23 +268,19 @@ change is missed.{{end}}`},
 	{Type: "Admin", Name: "Revoke", Params: "ctx context.Context, name string, r distlock.RevokeRequest", Args: "ctx, name, r", Results: "([]distlock.Revocation, error)", Doc: `
 Revoke asks the holders of the lock called name (a Mutex's or writer's
 holder, every reader holding, every permit of a semaphore; not an
-Election's leader) to let go, in two phases: it records a revocation per
-holder beside the lock (see Admin), which revocable holders
-(WithRevocable) see as their Lease's Done closing with a
-*distlock.RevokedError; it waits until they release or r.Grace is over;
-then, with r.Force, deletes the {{.Entry}}s of those still there, each
-only if it is still that holder's ({{template "token" .}}). A forced
-holder sees distlock.ErrEntryGone, and its successor's larger token makes
-fences refuse what it writes late.
+Election's leader) to let go: it records a revocation per holder (see
+Admin), which revocable holders (WithRevocable) see as their Lease's Done
+closing with a *distlock.RevokedError, and waits until they release or
+r.Grace is over; then, with r.Force, deletes the {{.Entry}}s of those
+still there, each only if it is still that holder's
+({{template "token" .}}). A forced holder sees distlock.ErrEntryGone.
 
-It returns each holder's record with its outcome (distlock.RevokeReleased,
-RevokeForced, RevokeStillHeld); none, and no error, when the lock is
-free. A holder revoked already is not asked again: its record is
-returned with Again set, and forced (r.Force) once its first grace
-period or r.Grace is over, whichever ends first. Records are kept as the
-audit trail{{if .Etcd}}, not bound to any lease{{end}}: the newest 100
-per lock. Its errors are *distlock.LockError values (Op
-distlock.OpRevoke, or OpValidate for a bad name).`},
+It returns each holder's record with its outcome; none when the lock is
+free. A holder revoked already is not asked again (its record has Again
+set), and is forced (r.Force) once its first grace period or r.Grace is
+over, whichever ends first. The newest 100 records per lock are kept as
+the audit trail. Errors are *distlock.LockError values (Op
+distlock.OpRevoke; OpValidate for a bad name).`},
 	{Type: "Admin", Name: "Revocations", Params: "ctx context.Context, name string", Args: "ctx, name", Results: "([]distlock.Revocation, error)", Doc: `
 Revocations returns the revocation records of the lock called name, in
 the order they were requested: pending ones and past ones. A pending
@@ -305,14 +301,13 @@ is linearizable.{{else}}The read follows a sync, so it sees every marker
 written before it started.{{end}} Its errors are *distlock.LockError
 values of Op distlock.OpCheck.`},
 	{Type: "Marks", Name: "Mark", Params: "ctx context.Context, lease *distlock.Lease, mk distlock.SlotMarker", Args: "ctx, lease, mk", Results: "error", Doc: `
-Mark writes mk as the marker of slot mk.Slot, as distlock.SlotMarks says:
-through the fence with lease's token, in one {{if .Etcd}}Txn that also
-requires lease's lock entry (its key, create revision and lease){{else}}multi
-that also checks that lease's lock node exists{{end}} and no marker for
-the slot. An empty mk.Holder is filled in with the session's holder value
-(NewMarks), or else the host name and process ID. Its errors are a
-*distlock.SlotDoneError, or *distlock.LockError values of Op
-distlock.OpMark (wrapping distlock.ErrLost when the lock was lost).`},
+Mark writes mk as the marker of slot mk.Slot, as distlock.SlotMarks says,
+in one {{if .Etcd}}Txn through the fence that also requires lease's lock
+key, create revision and lease{{else}}multi through the fence that also
+checks that lease's lock node exists{{end}}. An empty mk.Holder becomes
+the session's holder value (NewMarks), or else the host name and process
+ID. Errors other than a *distlock.SlotDoneError are *distlock.LockError
+values of Op distlock.OpMark.`},
 	{Type: "Marks", Name: "Markers", Params: "ctx context.Context, n int", Args: "ctx, n", Results: "(total int, newest []distlock.SlotMarker, err error)", Doc: `
 Markers returns how many done-markers the lock has, and the newest n of
 them by slot name, newest first (slots named by time sort by time): what

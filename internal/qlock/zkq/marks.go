@@ -53,9 +53,9 @@ func syncedChildren(ctx context.Context, conn *zk.Conn, dir string) ([]string, e
 }
 
 // get reads path; ok is false if there is no such node.
-func (s AdminStore) get(ctx context.Context, path string) ([]byte, bool, error) {
+func get(ctx context.Context, conn *zk.Conn, path string) ([]byte, bool, error) {
 	data, err := retry(ctx, func() ([]byte, error) {
-		d, _, err := s.Conn.Get(path)
+		d, _, err := conn.Get(path)
 		return d, err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
@@ -74,7 +74,7 @@ func (s AdminStore) Marker(ctx context.Context, name, slot string) ([]byte, bool
 	if err := synced(ctx, s.Conn, p); err != nil {
 		return nil, false, err
 	}
-	return s.get(ctx, p)
+	return get(ctx, s.Conn, p)
 }
 
 // Mark creates slot's marker through the fence, in one multi that also
@@ -129,7 +129,7 @@ func (s AdminStore) Markers(ctx context.Context, name string, n int) (int, [][]b
 	slices.Reverse(kids)
 	var newest [][]byte
 	for _, k := range kids[:min(max(n, 0), len(kids))] {
-		data, ok, err := s.get(ctx, markDir(s.Prefix, name)+"/"+k)
+		data, ok, err := get(ctx, s.Conn, markDir(s.Prefix, name)+"/"+k)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -154,9 +154,7 @@ func (s AdminStore) PruneMarkers(ctx context.Context, name, before string) (int,
 		}
 	}
 	deleted := 0
-	for len(old) > 0 {
-		batch := old[:min(100, len(old))]
-		old = old[len(batch):]
+	for batch := range slices.Chunk(old, 100) {
 		_, err := retry(ctx, func() ([]zk.MultiResponse, error) { return s.Conn.Multi(batch...) })
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return 0, err

@@ -238,17 +238,13 @@ func (r RevokeStore) List(ctx context.Context, name string) ([][]byte, error) {
 	dir := RevokeDir(r.Prefix, name)
 	var out [][]byte
 	for _, c := range names {
-		data, err := retry(ctx, func() ([]byte, error) {
-			d, _, err := r.Conn.Get(dir + "/" + c)
-			return d, err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // pruned meanwhile
-		}
+		data, ok, err := get(ctx, r.Conn, dir+"/"+c)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, data)
+		if ok { // else pruned meanwhile
+			out = append(out, data)
+		}
 	}
 	return out, nil
 }
