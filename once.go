@@ -8,10 +8,10 @@ import (
 )
 
 // Once runs a job once per slot across a fleet (package schedule names
-// slots by time): every instance calls it for the slot that is due, and the first
-// to hold the lock runs fn; the others, once they hold it, find the slot's
-// done-marker and return without running fn. It is what the distlock once
-// command does, as a library.
+// slots by time): every instance calls it for the slot that is due, and
+// the first to hold the lock runs fn; the others, once they hold it, find
+// the slot's done-marker and return without running fn. It is what the
+// distlock once command does, as a library.
 //
 // The logic lives here, once, and the markers' storage in the backends
 // (etcdlock.NewMarks, zklock.NewMarks) behind the SlotMarks interface:
