@@ -10,10 +10,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Inspect reads the queue of lock name under key prefix prefix, by one
+// Queue reads the queue of lock name (etcdlock's Inspect), by one
 // linearizable range read sorted by create revision: a consistent
 // snapshot. Keys under the queue that are not entries are ignored.
-func Inspect(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]distlock.QueueEntry, error) {
+func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
+	cli, prefix := s.Client, s.Prefix
 	dir := QueueDir(prefix, name)
 	resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
@@ -64,11 +65,12 @@ func Inspect(ctx context.Context, cli *clientv3.Client, prefix, name string) ([]
 	return append(append(permits, line...), out...), nil
 }
 
-// WatchQueue calls f with lock name's queue (as Inspect reads it) now and
+// WatchQueue calls f with lock name's queue (as Queue reads it) now and
 // after every change of it, until ctx ends, f fails or the watch does.
 // The watch is in place before each read, so no change is missed; changes
 // that come while f runs are read once, together.
-func WatchQueue(ctx context.Context, cli *clientv3.Client, prefix, name string, f func([]distlock.QueueEntry) error) error {
+func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
+	cli, prefix := s.Client, s.Prefix
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	wch := cli.Watch(wctx, QueueDir(prefix, name), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
@@ -94,7 +96,7 @@ func WatchQueue(ctx context.Context, cli *clientv3.Client, prefix, name string, 
 		return err
 	}
 	for {
-		q, err := Inspect(ctx, cli, prefix, name)
+		q, err := s.Queue(ctx, name)
 		if err != nil {
 			return err
 		}

@@ -13,16 +13,6 @@ import (
 // done-markers, keys bound to no lease (etcdlock.Admin says where).
 type AdminStore struct{ RevokeStore }
 
-// Queue reads lock name's queue (Inspect).
-func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	return Inspect(ctx, s.Client, s.Prefix, name)
-}
-
-// WatchQueue follows lock name's queue (the package's WatchQueue).
-func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
-	return WatchQueue(ctx, s.Client, s.Prefix, name, f)
-}
-
 // markDir holds the markers, PREFIX@once/NAME/@slot/SLOT; the fence they
 // are written through is PREFIX@once/NAME/@fence.
 func markDir(prefix, name string) string { return prefix + "@once/" + name + "/@slot/" }

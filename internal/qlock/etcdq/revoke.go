@@ -87,7 +87,7 @@ func (RevokeStore) Backend() qlock.Backend { return Backend }
 // Inspect reads lock name's queue: its lock entries and a semaphore's
 // permits, not an election's candidates or a semaphore's line.
 func (r RevokeStore) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	all, err := Inspect(ctx, r.Client, r.Prefix, name)
+	all, err := AdminStore{r}.Queue(ctx, name)
 	dir := QueueDir(r.Prefix, name)
 	out := all[:0]
 	for _, e := range all {

@@ -16,12 +16,13 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Inspect reads the queue of lock name under znode prefix prefix: it
+// Queue reads the queue of lock name (zklock's Inspect): it
 // syncs the lock's directory with the leader, lists it, and reads every
 // entry (the reads go out together); entries deleted between the listing
 // and their read are left out, and children that are not entries are
 // ignored.
-func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distlock.QueueEntry, error) {
+func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
+	conn, prefix := s.Conn, s.Prefix
 	dir := prefix + "/" + name
 	fail := func(op string, err error) error { return fmt.Errorf("%s %s: %w", op, dir, err) }
 	children, err := syncedChildren(ctx, conn, dir)
@@ -124,13 +125,14 @@ func Inspect(ctx context.Context, conn *zk.Conn, prefix, name string) ([]distloc
 	return append(semOut, out...), nil
 }
 
-// WatchQueue calls f with lock name's queue (as Inspect reads it) now and
+// WatchQueue calls f with lock name's queue (as Queue reads it) now and
 // after every change of its entries, until ctx ends, f fails or the
 // connection does. A child watch on the lock's directory (an exists watch
 // while there is none), and on a semaphore's @permits where there is one,
 // is set before each read, so no change is missed (@permits's own
 // creation is a change of the directory).
-func WatchQueue(ctx context.Context, conn *zk.Conn, prefix, name string, f func([]distlock.QueueEntry) error) error {
+func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
+	conn, prefix := s.Conn, s.Prefix
 	dir := prefix + "/" + name
 	for {
 		ch, err := retry(ctx, func() (<-chan zk.Event, error) {
@@ -154,7 +156,7 @@ func WatchQueue(ctx context.Context, conn *zk.Conn, prefix, name string, f func(
 		if err != nil {
 			return fmt.Errorf("watch %s/%s: %w", dir, permitsChild, err)
 		}
-		q, err := Inspect(ctx, conn, prefix, name)
+		q, err := s.Queue(ctx, name)
 		if err != nil {
 			return err
 		}

@@ -17,16 +17,6 @@ import (
 // where).
 type AdminStore struct{ RevokeStore }
 
-// Queue reads lock name's queue (Inspect).
-func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	return Inspect(ctx, s.Conn, s.Prefix, name)
-}
-
-// WatchQueue follows lock name's queue (the package's WatchQueue).
-func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
-	return WatchQueue(ctx, s.Conn, s.Prefix, name, f)
-}
-
 // synced syncs path's server with the leader, so that it has seen every
 // write before; a path that does not exist is no error.
 func synced(ctx context.Context, conn *zk.Conn, path string) error {
@@ -85,7 +75,7 @@ func (s AdminStore) Mark(ctx context.Context, name, slot string, tok distlock.To
 	if err != nil {
 		return nil, err
 	}
-	q, err := Inspect(ctx, s.Conn, s.Prefix, name)
+	q, err := s.Queue(ctx, name)
 	if err != nil {
 		return nil, err
 	}

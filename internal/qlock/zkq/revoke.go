@@ -158,7 +158,7 @@ func (r RevokeStore) acl() []zk.ACL {
 // Inspect reads lock name's queue: its lock entries and a semaphore's
 // permits, not an election's candidates or a semaphore's line.
 func (r RevokeStore) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	all, err := Inspect(ctx, r.Conn, r.Prefix, name)
+	all, err := AdminStore{r}.Queue(ctx, name)
 	out := all[:0]
 	for _, e := range all {
 		if k, _, _, ok := parseAny(path.Base(e.Key)); !ok || k != qlock.Candidate && k != qlock.Counted {
