@@ -84,17 +84,8 @@ func (s *Session) Proclaim(ctx context.Context, n *qlock.Node, value string) err
 // election has no candidate.
 func (s *Session) Leader(ctx context.Context, name string) (distlock.LeaderInfo, error) {
 	dir := s.Dir(name)
-	if _, err := retry(ctx, func() (string, error) { return s.conn.Sync(dir) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return distlock.LeaderInfo{}, err
-	}
 	for {
-		children, err := retry(ctx, func() ([]string, error) {
-			c, _, err := s.conn.Children(dir)
-			return c, err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			return distlock.LeaderInfo{}, distlock.ErrNoLeader
-		}
+		children, err := syncedChildren(ctx, s.conn, dir)
 		if err != nil {
 			return distlock.LeaderInfo{}, err
 		}

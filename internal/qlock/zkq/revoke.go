@@ -126,11 +126,7 @@ func (s *Session) checkRevoked(ctx context.Context, dir string, n *qlock.Node, f
 	defer cancel()
 	stop := context.AfterFunc(n.Alive(), cancel)
 	defer stop()
-	data, err := retry(ctx, func() ([]byte, error) {
-		d, _, err := s.conn.Get(dir + "/" + qlock.RevokeKey(n.Token))
-		return d, err
-	})
-	if err == nil {
+	if data, ok, err := get(ctx, s.conn, dir+"/"+qlock.RevokeKey(n.Token)); err == nil && ok {
 		f(data)
 	}
 }
@@ -178,10 +174,7 @@ func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []
 	path := dir + "/" + qlock.RevokeKey(seq)
 	_, err := retry(ctx, func() (string, error) { return r.Conn.Create(path, data, zk.FlagPersistent, r.acl()) })
 	if errors.Is(err, zk.ErrNodeExists) {
-		old, err := retry(ctx, func() ([]byte, error) {
-			d, _, err := r.Conn.Get(path)
-			return d, err
-		})
+		old, _, err := get(ctx, r.Conn, path) // none: pruned meanwhile
 		if err != nil {
 			return nil, err
 		}
