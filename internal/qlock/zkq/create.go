@@ -102,16 +102,7 @@ func mkdirs(ctx context.Context, conn *zk.Conn, acl []zk.ACL, dir string) (strin
 // findGUID looks for the entry with guid in dir, after a sync so that the
 // server answering has seen every write the leader committed before.
 func (s *Session) findGUID(ctx context.Context, dir, guid string) (string, error) {
-	if _, err := retry(ctx, func() (string, error) { return s.conn.Sync(dir) }); err != nil {
-		return "", s.storeErr(err)
-	}
-	children, err := retry(ctx, func() ([]string, error) {
-		c, _, err := s.conn.Children(dir)
-		return c, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return "", nil
-	}
+	children, err := syncedChildren(ctx, s.conn, dir)
 	if err != nil {
 		return "", s.storeErr(err)
 	}

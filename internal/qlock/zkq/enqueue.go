@@ -2,13 +2,11 @@ package zkq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
-	"github.com/go-zookeeper/zk"
 )
 
 // Enqueue creates r's entry node and lists its directory (qlock.Driver).
@@ -71,13 +69,7 @@ func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*q
 // first returns the oldest entry in dir that an entry of kind would wait
 // for, if any.
 func (s *Session) first(ctx context.Context, dir string, kind qlock.Kind) (string, bool, error) {
-	children, err := retry(ctx, func() ([]string, error) {
-		c, _, err := s.conn.Children(dir)
-		return c, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return "", false, nil
-	}
+	children, err := listChildren(ctx, s.conn, dir)
 	if err != nil {
 		return "", false, s.storeErr(err)
 	}

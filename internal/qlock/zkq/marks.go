@@ -26,12 +26,8 @@ func synced(ctx context.Context, conn *zk.Conn, path string) error {
 	return nil
 }
 
-// syncedChildren lists dir's children after a sync: every child made
-// before is listed. A dir that does not exist has none.
-func syncedChildren(ctx context.Context, conn *zk.Conn, dir string) ([]string, error) {
-	if err := synced(ctx, conn, dir); err != nil {
-		return nil, err
-	}
+// listChildren lists dir's children; a dir that does not exist has none.
+func listChildren(ctx context.Context, conn *zk.Conn, dir string) ([]string, error) {
 	c, err := retry(ctx, func() ([]string, error) {
 		c, _, err := conn.Children(dir)
 		return c, err
@@ -40,6 +36,15 @@ func syncedChildren(ctx context.Context, conn *zk.Conn, dir string) ([]string, e
 		return nil, nil
 	}
 	return c, err
+}
+
+// syncedChildren lists dir's children after a sync: every child made
+// before is listed.
+func syncedChildren(ctx context.Context, conn *zk.Conn, dir string) ([]string, error) {
+	if err := synced(ctx, conn, dir); err != nil {
+		return nil, err
+	}
+	return listChildren(ctx, conn, dir)
 }
 
 // get reads path; ok is false if there is no such node.
