@@ -17,48 +17,6 @@ import (
 // where).
 type AdminStore struct{ RevokeStore }
 
-// synced syncs path's server with the leader, so that it has seen every
-// write before; a path that does not exist is no error.
-func synced(ctx context.Context, conn *zk.Conn, path string) error {
-	if _, err := retry(ctx, func() (string, error) { return conn.Sync(path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return err
-	}
-	return nil
-}
-
-// listChildren lists dir's children; a dir that does not exist has none.
-func listChildren(ctx context.Context, conn *zk.Conn, dir string) ([]string, error) {
-	c, err := retry(ctx, func() ([]string, error) {
-		c, _, err := conn.Children(dir)
-		return c, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
-	return c, err
-}
-
-// syncedChildren lists dir's children after a sync: every child made
-// before is listed.
-func syncedChildren(ctx context.Context, conn *zk.Conn, dir string) ([]string, error) {
-	if err := synced(ctx, conn, dir); err != nil {
-		return nil, err
-	}
-	return listChildren(ctx, conn, dir)
-}
-
-// get reads path; ok is false if there is no such node.
-func get(ctx context.Context, conn *zk.Conn, path string) ([]byte, bool, error) {
-	data, err := retry(ctx, func() ([]byte, error) {
-		d, _, err := conn.Get(path)
-		return d, err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, false, nil
-	}
-	return data, err == nil, err
-}
-
 // markDir holds the markers, PREFIX/@once/NAME/@slot/SLOT; the fence they
 // are written through is PREFIX/@once/NAME/@fence.
 func markDir(prefix, name string) string { return prefix + "/@once/" + name + "/@slot" }
