@@ -215,10 +215,7 @@ func WithOnceTimeout(d time.Duration) OnceOption { return func(c *onceConfig) { 
 // still held after fn ended. (An AtMostOnce fn runs after the marker, so
 // a loss during it is reported.)
 func Once(ctx context.Context, l Locker, marks SlotMarks, slot string, fn func(ctx context.Context) error, opts ...OnceOption) (ran bool, err error) {
-	name := ""
-	if marks != nil {
-		name = marks.Name()
-	}
+	name, _, cerr := checkOnce(marks, slot, fn, opts)
 	if l == nil {
 		return false, &OnceError{Name: name, Slot: slot, Op: OpValidate, Err: fmt.Errorf("%w: nil Locker", ErrNilClient)}
 	}
@@ -228,11 +225,8 @@ func Once(ctx context.Context, l Locker, marks SlotMarks, slot string, fn func(c
 	if n, ok := l.(interface{ Name() string }); ok && marks != nil && n.Name() != name {
 		return false, &OnceError{Name: name, Slot: slot, Op: OpValidate, Err: fmt.Errorf("the marks are lock %q's, the Locker is lock %q", name, n.Name())}
 	}
-	if err := checkOnce(name, marks, slot, fn); err != nil {
-		return false, err
-	}
-	if _, err := onceConfigOf(opts); err != nil {
-		return false, &OnceError{Name: name, Slot: slot, Op: OpValidate, Err: err}
+	if cerr != nil {
+		return false, cerr
 	}
 	lease, err := l.Lock(ctx)
 	if err != nil {
@@ -272,56 +266,49 @@ func OnceHeld(ctx context.Context, lease *Lease, marks SlotMarks, slot string, f
 	return ran, err
 }
 
-func onceConfigOf(opts []OnceOption) (onceConfig, error) {
-	c := onceConfig{mode: AtLeastOnce, timeout: DefaultOnceTimeout}
+// checkOnce checks the arguments of Once and OnceHeld but the lock's, and
+// returns the marks' lock name and the options' configuration.
+func checkOnce(marks SlotMarks, slot string, fn func(context.Context) error, opts []OnceOption) (string, onceConfig, error) {
+	name, c := "", onceConfig{mode: AtLeastOnce, timeout: DefaultOnceTimeout}
+	if marks != nil {
+		name = marks.Name()
+	}
 	for _, o := range opts {
 		o(&c)
 	}
-	switch {
-	case c.mode != AtLeastOnce && c.mode != AtMostOnce:
-		return c, fmt.Errorf("unknown mode %q (want %q or %q)", c.mode, AtLeastOnce, AtMostOnce)
-	case c.timeout <= 0:
-		return c, fmt.Errorf("timeout %v: want a positive duration", c.timeout)
-	}
-	return c, nil
-}
-
-func checkOnce(name string, marks SlotMarks, slot string, fn func(context.Context) error) error {
-	fail := func(err error) error { return &OnceError{Name: name, Slot: slot, Op: OpValidate, Err: err} }
+	var err error
 	switch {
 	case marks == nil:
-		return fail(fmt.Errorf("%w: nil SlotMarks", ErrNilClient))
+		err = fmt.Errorf("%w: nil SlotMarks", ErrNilClient)
 	case fn == nil:
-		return fail(errors.New("nil fn"))
+		err = errors.New("nil fn")
+	case c.mode != AtLeastOnce && c.mode != AtMostOnce:
+		err = fmt.Errorf("unknown mode %q (want %q or %q)", c.mode, AtLeastOnce, AtMostOnce)
+	case c.timeout <= 0:
+		err = fmt.Errorf("timeout %v: want a positive duration", c.timeout)
+	default:
+		err = ValidateSlot(slot)
 	}
-	if err := ValidateSlot(slot); err != nil {
-		return fail(err)
+	if err != nil {
+		return name, c, &OnceError{Name: name, Slot: slot, Op: OpValidate, Err: err}
 	}
-	return nil
+	return name, c, nil
 }
 
 // onceHeld is OnceHeld, also saying whether the lock was proven held
 // until after fn ended: by an AtLeastOnce marker written after it.
 func onceHeld(ctx context.Context, lease *Lease, marks SlotMarks, slot string, fn func(context.Context) error, opts []OnceOption) (ran, proven bool, err error) {
-	name := ""
-	if marks != nil {
-		name = marks.Name()
-	}
+	name, c, err := checkOnce(marks, slot, fn, opts)
 	fail := func(op Op, ran bool, err error) (bool, bool, error) {
 		return ran, false, &OnceError{Name: name, Slot: slot, Op: op, Ran: ran, Err: err}
 	}
-	if err := checkOnce(name, marks, slot, fn); err != nil {
-		return false, false, err
-	}
 	switch {
+	case err != nil:
+		return false, false, err
 	case lease == nil:
 		return fail(OpValidate, false, errors.New("nil Lease"))
 	case lease.Token().Name != name:
 		return fail(OpValidate, false, fmt.Errorf("the marks are lock %q's, the lease is lock %q's", name, lease.Token().Name))
-	}
-	c, err := onceConfigOf(opts)
-	if err != nil {
-		return fail(OpValidate, false, err)
 	}
 
 	// The read ends with the lock: a marker read by a holder that lost the
