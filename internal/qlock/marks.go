@@ -19,8 +19,6 @@ import (
 // MarkStore is what a store does for the done-markers of a lock's slots,
 // on a client (markers outlive sessions). It stores values as given.
 type MarkStore interface {
-	// Backend is the store's, for errors.
-	Backend() Backend
 	// Marker returns slot's marker of lock name; ok is false if it has
 	// none. The read sees every marker written before it started.
 	Marker(ctx context.Context, name, slot string) (value []byte, ok bool, err error)
