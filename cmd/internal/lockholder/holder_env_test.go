@@ -1,4 +1,4 @@
-package integration_test
+package main
 
 import (
 	"context"
@@ -6,8 +6,9 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/cmd/internal/backend"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/internal/proc"
 )
 
 // holderEnv starts a cluster of store ("etcd" or "zk") and returns the
@@ -55,4 +56,21 @@ func semaphoreOn(ctx context.Context, t *testing.T, cli *backend.Client, name st
 		t.Fatal(err)
 	}
 	return m
+}
+
+// ctxFor returns a context that ends after d or with the test.
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// procState returns the state letter of process pid (T: stopped).
+func procState(t *testing.T, pid int) byte {
+	t.Helper()
+	st, err := proc.State(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -62,8 +62,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/cmd/internal/backend"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/internal/backend"
 	"github.com/distlock/distlock/internal/holderproto"
 )
 

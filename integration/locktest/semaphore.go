@@ -16,8 +16,11 @@ import (
 // Semaphore is a backend's semaphore (etcdlock.Semaphore,
 // zklock.Semaphore).
 type Semaphore interface {
+	// Acquire waits for a permit, as the store's Semaphore.Acquire.
 	Acquire(ctx context.Context) (*distlock.Permit, error)
+	// TryAcquire takes a permit only if one is free and nobody waits.
 	TryAcquire(ctx context.Context) (*distlock.Permit, error)
+	// Permits returns the semaphore's permit count.
 	Permits() int
 }
 

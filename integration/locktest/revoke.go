@@ -13,7 +13,9 @@ import (
 // Revoker is what a backend's Admin does to revoke (etcdlock.Admin's
 // Revoke and Revocations, zklock's), on the backend's prefix.
 type Revoker interface {
+	// Revoke is the store's Admin.Revoke of lock name.
 	Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error)
+	// Revocations is the store's Admin.Revocations of lock name.
 	Revocations(ctx context.Context, name string) ([]distlock.Revocation, error)
 }
 

@@ -14,7 +14,10 @@ import (
 // for writing, RLock and TryRLock for reading.
 type RWLocker interface {
 	distlock.Locker
+	// RLock takes a read lock, as the store's RWMutex.RLock.
 	RLock(ctx context.Context) (*distlock.Lease, error)
+	// TryRLock takes a read lock only if no writer holds or waits, as
+	// the store's RWMutex.TryRLock.
 	TryRLock(ctx context.Context) (*distlock.Lease, error)
 }
 

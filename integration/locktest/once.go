@@ -32,6 +32,8 @@ type OnceBackend interface {
 // OnceSession is a Session that gives the done-markers of a lock's slots.
 type OnceSession interface {
 	Session
+	// Marks returns the done-markers of lock name, as the store's
+	// NewMarks does for this session.
 	Marks(name string) (distlock.SlotMarks, error)
 }
 
