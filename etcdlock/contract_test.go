@@ -7,7 +7,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/locktest"
+	"github.com/distlock/distlock/integration/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/tests/v3/framework/integration"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/internal/locktest"
+	"github.com/distlock/distlock/integration/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

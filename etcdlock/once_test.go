@@ -6,7 +6,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing/etcdfence"
-	"github.com/distlock/distlock/internal/locktest"
+	"github.com/distlock/distlock/integration/locktest"
 )
 
 // TestOnce runs the distlock.Once cases on one real 3-member etcd cluster,

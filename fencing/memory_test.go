@@ -8,7 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/internal/fencetest"
+	"github.com/distlock/distlock/fencing/fencetest"
 )
 
 func TestMemoryContract(t *testing.T) {

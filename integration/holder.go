@@ -119,7 +119,7 @@ func StartHolder(ctx context.Context, spec HolderSpec) (*Holder, error) {
 	if spec.Logger == nil {
 		spec.Logger = slog.New(slog.DiscardHandler)
 	}
-	bin, err := buildBinary(ctx, "integration/internal/lockholder")
+	bin, err := buildBinary(ctx, "cmd/internal/lockholder")
 	if err != nil {
 		return nil, err
 	}

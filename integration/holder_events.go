@@ -1,7 +1,7 @@
 package integration
 
 // The parent's side of the lock holder's line protocol
-// (internal/holderproto; integration/internal/lockholder lists its events
+// (internal/holderproto; cmd/internal/lockholder lists its events
 // and commands): its events in, its commands out.
 
 import (

@@ -12,7 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/internal/locktest"
+	"github.com/distlock/distlock/integration/locktest"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/cmd/internal/backend"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/backend"
 	"github.com/distlock/distlock/zklock"
 )
 

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/cmd/internal/backend"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/internal/backend"
 	"github.com/distlock/distlock/internal/holderproto"
 	"github.com/distlock/distlock/internal/proc"
 )

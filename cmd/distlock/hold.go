@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/cmd/internal/backend"
 )
 
 // lockCmd is what run and once share: the cluster and lock flags, their

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/cmd/internal/backend"
 )
 
 // showProgress shows, on stderr when it is a terminal, one line that says

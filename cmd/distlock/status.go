@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backend"
+	"github.com/distlock/distlock/cmd/internal/backend"
 )
 
 func init() {

@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/cmd/internal/backend"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing/etcdfence"
 	"github.com/distlock/distlock/fencing/zkfence"
-	"github.com/distlock/distlock/internal/backend"
-	"github.com/distlock/distlock/internal/locktest"
+	"github.com/distlock/distlock/integration/locktest"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"

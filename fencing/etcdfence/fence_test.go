@@ -12,8 +12,8 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/fencing/etcdfence"
+	"github.com/distlock/distlock/fencing/fencetest"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/internal/fencetest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

@@ -11,9 +11,9 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/fencing/fencetest"
 	"github.com/distlock/distlock/fencing/sqlfence"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/internal/fencetest"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
 	_ "modernc.org/sqlite"             // "sqlite"

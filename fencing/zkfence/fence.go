@@ -10,7 +10,6 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/internal/zkctx"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -132,7 +131,7 @@ func (f *Fence) decide(ctx context.Context, t distlock.Token, ops []any) ([]zk.M
 		if conflicts > 0 {
 			// Our read lost a race, or the server answering it lagged:
 			// make it catch up with the leader before reading again.
-			if _, err := zkctx.Call(ctx, func() (string, error) { return f.conn.Sync(f.path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			if _, err := call(ctx, func() (string, error) { return f.conn.Sync(f.path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return nil, f.storeErr(t, "sync", err)
 			}
 		}
@@ -147,7 +146,7 @@ func (f *Fence) decide(ctx context.Context, t distlock.Token, ops []any) ([]zk.M
 		if stat != nil {
 			first = &zk.SetDataRequest{Path: f.path, Data: data, Version: stat.Version}
 		}
-		rs, err := zkctx.Call(ctx, func() ([]zk.MultiResponse, error) { return f.conn.Multi(append([]any{first}, ops...)...) })
+		rs, err := call(ctx, func() ([]zk.MultiResponse, error) { return f.conn.Multi(append([]any{first}, ops...)...) })
 		i, cause := multiErr(rs, err)
 		switch {
 		case cause == nil:
@@ -220,7 +219,7 @@ func (f *Fence) read(ctx context.Context) (distlock.Token, *zk.Stat, error) {
 		data []byte
 		stat *zk.Stat
 	}
-	g, err := zkctx.Call(ctx, func() (got, error) {
+	g, err := call(ctx, func() (got, error) {
 		data, stat, err := f.conn.Get(f.path)
 		return got{data, stat}, err
 	})
@@ -276,7 +275,7 @@ func (f *Fence) createParents(ctx context.Context) error {
 			continue
 		}
 		p := f.path[:i]
-		_, err := zkctx.Call(ctx, func() (string, error) { return f.conn.Create(p, nil, 0, f.acl) })
+		_, err := call(ctx, func() (string, error) { return f.conn.Create(p, nil, 0, f.acl) })
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", p, err)
 		}
@@ -288,7 +287,7 @@ func (f *Fence) createParents(ctx context.Context) error {
 // It syncs first, so that the read sees every write the leader committed
 // before the call.
 func (f *Fence) Newest(ctx context.Context) (distlock.Token, error) {
-	if _, err := zkctx.Call(ctx, func() (string, error) { return f.conn.Sync(f.path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if _, err := call(ctx, func() (string, error) { return f.conn.Sync(f.path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return distlock.Token{}, fmt.Errorf("zkfence: %s: sync: %w", f.resource(), err)
 	}
 	t, _, err := f.read(ctx)
@@ -300,4 +299,32 @@ func (f *Fence) Newest(ctx context.Context) (distlock.Token, error) {
 
 func (f *Fence) storeErr(t distlock.Token, op string, err error) error {
 	return fmt.Errorf("zkfence: %s: token %v: %s: %w", f.resource(), t, op, err)
+}
+
+// call runs f, a blocking go-zookeeper request, and returns its result, or
+// ctx's cause as soon as ctx ends; the request then completes unobserved
+// (go-zookeeper offers no way to cancel one). A ctx that has already ended
+// sends nothing. (The lock drivers have the same helper; the fence keeps
+// its own so that package fencing imports nothing of the engine's.)
+func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	if ctx.Err() != nil {
+		var zero T
+		return zero, context.Cause(ctx)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, context.Cause(ctx)
+	}
 }

@@ -11,9 +11,9 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/fencing/fencetest"
 	"github.com/distlock/distlock/fencing/zkfence"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/internal/fencetest"
 	"github.com/go-zookeeper/zk"
 )
 

@@ -32,6 +32,8 @@ var publicPackages = []string{
 	module + "/fencing/etcdfence",
 	module + "/fencing/zkfence",
 	module + "/fencing/sqlfence",
+	module + "/fencing/fencetest",
+	module + "/integration/locktest",
 }
 
 // listed is a package as go list -export -json describes it.
