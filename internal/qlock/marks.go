@@ -12,12 +12,9 @@ import (
 	"github.com/distlock/distlock/fencing"
 )
 
-// Done-markers (distlock.Once): the checks, the JSON, the fenced write's
-// rule and the errors live here once; where and how a store keeps the
-// bytes is a MarkStore's.
-
-// MarkStore is what a store does for the done-markers of a lock's slots,
-// on a client (markers outlive sessions). It stores values as given.
+// MarkStore is what a store does for the done-markers of a lock's slots
+// (distlock.Once), on a client: it keeps the bytes; their JSON, the
+// checks, the fenced write's rule and the errors are Marks', once.
 type MarkStore interface {
 	// Marker returns slot's marker of lock name; ok is false if it has
 	// none. The read sees every marker written before it started.

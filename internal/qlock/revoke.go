@@ -56,6 +56,13 @@ func parseRevocation(data []byte) (distlock.Revocation, error) {
 	return r, nil
 }
 
+// revokeErr returns the error of a revocation of lock name with a cause.
+func (a *Admin) revokeErr(name string) func(error) error {
+	return func(err error) error {
+		return &distlock.LockError{Backend: a.st.Backend().Name, Name: name, Op: distlock.OpRevoke, Err: err}
+	}
+}
+
 // RevokeStore is what a store does for Revoke and Revocations, on a client
 // (not a session: a revoker holds nothing). Records are keyed by the
 // holder's token (RevokeKey) under the lock's revocation
@@ -91,10 +98,7 @@ type RevokeStore interface {
 // set and, with r.Force, forced once its first grace period or r's is
 // over, whichever ends first.
 func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
-	st := a.st
-	fail := func(err error) error {
-		return &distlock.LockError{Backend: st.Backend().Name, Name: name, Op: distlock.OpRevoke, Err: err}
-	}
+	st, fail := a.st, a.revokeErr(name)
 	if err := st.Backend().ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -173,15 +177,13 @@ func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeReques
 			// Asked already: this call adds nothing.
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := settleRevocation(ctx, st, name, e, rv, r, now); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -240,10 +242,7 @@ func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlo
 // were requested. A pending or still-held record whose holder is gone is
 // reported as distlock.RevokeEnded.
 func (a *Admin) Revocations(ctx context.Context, name string) ([]distlock.Revocation, error) {
-	st := a.st
-	fail := func(err error) error {
-		return &distlock.LockError{Backend: st.Backend().Name, Name: name, Op: distlock.OpRevoke, Err: err}
-	}
+	st, fail := a.st, a.revokeErr(name)
 	if err := st.Backend().ValidateName(name); err != nil {
 		return nil, err
 	}
