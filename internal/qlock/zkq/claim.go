@@ -147,10 +147,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			continue // taken meanwhile: look again
 		case errors.Is(err, zk.ErrBadVersion) && line != nil:
 			// Someone set the line node's data: go on from its version.
-			st, err := retry(ctx, func() (*zk.Stat, error) {
-				_, st, err := s.conn.Exists(line.Key)
-				return st, err
-			})
+			st, err := stat(ctx, s.conn, line.Key)
 			if err != nil {
 				return nil, s.storeErr(err)
 			}
@@ -310,13 +307,7 @@ func (s *Session) createSlot(ctx context.Context, path string, line *qlock.Node,
 			if _, err := retry(ctx, func() (string, error) { return s.conn.Sync(path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return fail(s.storeErr(err))
 			}
-			st, serr := retry(ctx, func() (*zk.Stat, error) {
-				ok, st, err := s.conn.Exists(path)
-				if err == nil && !ok {
-					return nil, nil
-				}
-				return st, err
-			})
+			st, serr := stat(ctx, s.conn, path)
 			if serr != nil {
 				return fail(s.storeErr(serr))
 			}

@@ -245,13 +245,7 @@ func (s *Session) removeStray(path string) {
 	s.forget(path)
 	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
 	defer cancel()
-	st, err := retry(ctx, func() (*zk.Stat, error) {
-		ok, st, err := s.conn.Exists(path)
-		if err == nil && !ok {
-			return nil, nil
-		}
-		return st, err
-	})
+	st, err := stat(ctx, s.conn, path)
 	if err != nil || st == nil || st.EphemeralOwner == s.id || st.EphemeralOwner != s.conn.SessionID() {
 		return // gone, going with this session, someone else's, or unknown
 	}

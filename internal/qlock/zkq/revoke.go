@@ -292,21 +292,14 @@ func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error 
 // then a delete of the version looked at.
 func (r RevokeStore) Delete(ctx context.Context, e distlock.QueueEntry) (gone bool, err error) {
 	for {
-		type exists struct {
-			ok bool
-			st *zk.Stat
-		}
-		x, err := retry(ctx, func() (exists, error) {
-			ok, st, err := r.Conn.Exists(e.Key)
-			return exists{ok, st}, err
-		})
+		st, err := stat(ctx, r.Conn, e.Key)
 		if err != nil {
 			return false, err
 		}
-		if !x.ok || x.st.Czxid != e.Token.Seq {
+		if st == nil || st.Czxid != e.Token.Seq {
 			return true, nil
 		}
-		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, r.Conn.Delete(e.Key, x.st.Version) })
+		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, r.Conn.Delete(e.Key, st.Version) })
 		switch {
 		case err == nil:
 			return false, nil

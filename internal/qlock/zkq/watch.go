@@ -57,6 +57,17 @@ func syncedChildren(ctx context.Context, conn *zk.Conn, dir string) ([]string, e
 	return listChildren(ctx, conn, dir)
 }
 
+// stat reads path's Stat: nil if there is no such node.
+func stat(ctx context.Context, conn *zk.Conn, path string) (*zk.Stat, error) {
+	return retry(ctx, func() (*zk.Stat, error) {
+		ok, st, err := conn.Exists(path)
+		if err == nil && !ok {
+			return nil, nil
+		}
+		return st, err
+	})
+}
+
 // get reads path; ok is false if there is no such node.
 func get(ctx context.Context, conn *zk.Conn, path string) ([]byte, bool, error) {
 	data, err := retry(ctx, func() ([]byte, error) {
