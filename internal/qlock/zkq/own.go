@@ -120,10 +120,7 @@ func (s *Session) Confirm(ctx context.Context, n *qlock.Node) error {
 	if len(state(n).own) > 0 && alive.Err() == nil {
 		// An event is pending on the node's watch: a deletion, or a data
 		// change. Look.
-		ok, err := retry(ctx, func() (bool, error) {
-			ok, _, err := s.conn.Exists(n.Key)
-			return ok, err
-		})
+		ok, err := s.exists(ctx, n.Key)
 		if err != nil {
 			return s.storeErr(err)
 		}

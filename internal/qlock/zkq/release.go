@@ -125,17 +125,11 @@ func (s *Session) deleteMine(ctx context.Context, path string, czxid int64) erro
 		if !time.Now().Before(s.Deadline()) || !s.ours() {
 			return errPastDeadline
 		}
-		st, err := retry(ctx, func() (*zk.Stat, error) {
-			ok, st, err := s.conn.Exists(path)
-			if err == nil && !ok {
-				return nil, zk.ErrNoNode
-			}
-			return st, err
-		})
+		st, err := stat(ctx, s.conn, path)
 		if err != nil {
 			return err
 		}
-		if st.EphemeralOwner != s.id || czxid != 0 && st.Czxid != czxid {
+		if st == nil || st.EphemeralOwner != s.id || czxid != 0 && st.Czxid != czxid {
 			return zk.ErrNoNode
 		}
 		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, st.Version) })
