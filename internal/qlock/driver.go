@@ -68,9 +68,9 @@ func (n *Node) Begin(parent context.Context) {
 // life cycle (lifecycle.go) asks of a store, and nothing of the life cycle
 // itself. The session's state (its end, deadline, logger, holder, owner)
 // is the engine's: New gets it beside the driver. The recipes that need
-// more of the store find it in the capability interfaces below (Slots,
-// Elections, RevokeFollower), which the same driver implements. Every method
-// that blocks returns when its ctx ends.
+// more of the store use the capability interfaces below (Slots,
+// Elections, RevokeFollower); a driver implements them all (Store). Every
+// method that blocks returns when its ctx ends.
 type Driver interface {
 	// Dir returns where lock name keeps its entries (a key prefix, a
 	// directory znode).
@@ -113,8 +113,7 @@ type Driver interface {
 	Abandon(n *Node)
 }
 
-// Store is all a driver can do: what the drivers of both stores
-// implement.
+// Store is everything the engine asks of a driver.
 type Store interface {
 	Driver
 	Slots

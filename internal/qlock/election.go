@@ -22,7 +22,7 @@ var _ distlock.Elector = (*Election)(nil)
 
 // NewElection returns the election called name on e's session.
 func NewElection(e *Engine, name string) (*Election, error) {
-	return newRecipe("election", e, e.elect != nil, name, func(l lock) *Election { return &Election{l} })
+	return newRecipe("election", e, name, func(l lock) *Election { return &Election{l} })
 }
 
 // Campaign enqueues a candidate with value as its value and waits until
@@ -49,7 +49,7 @@ func (el *Election) Campaign(ctx context.Context, value string) (distlock.Leader
 // went, possibly a little before its Campaign returns. With no candidate
 // at all the error wraps distlock.ErrNoLeader.
 func (el *Election) Leader(ctx context.Context) (distlock.LeaderInfo, error) {
-	li, err := el.e.elect.Leader(ctx, el.name)
+	li, err := el.e.d.Leader(ctx, el.name)
 	if err != nil {
 		return distlock.LeaderInfo{}, el.e.fail(el.name, distlock.OpLeader, err)
 	}
@@ -65,7 +65,7 @@ func (el *Election) Leader(ctx context.Context) (distlock.LeaderInfo, error) {
 // keep up: Observe waits for each value to be taken.
 func (el *Election) Observe(ctx context.Context) <-chan distlock.LeaderInfo {
 	ch := make(chan distlock.LeaderInfo)
-	go el.e.elect.Observe(ctx, el.name, ch)
+	go el.e.d.Observe(ctx, el.name, ch)
 	return ch
 }
 
@@ -98,7 +98,7 @@ func (l *leadership) Proclaim(ctx context.Context, value string) error {
 	if err := l.Err(); err != nil {
 		return l.fail(distlock.OpProclaim, fmt.Errorf("%w: %w", distlock.ErrNotLeader, inner(err)))
 	}
-	if err := l.e.elect.Proclaim(ctx, l.n, value); err != nil {
+	if err := l.e.d.Proclaim(ctx, l.n, value); err != nil {
 		return l.fail(distlock.OpProclaim, err)
 	}
 	return nil

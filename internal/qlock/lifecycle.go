@@ -53,23 +53,12 @@ import (
 // Engine runs acquisitions on one session: its state, which the engine
 // keeps, and its store's driver, which does the store's part.
 type Engine struct {
-	st    *State
-	d     Driver
-	slots Slots          // nil if d has no semaphore
-	elect Elections      // nil if d has no elections
-	revs  RevokeFollower // nil if d cannot follow revocations
+	st *State
+	d  Store
 }
 
-// New returns the engine of the session with state st on store driver d;
-// d's capabilities (Slots, Elections, RevokeFollower) are found by type
-// assertion, as net/http finds a ResponseWriter's Flusher.
-func New(st *State, d Driver) *Engine {
-	e := &Engine{st: st, d: d}
-	e.slots, _ = d.(Slots)
-	e.elect, _ = d.(Elections)
-	e.revs, _ = d.(RevokeFollower)
-	return e
-}
+// New returns the engine of the session with state st on store driver d.
+func New(st *State, d Store) *Engine { return &Engine{st: st, d: d} }
 
 // Lost returns an error that matches both distlock.ErrLost and reason with
 // errors.Is, for reporting why a held lock was lost; Lost(nil) is ErrLost
@@ -258,12 +247,12 @@ func (e *Engine) hold(n *Node, lt *lockTel, h hooks) *distlock.Lease {
 	l, lose := holdWhile(e.st.backend.Name, t, n.alive, release, e.st.Deadline, end, func(cause error) {
 		e.st.log.Info(e.st.backend.Pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
 	})
-	if e.revs != nil && e.st.Revocable() {
+	if e.st.Revocable() {
 		lock := n.Name
 		if h.revokeAs != "" {
 			lock = h.revokeAs
 		}
-		e.revs.FollowRevoke(n, lock, func(data []byte) {
+		e.d.FollowRevoke(n, lock, func(data []byte) {
 			r, err := parseRevocation(data)
 			if err != nil {
 				// Still a request to let go; what it says is unknown.

@@ -2,7 +2,6 @@ package qlock
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/distlock/distlock"
 )
@@ -20,16 +19,11 @@ type lock struct {
 }
 
 // newRecipe returns the recipe (what: "mutex", "rwmutex", "election",
-// "semaphore") made by wrap around lock name on e's session; can says
-// whether e's store has what the recipe needs beyond the queue (see
-// New). e must not be nil: the backend packages refuse a nil session,
-// naming themselves.
-func newRecipe[T any](what string, e *Engine, can bool, name string, wrap func(lock) *T) (*T, error) {
+// "semaphore") made by wrap around lock name on e's session. e must not be
+// nil: the backend packages refuse a nil session, naming themselves.
+func newRecipe[T any](what string, e *Engine, name string, wrap func(lock) *T) (*T, error) {
 	if err := e.st.backend.ValidateName(name); err != nil {
 		return nil, err
-	}
-	if !can {
-		return nil, e.fail(name, "new "+distlock.Op(what), fmt.Errorf("the %s store has no %s", e.st.backend.Name, what))
 	}
 	return wrap(lock{e: e, name: name, tel: e.st.tel.forLock(name, what)}), nil
 }
@@ -85,7 +79,7 @@ var _ distlock.Locker = (*Mutex)(nil)
 
 // NewMutex returns the lock called name on e's session.
 func NewMutex(e *Engine, name string) (*Mutex, error) {
-	return newRecipe("mutex", e, true, name, func(l lock) *Mutex { return &Mutex{l} })
+	return newRecipe("mutex", e, name, func(l lock) *Mutex { return &Mutex{l} })
 }
 
 // Lock enqueues and waits until every earlier entry is gone. It fails,
@@ -117,7 +111,7 @@ var (
 
 // NewRWMutex returns the readers-writer lock called name on e's session.
 func NewRWMutex(e *Engine, name string) (*RWMutex, error) {
-	return newRecipe("rwmutex", e, true, name, func(l lock) *RWMutex { return &RWMutex{l} })
+	return newRecipe("rwmutex", e, name, func(l lock) *RWMutex { return &RWMutex{l} })
 }
 
 // RLock enqueues a reader and waits until no writer is ahead of it. It

@@ -56,7 +56,7 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, dire
 
 	// The direct claim: one write when a slot is free and nobody waits.
 	if direct || r.Try {
-		slot, err := e.slots.Claim(ctx, name, nil, r)
+		slot, err := e.d.Claim(ctx, name, nil, r)
 		switch {
 		case err == nil:
 			qs.enqueued = true // nothing ahead
@@ -84,7 +84,7 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, dire
 	for {
 		// Not lctx: the claim's own write deletes the line entry, which
 		// ends line.alive while the claim may still read its slot.
-		slot, err := e.slots.Claim(ctx, name, line, r)
+		slot, err := e.d.Claim(ctx, name, line, r)
 		if err == nil {
 			// The claim deleted the line entry: end its life as a
 			// release, so that its follower reports nothing.
@@ -97,7 +97,7 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, dire
 		}
 		waited = true
 		qs.waitedOn++
-		if err := e.slots.WaitSlot(lctx, line); err != nil {
+		if err := e.d.WaitSlot(lctx, line); err != nil {
 			return nil, qs, waited, e.lineFailed(line, err, fail)
 		}
 	}
@@ -153,7 +153,7 @@ func NewSemaphore(e *Engine, name string, n int) (*Semaphore, error) {
 	if err := e.st.backend.validatePermits(name, n); err != nil {
 		return nil, err
 	}
-	return newRecipe("semaphore", e, e.slots != nil, name, func(l lock) *Semaphore { return &Semaphore{lock: l, n: n} })
+	return newRecipe("semaphore", e, name, func(l lock) *Semaphore { return &Semaphore{lock: l, n: n} })
 }
 
 // Permits returns the semaphore's permit count, N.
