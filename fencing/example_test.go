@@ -54,3 +54,38 @@ func ExampleForkError() {
 	// <nil>
 	// true fork
 }
+
+// A holder of two locks at once (one acquisition of "accounts/alice" and
+// "accounts/bob", one token per name) moves money between two in-process
+// balances, each fenced by its own lock: the transfer runs only if both
+// fences admit their token, and a stale token for either refuses all of
+// it.
+func ExampleDoAll() {
+	alice, _ := fencing.NewMemory("accounts/alice")
+	bob, _ := fencing.NewMemory("accounts/bob")
+	balances := map[string]int{"alice": 100, "bob": 0}
+	transfer := func(tokens []distlock.Token, amount int) error {
+		return fencing.DoAll(context.Background(), tokens, []*fencing.Memory{alice, bob}, func(context.Context) error {
+			balances["alice"] -= amount
+			balances["bob"] += amount
+			return nil
+		})
+	}
+	// lease.Tokens() of the multi-lock: one token per name, sorted by name.
+	holder := []distlock.Token{
+		{Name: "accounts/alice", Seq: 1042, Owner: 0x694d7f0c8a1b2c3d},
+		{Name: "accounts/bob", Seq: 1042, Owner: 0x694d7f0c8a1b2c3d},
+	}
+	fmt.Println(transfer(holder, 30))
+	// Meanwhile bob's lock alone went to a newer holder, which wrote.
+	fmt.Println(bob.Admit(context.Background(), distlock.Token{Name: "accounts/bob", Seq: 1050, Owner: 0x694d80a3e1f00011}))
+	// The paused multi-lock holder wakes and retries: refused whole.
+	err := transfer(holder, 30)
+	fmt.Println(errors.Is(err, fencing.ErrStale), err)
+	fmt.Println(balances)
+	// Output:
+	// <nil>
+	// <nil>
+	// true fencing: memory fence of lock accounts/bob: token accounts/bob@1042.694d7f0c8a1b2c3d refused: accounts/bob@1050.694d80a3e1f00011 was admitted already
+	// map[alice:70 bob:30]
+}
