@@ -55,6 +55,8 @@ func TestEtcdFence(t *testing.T) {
 		})
 	})
 
+	t.Run("WriteAll", func(t *testing.T) { testWriteAll(t, cluster, cli) })
+
 	t.Run("WriteOps", func(t *testing.T) {
 		ctx := fencetest.Ctx(t)
 		f := newFence(t, cli, "/w/fence", "ledger")
