@@ -121,7 +121,8 @@ type LockError struct {
 	// Backend names the store: "etcd" or "zookeeper" ("" when no backend
 	// made the error).
 	Backend string
-	// Name is the lock's name.
+	// Name is the lock's name; for a multi-lock, its names joined by "+"
+	// (which no lock name contains).
 	Name string
 	// Op is the operation that failed; the constants above list them all.
 	Op Op

@@ -3,6 +3,8 @@ package distlock
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,6 +34,8 @@ type Locker interface {
 type Lease struct {
 	backend  string // LockError.Backend of its errors
 	token    Token
+	tokens   []Token // a multi-lock's, one per name; nil for one name
+	name     string  // LockError.Name of its errors
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	release  func(context.Context) error
@@ -58,8 +62,30 @@ type Lease struct {
 // tests can make one too, to drive code that takes a *Lease (Do, Once, a
 // fenced writer) through a loss without a cluster.
 func NewLease(backend string, t Token, release func(ctx context.Context) error, deadline func() time.Time) (l *Lease, lose func(reason error)) {
+	return newLease(&Lease{backend: backend, token: t, name: t.Name, release: release, deadline: deadline})
+}
+
+// NewMultiLease is NewLease for one acquisition of several locks (a
+// multi-lock): ts holds one token per lock, sorted by name, all with the
+// acquisition's sequence number. Token returns the first; Tokens returns
+// them all. Its errors name the locks joined by "+" (LockError.Name),
+// which no lock name contains.
+func NewMultiLease(backend string, ts []Token, release func(ctx context.Context) error, deadline func() time.Time) (l *Lease, lose func(reason error)) {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	l = &Lease{backend: backend, tokens: slices.Clone(ts), name: strings.Join(names, "+"), release: release, deadline: deadline}
+	if len(ts) > 0 {
+		l.token = ts[0]
+	}
+	return newLease(l)
+}
+
+// newLease starts l's life.
+func newLease(l *Lease) (*Lease, func(reason error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	l = &Lease{backend: backend, token: t, ctx: ctx, cancel: cancel, release: release, deadline: deadline}
+	l.ctx, l.cancel = ctx, cancel
 	return l, func(reason error) {
 		err := l.fail(OpHold, reason)
 		if !errors.Is(reason, ErrRevoked) {
@@ -75,13 +101,27 @@ func NewLease(backend string, t Token, release func(ctx context.Context) error, 
 
 // fail is the Lease's error of op with cause err.
 func (l *Lease) fail(op Op, err error) *LockError {
-	return &LockError{Backend: l.backend, Name: l.token.Name, Op: op, Err: err}
+	return &LockError{Backend: l.backend, Name: l.name, Op: op, Err: err}
 }
 
 // Token returns the fencing token of this acquisition. Pass it with every
 // write to the protected resource, which must refuse tokens older than the
-// newest it has seen.
+// newest it has seen. A multi-lock's Lease holds one token per lock:
+// Token returns the first (by name), Tokens all of them.
 func (l *Lease) Token() Token { return l.token }
+
+// Tokens returns the acquisition's tokens, one per lock it holds, sorted
+// by lock name: a multi-lock's (all with the same sequence number, the
+// one position of its entries in every queue), or a one-lock Lease's
+// only token. A write that needs every lock passes every token to the
+// fences of the resources it touches (fencing.DoAll and the stores'
+// forms).
+func (l *Lease) Tokens() []Token {
+	if l.tokens == nil {
+		return []Token{l.token}
+	}
+	return slices.Clone(l.tokens)
+}
 
 // Done returns a channel closed when the lock is lost or released, or
 // when an operator revoked it (Err then matches ErrRevoked; the lock is

@@ -2,12 +2,47 @@ package distlock
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
 
 // MaxNameLen is the longest lock name accepted, in bytes.
 const MaxNameLen = 256
+
+// MaxMultiNames is the most locks one multi-lock (the stores'
+// MultiMutex) takes at once. Its entries are made in one atomic write:
+// on etcd one Txn of three operations per lock, which must stay within
+// the server's default limit of 128 operations per Txn.
+const MaxMultiNames = 32
+
+// ValidateNames checks the names of a multi-lock: one to MaxMultiNames
+// names, each valid (ValidateName), none twice. It returns them sorted,
+// the order the lock's tokens and entries follow; the order the caller
+// gives does not matter.
+func ValidateNames(names []string) ([]string, error) {
+	label := strings.Join(names, "+")
+	bad := func(why string) error {
+		return &LockError{Name: label, Op: OpValidate, Err: fmt.Errorf("%w: %s", ErrInvalidName, why)}
+	}
+	switch {
+	case len(names) == 0:
+		return nil, bad("no lock names")
+	case len(names) > MaxMultiNames:
+		return nil, bad(fmt.Sprintf("%d lock names, more than %d", len(names), MaxMultiNames))
+	}
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	for i, n := range sorted {
+		if err := ValidateName(n); err != nil {
+			return nil, err
+		}
+		if i > 0 && sorted[i-1] == n {
+			return nil, bad(fmt.Sprintf("name %q given twice", n))
+		}
+	}
+	return sorted, nil
+}
 
 // ValidateName checks a lock name. A name is one or more segments joined by
 // '/', each made of ASCII letters, digits, '.', '_' and '-', and neither "."

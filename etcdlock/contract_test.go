@@ -104,6 +104,10 @@ func (s *etcdSession) Mutex(name string) (distlock.Locker, error) {
 	return etcdlock.NewMutex(s.s, name)
 }
 
+func (s *etcdSession) MultiMutex(names ...string) (distlock.Locker, error) {
+	return etcdlock.NewMultiMutex(s.s, names...)
+}
+
 // End revokes the lease from another client, as its expiry would.
 func (s *etcdSession) End(t *testing.T) {
 	if _, err := s.admin.Revoke(testCtx(t), s.s.ID()); err != nil {

@@ -15,6 +15,7 @@ import (
 
 var (
 	_ distlock.Locker    = (*Mutex)(nil)
+	_ distlock.Locker    = (*MultiMutex)(nil)
 	_ distlock.Locker    = (*RWMutex)(nil)
 	_ distlock.Elector   = (*Election)(nil)
 	_ distlock.SlotMarks = (*Marks)(nil)
@@ -90,6 +91,41 @@ func (m *Mutex) Name() string { return m.q.Name() }
 // Session.Prefix() + name + "/@", under which they are keys bound to their
 // sessions' leases.
 func (m *Mutex) Dir() string { return m.q.Dir() }
+
+// Lock takes every one of the lock's names, waiting in FIFO order behind
+// the earlier acquisitions of each. It enqueues with one Txn that puts one
+// key per name (bound to the session's lease, all at one revision) and
+// reads each name's entries ahead; then it waits for one name after the
+// other, watching only the key just ahead in that name's queue. Its
+// entries are a Mutex's: a Mutex of one of the names waits for it, and it
+// for the Mutex, in one queue.
+//
+// Waiting cannot deadlock, whatever order callers list the names in:
+// entries made in one write share one position in the store's global
+// order, so every acquisition waits only on strictly older ones.
+//
+// The returned Lease holds one token per name (Lease.Tokens, sorted by
+// name), all with the sequence number its key's create revision, and is
+// lost as a whole: when any entry is lost, Done closes with the cause and
+// the name. Unlock deletes every entry. It fails, leaving no key behind,
+// when ctx ends (the error wraps ctx's cause), when the session ends
+// (distlock.ErrSessionExpired or distlock.ErrSessionClosed) or when its
+// key is deleted by someone else (distlock.ErrEntryGone). Every entry is
+// removed when it fails.
+func (m *MultiMutex) Lock(ctx context.Context) (*distlock.Lease, error) { return m.q.Lock(ctx) }
+
+// TryLock takes the lock only if no name has an entry queued; otherwise it
+// returns an error wrapping distlock.ErrLocked that names the key ahead,
+// and leaves nothing behind. It is one Txn that compares every name's
+// queue and puts the keys only if all are empty: a loss writes nothing.
+func (m *MultiMutex) TryLock(ctx context.Context) (*distlock.Lease, error) { return m.q.TryLock(ctx) }
+
+// Names returns the lock's names, sorted.
+func (m *MultiMutex) Names() []string { return m.q.Names() }
+
+// Dirs returns where its entries are kept, one place per name in Names'
+// order: the key prefixes Session.Prefix() + name + "/@", as Mutex.Dir.
+func (m *MultiMutex) Dirs() []string { return m.q.Dirs() }
 
 // RLock takes the lock shared, as a reader: it enqueues a reader (a key
 // Dir() + "r…" bound to the session's lease) and waits until no writer is

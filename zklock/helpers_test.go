@@ -283,6 +283,10 @@ type zkSession struct {
 
 func (s *zkSession) Mutex(name string) (distlock.Locker, error) { return zklock.NewMutex(s.s, name) }
 
+func (s *zkSession) MultiMutex(names ...string) (distlock.Locker, error) {
+	return zklock.NewMultiMutex(s.s, names...)
+}
+
 // End expires the session on the servers, for real.
 func (s *zkSession) End(t *testing.T) {
 	if err := s.ens.ExpireSession(testCtx(t), s.conn); err != nil {

@@ -15,6 +15,7 @@ import (
 
 var (
 	_ distlock.Locker    = (*Mutex)(nil)
+	_ distlock.Locker    = (*MultiMutex)(nil)
 	_ distlock.Locker    = (*RWMutex)(nil)
 	_ distlock.Elector   = (*Election)(nil)
 	_ distlock.SlotMarks = (*Marks)(nil)
@@ -97,6 +98,44 @@ func (m *Mutex) Name() string { return m.q.Name() }
 // Dir returns where its entries are kept: the directory znode
 // Session.Prefix() + "/" + name, under which they are ephemeral nodes.
 func (m *Mutex) Dir() string { return m.q.Dir() }
+
+// Lock takes every one of the lock's names, waiting in FIFO order behind
+// the earlier acquisitions of each. It creates one ephemeral sequential
+// node per name with one multi (all at one zxid), then lists each
+// directory; then it waits for one name after the other, with one data
+// watch on the node just ahead in that name's directory. Its entries are a
+// Mutex's: a Mutex of one of the names waits for it, and it for the Mutex,
+// in one queue.
+//
+// Waiting cannot deadlock, whatever order callers list the names in:
+// entries made in one write share one position in the store's global
+// order, so every acquisition waits only on strictly older ones.
+//
+// The returned Lease holds one token per name (Lease.Tokens, sorted by
+// name), all with the sequence number its node's czxid, and is lost as a
+// whole: when any entry is lost, Done closes with the cause and the name.
+// Unlock deletes every entry. It fails, leaving no node behind, when ctx
+// ends (the error wraps ctx's cause), when the session ends
+// (distlock.ErrSessionExpired or distlock.ErrSessionClosed) or when its
+// node is deleted by someone else (distlock.ErrEntryGone). Every entry is
+// removed when it fails.
+func (m *MultiMutex) Lock(ctx context.Context) (*distlock.Lease, error) { return m.q.Lock(ctx) }
+
+// TryLock takes the lock only if no name has an entry queued; otherwise it
+// returns an error wrapping distlock.ErrLocked that names the node ahead,
+// and leaves nothing behind. ZooKeeper cannot compare children and create
+// in one operation, so TryLock first syncs and lists each directory (a
+// loss to a visible entry writes nothing), then creates its nodes and
+// lists again; if an entry created meanwhile is ahead in any directory, it
+// deletes all its nodes before returning.
+func (m *MultiMutex) TryLock(ctx context.Context) (*distlock.Lease, error) { return m.q.TryLock(ctx) }
+
+// Names returns the lock's names, sorted.
+func (m *MultiMutex) Names() []string { return m.q.Names() }
+
+// Dirs returns where its entries are kept, one place per name in Names'
+// order: the directory znodes Session.Prefix() + "/" + name, as Mutex.Dir.
+func (m *MultiMutex) Dirs() []string { return m.q.Dirs() }
 
 // RLock takes the lock shared, as a reader: it enqueues a reader (an
 // ephemeral sequential node "@r-…" in Dir()) and waits until no writer is

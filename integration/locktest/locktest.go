@@ -56,6 +56,8 @@ type Backend interface {
 type Session interface {
 	// Mutex returns the lock called name on this session.
 	Mutex(name string) (distlock.Locker, error)
+	// MultiMutex returns the multi-lock of names on this session.
+	MultiMutex(names ...string) (distlock.Locker, error)
 	// RWMutex returns the readers-writer lock called name on this session.
 	RWMutex(name string) (RWLocker, error)
 	// Election returns the election called name on this session; its
@@ -105,6 +107,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	cases = append(cases, telemetryCases...)
 	cases = append(cases, semaphoreCases...)
 	cases = append(cases, revokeCases...)
+	cases = append(cases, multiCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
 	}

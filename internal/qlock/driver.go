@@ -69,7 +69,8 @@ func (n *Node) Begin(parent context.Context) {
 // itself. The session's state (its end, deadline, logger, holder, owner)
 // is the engine's: New gets it beside the driver. The recipes that need
 // more of the store use the capability interfaces below (Slots,
-// Elections, RevokeFollower); a driver implements them all (Store). Every
+// Elections, RevokeFollower) and Multi (multi.go); a driver implements
+// them all (Store). Every
 // method that blocks returns when its ctx ends.
 type Driver interface {
 	// Dir returns where lock name keeps its entries (a key prefix, a
@@ -119,6 +120,7 @@ type Store interface {
 	Slots
 	Elections
 	RevokeFollower
+	Multi
 }
 
 // Slots is a store's part of the semaphore: permits are slot entries,

@@ -3,7 +3,9 @@ package qlock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock"
 )
@@ -25,17 +27,22 @@ func TestLost(t *testing.T) {
 	}
 }
 
-func TestHoldWhile(t *testing.T) {
+func TestLoseWith(t *testing.T) {
 	tok := distlock.Token{Name: "a", Seq: 7, Owner: 1}
-	release := func(context.Context) error { return nil }
+	e := &Engine{st: NewState(Backend{}, slog.New(slog.DiscardHandler), "", 0, time.Now().Add(time.Minute), Observe{})}
+	hold := func(alive context.Context, release func(context.Context) error, ended func(error)) *distlock.Lease {
+		l, lose := distlock.NewLease("", tok, release, nil)
+		e.loseWith(alive, lose, ended, tok.Name, tok.Seq)
+		return l
+	}
 
 	alive, kill := context.WithCancelCause(context.Background())
-	var told error
-	l, _ := holdWhile("", tok, alive, release, nil, nil, func(cause error) { told = cause })
+	told := make(chan error, 1)
+	l := hold(alive, func(context.Context) error { return nil }, func(cause error) { told <- cause })
 	kill(distlock.ErrSessionExpired)
 	<-l.Done()
-	if !errors.Is(l.Err(), distlock.ErrLost) || !errors.Is(l.Err(), distlock.ErrSessionExpired) || !errors.Is(told, distlock.ErrSessionExpired) {
-		t.Fatalf("Err %v, told %v: want the entry's end as a loss", l.Err(), told)
+	if cause := <-told; !errors.Is(l.Err(), distlock.ErrLost) || !errors.Is(l.Err(), distlock.ErrSessionExpired) || !errors.Is(cause, distlock.ErrSessionExpired) {
+		t.Fatalf("Err %v, told %v: want the entry's end as a loss", l.Err(), cause)
 	}
 	var le *distlock.LockError
 	if !errors.As(l.Err(), &le) || le.Op != distlock.OpHold || le.Name != "a" {
@@ -44,7 +51,7 @@ func TestHoldWhile(t *testing.T) {
 
 	// Ended by the engine's own release: not a loss.
 	alive, kill = context.WithCancelCause(context.Background())
-	l, _ = holdWhile("", tok, alive, func(context.Context) error { kill(distlock.ErrReleased); return nil }, nil, nil, nil)
+	l = hold(alive, func(context.Context) error { kill(distlock.ErrReleased); return nil }, func(error) {})
 	if err := l.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -244,48 +244,50 @@ func (e *Engine) hold(n *Node, lt *lockTel, h hooks) *distlock.Lease {
 		endSpan(span, err)
 		return err
 	}
-	l, lose := holdWhile(e.st.backend.Name, t, n.alive, release, e.st.Deadline, end, func(cause error) {
-		e.st.log.Info(e.st.backend.Pkg+": lock lost", "lock", n.Name, "token", n.Token, "cause", cause)
-	})
-	if e.st.Revocable() {
-		lock := n.Name
-		if h.revokeAs != "" {
-			lock = h.revokeAs
-		}
-		e.d.FollowRevoke(n, lock, func(data []byte) {
-			r, err := parseRevocation(data)
-			if err != nil {
-				// Still a request to let go; what it says is unknown.
-				r = distlock.Revocation{Lock: n.Name, Reason: err.Error()}
-			}
-			e.st.log.Info(e.st.backend.Pkg+": lock revoked", "lock", n.Name, "token", n.Token, "by", r.By, "reason", r.Reason, "grace", r.Grace)
-			lose(&distlock.RevokedError{Revocation: r})
-		})
+	l, lose := distlock.NewLease(e.st.backend.Name, t, release, e.st.Deadline)
+	e.loseWith(n.alive, lose, end, n.Name, n.Token)
+	lock := n.Name
+	if h.revokeAs != "" {
+		lock = h.revokeAs
 	}
+	e.followRevoke(n, lock, lose)
 	return l
 }
 
-// holdWhile returns a held Lease for token t of backend that is lost when alive ends,
-// unless alive ended with distlock.ErrReleased as its cause — what release
-// cancels it with before deleting the entry. ended, if not nil, is told
-// the cause of every end, release included (for metrics); lost, if not
-// nil, is told the cause of a loss first (for logging).
-func holdWhile(backend string, t distlock.Token, alive context.Context, release func(ctx context.Context) error, deadline func() time.Time, ended, lost func(cause error)) (*distlock.Lease, func(error)) {
-	l, lose := distlock.NewLease(backend, t, release, deadline)
+// followRevoke has a revocable session's held entry n, of lock, lose its
+// Lease (lose) when an operator revokes it.
+func (e *Engine) followRevoke(n *Node, lock string, lose func(error)) {
+	if !e.st.Revocable() {
+		return
+	}
+	e.d.FollowRevoke(n, lock, func(data []byte) {
+		r, err := parseRevocation(data)
+		if err != nil {
+			// Still a request to let go; what it says is unknown.
+			r = distlock.Revocation{Lock: n.Name, Reason: err.Error()}
+		}
+		e.st.log.Info(e.st.backend.Pkg+": lock revoked", "lock", n.Name, "token", n.Token, "by", r.By, "reason", r.Reason, "grace", r.Grace)
+		lose(&distlock.RevokedError{Revocation: r})
+	})
+}
+
+// loseWith ends a Lease (lose) when alive ends, unless alive ended with
+// distlock.ErrReleased as its cause — what release cancels it with before
+// deleting the entry. ended is told the cause of every end, release
+// included (for metrics); a loss is logged for lock name at token first.
+func (e *Engine) loseWith(alive context.Context, lose, ended func(error), name string, token int64) {
+	lost := func(cause error) {
+		e.st.log.Info(e.st.backend.Pkg+": lock lost", "lock", name, "token", token, "cause", cause)
+	}
 	context.AfterFunc(alive, func() {
 		cause := context.Cause(alive)
-		if ended != nil {
-			ended(cause)
-		}
+		ended(cause)
 		if errors.Is(cause, distlock.ErrReleased) {
 			return
 		}
-		if lost != nil {
-			lost(cause)
-		}
+		lost(cause)
 		lose(Lost(cause))
 	})
-	return l, lose
 }
 
 // release is the Lease's release function (step 6).

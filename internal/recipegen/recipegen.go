@@ -65,7 +65,7 @@ type method struct {
 }
 
 // The engine's value is the field q of every declared type (a
-// *qlock.Mutex, *qlock.RWMutex, *qlock.Election, *qlock.Semaphore,
+// *qlock.Mutex, *qlock.MultiMutex, *qlock.RWMutex, *qlock.Election, *qlock.Semaphore,
 // *qlock.Admin, *qlock.Marks, or the qlock.Session value of a Session).
 var methods = []method{
 	// Mutex.
@@ -90,6 +90,45 @@ ahead, and leaves nothing behind. {{template "trylock" .}}`},
 	{Type: "Mutex", Name: "Name", Results: "string", Doc: `
 Name returns the lock's name, as given to NewMutex.`},
 	{Type: "Mutex", Name: "Dir", Results: "string", Doc: `{{template "dir" .}}`},
+
+	// MultiMutex.
+	{Type: "MultiMutex", Name: "Lock", Params: "ctx context.Context", Args: "ctx", Results: "(*distlock.Lease, error)", Doc: `
+Lock takes every one of the lock's names, waiting in FIFO order behind
+the earlier acquisitions of each. {{if .Etcd}}It enqueues with one Txn
+that puts one key per name (bound to the session's lease, all at one
+revision) and reads each name's entries ahead; then it waits for one name
+after the other, watching only the key just ahead in that name's
+queue.{{else}}It creates one ephemeral sequential node per name with one
+multi (all at one zxid), then lists each directory; then it waits for one
+name after the other, with one data watch on the node just ahead in that
+name's directory.{{end}} Its entries are a Mutex's: a Mutex of one of
+the names waits for it, and it for the Mutex, in one queue.
+
+Waiting cannot deadlock, whatever order callers list the names in:
+entries made in one write share one position in the store's global
+order, so every acquisition waits only on strictly older ones.
+
+The returned Lease holds one token per name (Lease.Tokens, sorted by
+name), all with the sequence number {{template "token" .}}, and is lost
+as a whole: when any entry is lost, Done closes with the cause and the
+name. Unlock deletes every entry. {{template "fails" .}} Every entry is
+removed when it fails.`},
+	{Type: "MultiMutex", Name: "TryLock", Params: "ctx context.Context", Args: "ctx", Results: "(*distlock.Lease, error)", Doc: `
+TryLock takes the lock only if no name has an entry queued; otherwise it
+returns an error wrapping distlock.ErrLocked that names the {{.Entry}}
+ahead, and leaves nothing behind. {{if .Etcd}}It is one Txn that compares
+every name's queue and puts the keys only if all are empty: a loss writes
+nothing.{{else}}ZooKeeper cannot compare children and create in one
+operation, so TryLock first syncs and lists each directory (a loss to a
+visible entry writes nothing), then creates its nodes and lists again; if
+an entry created meanwhile is ahead in any directory, it deletes all its
+nodes before returning.{{end}}`},
+	{Type: "MultiMutex", Name: "Names", Results: "[]string", Doc: `
+Names returns the lock's names, sorted.`},
+	{Type: "MultiMutex", Name: "Dirs", Results: "[]string", Doc: `
+Dirs returns where its entries are kept, one place per name in Names'
+order: {{if .Etcd}}the key prefixes Session.Prefix() + name + "/@"{{else}}the
+directory znodes Session.Prefix() + "/" + name{{end}}, as Mutex.Dir.`},
 
 	// RWMutex.
 	{Type: "RWMutex", Name: "RLock", Params: "ctx context.Context", Args: "ctx", Results: "(*distlock.Lease, error)", Doc: `
@@ -401,6 +440,7 @@ nodes.{{end}}{{end}}
 var types = []struct{ name, implements string }{
 	{"Session", ""},
 	{"Mutex", "distlock.Locker"},
+	{"MultiMutex", "distlock.Locker"},
 	{"RWMutex", "distlock.Locker"},
 	{"Election", "distlock.Elector"},
 	{"Semaphore", ""},
@@ -409,7 +449,7 @@ var types = []struct{ name, implements string }{
 }
 
 // recv is the receiver's name of each type.
-var recv = map[string]string{"Session": "s", "Mutex": "m", "RWMutex": "m", "Election": "e", "Semaphore": "s", "Admin": "a", "Marks": "m"}
+var recv = map[string]string{"Session": "s", "Mutex": "m", "MultiMutex": "m", "RWMutex": "m", "Election": "e", "Semaphore": "s", "Admin": "a", "Marks": "m"}
 
 // Source returns the gofmt'ed recipes_gen.go of store st.
 func Source(st Store) ([]byte, error) {

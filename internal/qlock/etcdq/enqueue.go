@@ -3,12 +3,15 @@ package etcdq
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/distlock/distlock/internal/qlock"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -20,20 +23,41 @@ func (s *Session) enqueueAttempt() time.Duration { return max(s.ttl/4, 500*time.
 // A Try request is one Txn that puts the entry only if no conflicting
 // entry exists, and otherwise reads the oldest one, writing nothing.
 func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*qlock.Node, []qlock.Entry, bool, error) {
-	dir := s.Dir(name)
-	key := dir + string(r.Kind.Mark()) + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
-	// Followed from before its put (follow.go).
-	forget := s.expect(key)
-	n, ahead, more, err := s.enqueue(ctx, dir, key, r)
+	es, err := s.EnqueueAll(ctx, []string{name}, r)
 	if err != nil {
-		forget()
+		return nil, nil, false, err
 	}
-	return n, ahead, more, err
+	return es[0].Node, es[0].Ahead, es[0].More, nil
 }
 
-// enqueue is Enqueue of key, an entry of dir.
-func (s *Session) enqueue(ctx context.Context, dir, key string, r qlock.Request) (*qlock.Node, []qlock.Entry, bool, error) {
-	put := clientv3.OpPut(key, string(r.Value), clientv3.WithLease(s.id))
+// EnqueueAll is Enqueue of one entry in each of names' queues, all put
+// (and their queues read) in one Txn, at one revision (qlock.Multi).
+func (s *Session) EnqueueAll(ctx context.Context, names []string, r qlock.Request) ([]qlock.Enqueued, error) {
+	dirs, keys := make([]string, len(names)), make([]string, len(names))
+	for i, name := range names {
+		dirs[i] = s.Dir(name)
+		keys[i] = dirs[i] + string(r.Kind.Mark()) + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
+	}
+	// Followed from before their put (follow.go).
+	forgets := make([]func(), len(keys))
+	for i, key := range keys {
+		forgets[i] = s.expect(key)
+	}
+	es, err := s.enqueue(ctx, dirs, keys, r)
+	if err != nil {
+		for _, forget := range forgets {
+			forget()
+		}
+	}
+	return es, err
+}
+
+// enqueue is EnqueueAll of keys, entries of dirs (one each).
+func (s *Session) enqueue(ctx context.Context, dirs, keys []string, r qlock.Request) ([]qlock.Enqueued, error) {
+	puts := make([]clientv3.Op, len(keys))
+	for i, key := range keys {
+		puts[i] = clientv3.OpPut(key, string(r.Value), clientv3.WithLease(s.id))
+	}
 	floor := s.maxRev.Load() // before the put is sent, see checkRev
 
 	// ctxErr prefers ctx's cause to the store's error once ctx has ended:
@@ -47,39 +71,46 @@ func (s *Session) enqueue(ctx context.Context, dir, key string, r qlock.Request)
 		}
 		return err
 	}
-	node := func(rev int64) *qlock.Node {
-		return &qlock.Node{Entry: qlock.Entry{Key: key, Seq: rev, Kind: r.Kind}, Token: rev}
+	enqueued := func(rev int64, i int) qlock.Enqueued {
+		return qlock.Enqueued{Node: &qlock.Node{Entry: qlock.Entry{Key: keys[i], Seq: rev, Kind: r.Kind}, Token: rev}}
 	}
 
 	// Every enqueue Txn below is guarded (see guard): it writes only if
 	// the session's guard is as last seen, and tells the guard's revision
 	// in its Else branch when it is not.
 	if r.Try {
-		ckey, cend := conflictRange(dir, r.Kind)
+		empty := []clientv3.Cmp{s.guardIs(0)}
+		var first []clientv3.Op
+		for _, dir := range dirs {
+			ckey, cend := conflictRange(dir, r.Kind)
+			empty = append(empty, clientv3.Compare(clientv3.CreateRevision(ckey), "=", 0).WithRange(cend))
+			first = append(first, clientv3.OpGet(ckey, append(clientv3.WithFirstCreate(), clientv3.WithRange(cend))...))
+		}
 		for {
-			resp, err := s.client.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(ckey), "=", 0).WithRange(cend), s.guardIs(s.guardRev())).
-				Then(put).
-				Else(clientv3.OpGet(ckey, append(clientv3.WithFirstCreate(), clientv3.WithRange(cend))...), s.guardGet()).
-				Commit()
+			empty[0] = s.guardIs(s.guardRev())
+			resp, err := s.client.Txn(ctx).If(empty...).Then(puts...).Else(append(first, s.guardGet())...).Commit()
 			if err != nil {
 				// The put may or may not have been applied, or be still
 				// on its way.
-				s.abandon(key)
-				return nil, nil, false, ctxErr(err)
+				s.abandonAll(keys)
+				return nil, ctxErr(err)
 			}
 			if !resp.Succeeded {
-				if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
-					return nil, nil, false, heldBy(resp)
+				if err := heldBy(resp.Responses[:len(dirs)]); err != nil {
+					return nil, err
 				}
 				// Free, but the guard moved: go again.
-				s.sawGuardIn(resp.Responses[1].GetResponseRange(), resp.Header.Revision)
+				s.sawGuardIn(resp.Responses[len(dirs)].GetResponseRange(), resp.Header.Revision)
 				continue
 			}
-			if err := s.checkRev(key, resp.Header.Revision, floor); err != nil {
-				return nil, nil, false, err
+			if err := s.checkRev(keys[0], resp.Header.Revision, floor); err != nil {
+				return nil, err
 			}
-			return node(resp.Header.Revision), nil, false, nil
+			out := make([]qlock.Enqueued, len(keys))
+			for i := range keys {
+				out[i] = enqueued(resp.Header.Revision, i)
+			}
+			return out, nil
 		}
 	}
 
@@ -97,16 +128,19 @@ func (s *Session) enqueue(ctx context.Context, dir, key string, r qlock.Request)
 	// itself where it is in the range): a waiter needs no more (see
 	// qlock.Queue), so an enqueue costs the same whether ten or ten
 	// thousand entries are queued. And it reads this entry's own key, whose create revision
-	// is the first put's if a retry repeated it.
-	ckey, cend := conflictRange(dir, r.Kind)
+	// is the first put's if a retry repeated it. A multi-lock's Txn does
+	// both for each of its keys.
 	limit := int64(qlock.ViewKeep)
 	if r.Kind != qlock.Shared {
 		limit++ // the newest in the range is this entry
 	}
-	reads := []clientv3.Op{
-		clientv3.OpGet(ckey, clientv3.WithRange(cend), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(limit)),
-		clientv3.OpGet(key, clientv3.WithKeysOnly()),
+	var reads []clientv3.Op
+	for i, dir := range dirs {
+		ckey, cend := conflictRange(dir, r.Kind)
+		reads = append(reads,
+			clientv3.OpGet(ckey, clientv3.WithRange(cend), clientv3.WithKeysOnly(),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(limit)),
+			clientv3.OpGet(keys[i], clientv3.WithKeysOnly()))
 	}
 	var (
 		resp      *clientv3.TxnResponse
@@ -121,7 +155,7 @@ func (s *Session) enqueue(ctx context.Context, dir, key string, r qlock.Request)
 		// one moves the guard); it costs a guard move when a healthy
 		// cluster was only slow.
 		actx, acancel := context.WithTimeout(ctx, s.enqueueAttempt())
-		resp, err = s.enqueueTxn(actx, put, reads, uncertain).Commit()
+		resp, err = s.enqueueTxn(actx, puts, reads, uncertain).Commit()
 		attemptTimedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
 		acancel()
 		if err == nil {
@@ -138,53 +172,64 @@ func (s *Session) enqueue(ctx context.Context, dir, key string, r qlock.Request)
 		}
 		uncertain = true
 		if attemptTimedOut {
-			s.Log().Debug("etcdlock: enqueue unanswered; retrying on the next member", "key", key, "after", s.enqueueAttempt())
+			s.Log().Debug("etcdlock: enqueue unanswered; retrying on the next member", "key", keys[0], "after", s.enqueueAttempt())
 			continue
 		}
 		// A member that could not get the Txn committed in time (the
 		// leader changed under it, or it has none) says so with a server
 		// error of class Unavailable: the next attempt may go through.
 		if !retryable(err) || ctx.Err() != nil || ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
-			s.abandon(key)
-			return nil, nil, false, ctxErr(err)
+			s.abandonAll(keys)
+			return nil, ctxErr(err)
 		}
-		s.Log().Debug("etcdlock: enqueue failed; retrying", "key", key, "err", err)
+		s.Log().Debug("etcdlock: enqueue failed; retrying", "key", keys[0], "err", err)
 	}
-	rev := resp.Header.Revision
-	if own := resp.Responses[2].GetResponseRange().Kvs; len(own) > 0 {
-		rev = own[0].CreateRevision
+	out := make([]qlock.Enqueued, len(keys))
+	for i, dir := range dirs {
+		rev := resp.Header.Revision
+		if own := resp.Responses[len(keys)+2*i+1].GetResponseRange().Kvs; len(own) > 0 {
+			rev = own[0].CreateRevision
+		}
+		rr := resp.Responses[len(keys)+2*i].GetResponseRange()
+		all := make([]qlock.Entry, 0, len(rr.Kvs))
+		for _, kv := range rr.Kvs {
+			k := string(kv.Key)
+			all = append(all, qlock.Entry{Key: k, Seq: kv.CreateRevision, Kind: queueKind(dir, k)})
+		}
+		out[i] = enqueued(rev, i)
+		out[i].Ahead, out[i].More = all, rr.More
 	}
-	rr := resp.Responses[1].GetResponseRange()
-	all := make([]qlock.Entry, 0, len(rr.Kvs))
-	for _, kv := range rr.Kvs {
-		k := string(kv.Key)
-		all = append(all, qlock.Entry{Key: k, Seq: kv.CreateRevision, Kind: queueKind(dir, k)})
+	if err := s.checkRev(keys[0], out[0].Node.Token, floor); err != nil {
+		return nil, err
 	}
-	if err := s.checkRev(key, rev, floor); err != nil {
-		return nil, nil, false, err
-	}
-	return node(rev), all, rr.More, nil
+	return out, nil
 }
 
 // enqueueTxn returns the enqueue Txn, not yet committed: if the session's
-// guard is as last seen, put (the entry) and make the reads (Responses[1:]),
-// and with uncertain move the guard too; otherwise read the guard
-// (Responses[0]).
-func (s *Session) enqueueTxn(ctx context.Context, put clientv3.Op, reads []clientv3.Op, uncertain bool) clientv3.Txn {
-	ops := append([]clientv3.Op{put}, reads...)
+// guard is as last seen, make the puts (the entries) and the reads
+// (Responses[len(puts):]), and with uncertain move the guard too;
+// otherwise read the guard (Responses[0]).
+func (s *Session) enqueueTxn(ctx context.Context, puts, reads []clientv3.Op, uncertain bool) clientv3.Txn {
+	ops := append(slices.Clone(puts), reads...)
 	if uncertain {
 		ops = append(ops, s.guardPut())
 	}
 	return s.client.Txn(ctx).If(s.guardIs(s.guardRev())).Then(ops...).Else(s.guardGet())
 }
 
-// heldBy describes the holder a losing TryLock saw.
-func heldBy(resp *clientv3.TxnResponse) error {
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 {
-		return distlock.ErrLocked
+// heldBy describes the holder a losing TryLock saw, the first entry in
+// rs (its reads of each lock's oldest conflicting entry); nil if none.
+func heldBy(rs []*pb.ResponseOp) error {
+	var kv *mvccpb.KeyValue
+	for _, r := range rs {
+		if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
+			kv = kvs[0]
+			break
+		}
 	}
-	kv := kvs[0]
+	if kv == nil {
+		return nil
+	}
 	who := ""
 	if len(kv.Value) > 0 {
 		who = fmt.Sprintf(", holder %q", kv.Value)

@@ -111,16 +111,19 @@ func (s *Session) sawGuardIn(r *pb.RangeResponse, at int64) {
 	s.sawGuard(mod, at)
 }
 
-// bury deletes key, which an enqueue Txn of unknown outcome may have put
+// bury deletes keys, which an enqueue Txn of unknown outcome may have put
 // or may still put, and moves the guard in the same Txn so that it never
-// can afterwards. A lease already gone took the key with it and makes any
-// late put fail: that is success too. The key is deleted only while it is
-// bound to this session's lease: an entry's key is this session's alone
-// anyway, but a semaphore's slot key is taken by one session after
+// can afterwards. A lease already gone took the keys with it and makes
+// any late put fail: that is success too. A key is deleted only while it
+// is bound to this session's lease: an entry's key is this session's
+// alone anyway, but a semaphore's slot key is taken by one session after
 // another.
-func (s *Session) bury(ctx context.Context, key string) error {
-	del := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", s.id)}, []clientv3.Op{clientv3.OpDelete(key)}, nil)
-	resp, err := s.client.Txn(ctx).Then(s.guardPut(), del).Commit()
+func (s *Session) bury(ctx context.Context, keys ...string) error {
+	ops := []clientv3.Op{s.guardPut()}
+	for _, key := range keys {
+		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", s.id)}, []clientv3.Op{clientv3.OpDelete(key)}, nil))
+	}
+	resp, err := s.client.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			s.storeErr(err)
@@ -140,16 +143,21 @@ func (s *Session) bury(ctx context.Context, key string) error {
 // the key with it and makes a late put fail).
 func (s *Session) abandon(key string) { s.abandonThen(key, func() {}) }
 
+// abandonAll is abandon of the keys of one enqueue Txn, buried together.
+func (s *Session) abandonAll(keys []string) { s.abandonKeys(keys, func() {}) }
+
 // abandonThen is abandon, calling done once the cleanup is over (or the
 // session, and with it the key, is).
-func (s *Session) abandonThen(key string, done func()) {
+func (s *Session) abandonThen(key string, done func()) { s.abandonKeys([]string{key}, done) }
+
+func (s *Session) abandonKeys(keys []string, done func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
 	defer cancel()
-	if err := s.bury(ctx, key); err != nil {
-		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "key", key, "err", err)
+	if err := s.bury(ctx, keys...); err != nil {
+		s.Log().Warn("etcdlock: cleanup failed; retrying in the background", "keys", keys, "err", err)
 		s.Go(func(ctx context.Context) {
 			defer done()
-			qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool { return s.bury(ctx, key) == nil })
+			qlock.Retry(ctx, s.ttl/3, s.ttl/3, nil, func(ctx context.Context) bool { return s.bury(ctx, keys...) == nil })
 		})
 		return
 	}

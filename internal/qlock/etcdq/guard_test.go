@@ -63,21 +63,21 @@ func TestGuardRefusesLatePut(t *testing.T) {
 	}
 	// The first cleanup of a session, before any guard exists.
 	key, put := entry(0)
-	late := s.enqueueTxn(ctx, put, reads, false)
+	late := s.enqueueTxn(ctx, []clientv3.Op{put}, reads, false)
 	s.abandon(key)
 	if commit(late) || exists(key) {
 		t.Fatal("an enqueue applied after its cleanup (no guard before) put its key")
 	}
 	// And again, with the guard the first cleanup made.
 	key, put = entry(1)
-	late = s.enqueueTxn(ctx, put, reads, false)
+	late = s.enqueueTxn(ctx, []clientv3.Op{put}, reads, false)
 	s.abandon(key)
 	if commit(late) || exists(key) {
 		t.Fatal("an enqueue applied after its cleanup put its key")
 	}
 	// An enqueue applied before its cleanup is deleted by it.
 	key, put = entry(2)
-	if !commit(s.enqueueTxn(ctx, put, reads, false)) {
+	if !commit(s.enqueueTxn(ctx, []clientv3.Op{put}, reads, false)) {
 		t.Fatal("enqueue refused with the guard as seen")
 	}
 	s.abandon(key)
@@ -88,8 +88,8 @@ func TestGuardRefusesLatePut(t *testing.T) {
 	// first attempt, applied late, cannot bring the key back after the
 	// entry is released.
 	key, put = entry(3)
-	first := s.enqueueTxn(ctx, put, reads, false)
-	if !commit(s.enqueueTxn(ctx, put, reads, true)) {
+	first := s.enqueueTxn(ctx, []clientv3.Op{put}, reads, false)
+	if !commit(s.enqueueTxn(ctx, []clientv3.Op{put}, reads, true)) {
 		t.Fatal("retried enqueue refused")
 	}
 	if _, err := cli.Delete(ctx, key); err != nil { // the release
@@ -112,7 +112,7 @@ func TestGuardRefusesLatePut(t *testing.T) {
 	s.guard.mu.Lock()
 	s.guard.mod = stale // as if the cleanup's answer had not come yet
 	s.guard.mu.Unlock()
-	resp, err := s.enqueueTxn(ctx, put, reads, false).Commit()
+	resp, err := s.enqueueTxn(ctx, []clientv3.Op{put}, reads, false).Commit()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestGuardRefusesLatePut(t *testing.T) {
 		t.Fatal("an enqueue with a stale guard revision wrote")
 	}
 	s.sawGuardIn(resp.Responses[0].GetResponseRange(), resp.Header.Revision)
-	if !commit(s.enqueueTxn(ctx, put, reads, false)) || !exists(key) {
+	if !commit(s.enqueueTxn(ctx, []clientv3.Op{put}, reads, false)) || !exists(key) {
 		t.Fatal("the enqueue after learning the guard's revision did not go through")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/go-zookeeper/zk"
@@ -172,4 +173,150 @@ type createResult struct {
 func unimplemented(err error) bool {
 	// go-zookeeper has no error for code -6 (Unimplemented).
 	return err != nil && (strings.HasSuffix(err.Error(), "unknown error: -6") || strings.Contains(strings.ToLower(err.Error()), "unimplemented"))
+}
+
+// createAll is create for a multi-lock: one entry node named base plus a
+// sequence number in each of dirs, all created by one multi (one zxid),
+// creating the dirs as needed. A multi cut off by a connection loss made
+// all of the nodes or none: they are looked for by their common GUID. On
+// failure nothing is left behind.
+func (s *Session) createAll(ctx context.Context, dirs []string, base, guid string, data []byte) ([]string, error) {
+	ops := make([]any, len(dirs))
+	for i, dir := range dirs {
+		ops[i] = &zk.CreateRequest{Path: dir + "/" + base, Data: data, Acl: s.acl, Flags: zk.FlagEphemeral | zk.FlagSequence}
+	}
+	for {
+		ch := make(chan multiResult, 1)
+		go func() {
+			rs, err := s.conn.Multi(ops...)
+			ch <- multiResult{rs, err}
+		}()
+		var r multiResult
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			s.abandonCreateAll(ch, dirs, guid)
+			return nil, context.Cause(ctx)
+		}
+		err := r.firstErr()
+		switch {
+		case err == nil:
+			paths := make([]string, len(r.rs))
+			for i, x := range r.rs {
+				paths[i] = x.String
+				s.remember(x.String)
+			}
+			return paths, nil
+		case errors.Is(err, zk.ErrNoNode):
+			for _, dir := range dirs {
+				if err := s.ensureDir(ctx, dir); err != nil {
+					return nil, err
+				}
+			}
+		case errors.Is(err, zk.ErrConnectionClosed):
+			// Sent, maybe applied: look for them once the client is back.
+			paths, err := s.findGUIDs(ctx, dirs, guid)
+			if err != nil {
+				s.abandonGUIDs(dirs, guid)
+				return nil, err
+			}
+			if paths != nil {
+				return paths, nil
+			}
+			if !s.ours() {
+				return nil, s.expired("expired (a create was cut off by a connection loss)")
+			}
+		case transient(err):
+			// Never sent.
+			if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, s.storeErr(err)
+		}
+	}
+}
+
+// multiResult is the outcome of a multi request.
+type multiResult struct {
+	rs  []zk.MultiResponse
+	err error
+}
+
+// firstErr is the error of the op that made the multi fail (ZooKeeper
+// reports success for the ops before it and a runtime inconsistency for
+// those after), or of the request.
+func (r multiResult) firstErr() error {
+	if r.err != nil {
+		return r.err
+	}
+	for _, x := range r.rs {
+		if x.Error != nil {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+// findGUIDs looks for the nodes with guid in dirs, which one multi made
+// all or none of: their paths, remembered as the session's, or nil if
+// there are none. Nodes found in some dirs only (the others deleted by
+// someone else meanwhile) are removed, and the create failed.
+func (s *Session) findGUIDs(ctx context.Context, dirs []string, guid string) ([]string, error) {
+	paths := make([]string, len(dirs))
+	found := 0
+	for i, dir := range dirs {
+		p, err := s.findGUID(ctx, dir, guid)
+		if err != nil {
+			return nil, err
+		}
+		if p != "" {
+			s.remember(p)
+			paths[i] = p
+			found++
+		}
+	}
+	switch found {
+	case 0:
+		return nil, nil
+	case len(dirs):
+		return paths, nil
+	}
+	for _, p := range paths {
+		if p != "" {
+			s.abandon(p)
+		}
+	}
+	return nil, fmt.Errorf("%w: a multi-lock's entry with GUID %s was deleted before its create was confirmed", distlock.ErrEntryGone, guid)
+}
+
+// abandonCreateAll is abandonCreate for a createAll's multi.
+func (s *Session) abandonCreateAll(ch <-chan multiResult, dirs []string, guid string) {
+	finish := func(r multiResult) {
+		err := r.firstErr()
+		switch {
+		case err == nil:
+			for _, x := range r.rs {
+				s.remember(x.String)
+				s.abandon(x.String)
+			}
+		case errors.Is(err, zk.ErrConnectionClosed):
+			s.abandonGUIDs(dirs, guid)
+		}
+	}
+	t := time.NewTimer(qlock.AbandonTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		finish(r)
+	case <-t.C:
+		go func() { finish(<-ch) }()
+	}
+}
+
+// abandonGUIDs is abandonGUID in each of dirs.
+func (s *Session) abandonGUIDs(dirs []string, guid string) {
+	for _, dir := range dirs {
+		s.abandonGUID(dir, guid)
+	}
 }

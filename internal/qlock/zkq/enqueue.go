@@ -15,55 +15,102 @@ import (
 // writing nothing, when an entry is there; the engine deletes the node if
 // an entry created in between turns out to be ahead.
 func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*qlock.Node, []qlock.Entry, bool, error) {
-	if !s.ours() {
-		return nil, nil, false, s.expired("expired (the connection reports another session)")
+	es, err := s.EnqueueAll(ctx, []string{name}, r)
+	if err != nil {
+		return nil, nil, false, err
 	}
-	dir := s.Dir(name)
+	return es[0].Node, es[0].Ahead, false, nil
+}
+
+// EnqueueAll is Enqueue of one entry in each of names' directories, all
+// created by one multi, at one zxid (qlock.Multi). The entries share one
+// GUID: a multi cut off by a connection loss made all of them or none.
+func (s *Session) EnqueueAll(ctx context.Context, names []string, r qlock.Request) ([]qlock.Enqueued, error) {
+	if !s.ours() {
+		return nil, s.expired("expired (the connection reports another session)")
+	}
+	dirs := make([]string, len(names))
+	for i, name := range names {
+		dirs[i] = s.Dir(name)
+	}
 	if r.Try {
 		// Look before creating: a TryLock that loses to a visible entry
 		// costs one read and writes nothing. The Sync first makes the
 		// look as fresh as etcd's: a release that completed before
 		// TryLock was called is seen, even by a lagging follower.
 		if _, err := retry(ctx, func() (string, error) { return s.conn.Sync("/") }); err != nil {
-			return nil, nil, false, s.storeErr(err)
+			return nil, s.storeErr(err)
 		}
-		if p, found, err := s.first(ctx, dir, r.Kind); err != nil {
-			return nil, nil, false, err
-		} else if found {
-			return nil, nil, false, fmt.Errorf("%w (entry %s)", distlock.ErrLocked, p)
+		for _, dir := range dirs {
+			if p, found, err := s.first(ctx, dir, r.Kind); err != nil {
+				return nil, err
+			} else if found {
+				return nil, fmt.Errorf("%w (entry %s)", distlock.ErrLocked, p)
+			}
 		}
 	}
 	guid := newGUID()
-	path, err := s.create(ctx, dir, entryBase(r.Kind, guid), guid, r.Value)
-	if err != nil {
-		return nil, nil, false, err
+	var paths []string
+	if len(dirs) == 1 {
+		p, err := s.create(ctx, dirs[0], entryBase(r.Kind, guid), guid, r.Value)
+		if err != nil {
+			return nil, err
+		}
+		paths = []string{p}
+	} else {
+		var err error
+		if paths, err = s.createAll(ctx, dirs, entryBase(r.Kind, guid), guid, r.Value); err != nil {
+			return nil, err
+		}
 	}
-	_, _, seq, _ := parseAny(path[len(dir)+1:])
-	// The listing and the read of my node's Stat (with the watch that
-	// follows it) go out together: both follow the create on the session's
-	// ordered channel, so the listing sees every entry created before mine.
+	// Each listing and the read of its node's Stat (with the watch that
+	// follows it) go out together: all follow the create on the session's
+	// ordered channel, so a listing sees every entry created before mine.
 	type listing struct {
 		children []string
 		err      error
 	}
-	lch := make(chan listing, 1)
-	go func() {
-		c, err := retry(ctx, func() ([]string, error) {
-			c, _, err := s.conn.Children(dir)
-			return c, err
-		})
-		lch <- listing{c, err}
-	}()
-	n, err := s.own(ctx, path, seq, r.Kind)
-	if err != nil {
-		return nil, nil, false, err
+	lchs := make([]chan listing, len(dirs))
+	for i, dir := range dirs {
+		lchs[i] = make(chan listing, 1)
+		go func() {
+			c, err := retry(ctx, func() ([]string, error) {
+				c, _, err := s.conn.Children(dir)
+				return c, err
+			})
+			lchs[i] <- listing{c, err}
+		}()
 	}
-	l := <-lch
-	if l.err != nil {
-		s.abandon(path)
-		return nil, nil, false, s.storeErr(l.err)
+	out := make([]qlock.Enqueued, len(dirs))
+	var failed error
+	for i, dir := range dirs {
+		// An own that fails removes its node; the others are removed
+		// below.
+		_, _, seq, _ := parseAny(paths[i][len(dir)+1:])
+		n, err := s.own(ctx, paths[i], seq, r.Kind)
+		if err != nil {
+			failed = err
+			paths[i] = ""
+			continue
+		}
+		out[i].Node = n
 	}
-	return n, entries(dir, r.Kind, l.children), false, nil
+	for i, dir := range dirs {
+		l := <-lchs[i]
+		if l.err != nil && failed == nil {
+			failed = s.storeErr(l.err)
+		}
+		out[i].Ahead = entries(dir, r.Kind, l.children)
+	}
+	if failed != nil {
+		for _, p := range paths {
+			if p != "" {
+				s.abandon(p)
+			}
+		}
+		return nil, failed
+	}
+	return out, nil
 }
 
 // first returns the oldest entry in dir that an entry of kind would wait
