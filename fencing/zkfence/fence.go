@@ -169,35 +169,44 @@ func (f *Fence) decide(ctx context.Context, t distlock.Token, ops []any) ([]zk.M
 
 func (f *Fence) checkOps(ops []any) error {
 	for i, op := range ops {
-		var p string
-		switch o := op.(type) {
-		case *zk.CreateRequest:
-			if o != nil {
-				p = o.Path
-			}
-		case *zk.SetDataRequest:
-			if o != nil {
-				p = o.Path
-			}
-		case *zk.DeleteRequest:
-			if o != nil {
-				p = o.Path
-			}
-		case *zk.CheckVersionRequest:
-			if o != nil {
-				p = o.Path
-			}
-		default:
-			return fmt.Errorf("zkfence: %s: op %d is a %T, not a *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or *zk.CheckVersionRequest", f.resource(), i, op)
-		}
-		if p == "" {
-			return fmt.Errorf("zkfence: %s: op %d (%T) is nil or has no path", f.resource(), i, op)
+		p, err := opPath(op)
+		if err != nil {
+			return fmt.Errorf("zkfence: %s: op %d %w", f.resource(), i, err)
 		}
 		if p == f.path {
 			return fmt.Errorf("zkfence: %s: op %d (%T) is on the fence node itself", f.resource(), i, op)
 		}
 	}
 	return nil
+}
+
+// opPath returns the path of an op of a multi, or why it is no such op.
+func opPath(op any) (string, error) {
+	var p string
+	switch o := op.(type) {
+	case *zk.CreateRequest:
+		if o != nil {
+			p = o.Path
+		}
+	case *zk.SetDataRequest:
+		if o != nil {
+			p = o.Path
+		}
+	case *zk.DeleteRequest:
+		if o != nil {
+			p = o.Path
+		}
+	case *zk.CheckVersionRequest:
+		if o != nil {
+			p = o.Path
+		}
+	default:
+		return "", fmt.Errorf("is a %T, not a *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or *zk.CheckVersionRequest", op)
+	}
+	if p == "" {
+		return "", fmt.Errorf("(%T) is nil or has no path", op)
+	}
+	return p, nil
 }
 
 // multiErr returns the index and the error of the operation that made a

@@ -71,6 +71,8 @@ func TestZooKeeperFence(t *testing.T) {
 		})
 	})
 
+	t.Run("WriteAll", func(t *testing.T) { testWriteAll(t, ens, conn) })
+
 	t.Run("WriteOps", func(t *testing.T) {
 		ctx := fencetest.Ctx(t)
 		f := newFence(t, conn, "/w/deep/fence", "ledger") // parents created on the way
