@@ -190,10 +190,23 @@ func TestEnqueueAcrossLeaderLoss(t *testing.T) {
 		sessions = append(sessions, newSession(t, cli, etcdlock.WithLogger(log)))
 	}
 	// Both followers get every offset: the one that becomes leader
-	// commits its own Txns at once, the other forwards them.
-	var muts []*etcdlock.Mutex
-	for i := range 16 {
-		muts = append(muts, newMutex(t, sessions[i%2], fmt.Sprintf("leaderloss-%d", i)))
+	// commits its own Txns at once, the other forwards them. One Lock in
+	// four is a multi-lock's, whose one Txn puts two keys.
+	var muts []distlock.Locker
+	names := make([][]string, 16)
+	for i := range names {
+		name := fmt.Sprintf("leaderloss-%d", i)
+		if i%4 != 3 {
+			names[i] = []string{name}
+			muts = append(muts, newMutex(t, sessions[i%2], name))
+			continue
+		}
+		names[i] = []string{name, name + "-x"}
+		m, err := etcdlock.NewMultiMutex(sessions[i%2], names[i]...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		muts = append(muts, m)
 	}
 	c.Network().Set(c.Members[lead].Name, integration.Fault{Hold: true})
 	defer c.Network().Clear(c.Members[lead].Name)
@@ -225,9 +238,11 @@ func TestEnqueueAcrossLeaderLoss(t *testing.T) {
 		defer mustUnlock(t, r.l)
 	}
 	c.Network().Clear(c.Members[lead].Name)
-	for i, m := range muts {
-		if keys := waitQueueKeys(t, clis[i%2], m.Name(), 1, 30*time.Second); len(keys) != 1 {
-			t.Errorf("lock %s: entries %v, want the holder's alone", m.Name(), keys)
+	for i := range muts {
+		for _, name := range names[i] {
+			if keys := waitQueueKeys(t, clis[i%2], name, 1, 30*time.Second); len(keys) != 1 {
+				t.Errorf("lock %s: entries %v, want the holder's alone", name, keys)
+			}
 		}
 	}
 }
