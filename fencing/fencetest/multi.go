@@ -67,7 +67,8 @@ func MultiToks(seq int64, locks ...string) []distlock.Token {
 // RunMulti runs the contract of a write across several locks against
 // Multis made by newMulti: every token fresh admits all and writes; one
 // stale or forked token refuses the whole write (no fence changed, nothing
-// written) and the error names that fence's lock and token; the same
+// written) and the error names that fence's lock and token (when several
+// refuse, the error names at least one of them); the same
 // tokens again are admitted (a retry); tokens and fences that do not pair
 // up by lock are refused with fencing.ErrUnmatched; concurrent writes on
 // overlapping fences, given in opposite orders, apply in token order and
@@ -163,10 +164,11 @@ func RunMulti(t *testing.T, newMulti NewMulti) {
 		if !errors.As(err, &stale) || stale.Newest.Seq != 10 {
 			t.Fatalf("write 9 after 10: %v, want a *StaleError naming 10", err)
 		}
-		for _, l := range []string{LockA, LockB, LockC} {
-			if !strings.Contains(err.Error(), l+"@9") {
-				t.Errorf("error %q does not name %s's refusal", err, l)
-			}
+		// Every fence refuses 9: the error names at least one (a backend
+		// that decides all at once names each, one that admits in turn the
+		// first).
+		if !strings.Contains(err.Error(), "@9") {
+			t.Errorf("error %q names no refused token", err)
 		}
 		newest(t, ctx, m, MultiTok(LockA, 10), MultiTok(LockB, 10), MultiTok(LockC, 10))
 		ledger(t, ctx, m, 9, 10)
@@ -293,9 +295,9 @@ func RunMulti(t *testing.T, newMulti NewMulti) {
 		if err := m.Write(ctx, forked, 6); !errors.Is(err, fencing.ErrFork) {
 			t.Fatalf("write with b's token forked: %v", err)
 		}
-		// Both stale: both refuse.
-		if err := m.Write(ctx, MultiToks(4, LockA, LockB), 4); !errors.Is(err, fencing.ErrStale) {
-			t.Fatalf("write 4 after 5: %v", err)
+		// a's token is stale, b's newer: a refuses, b decides nothing.
+		if err := m.Write(ctx, []distlock.Token{MultiTok(LockA, 4), MultiTok(LockB, 6)}, 4); !errors.Is(err, fencing.ErrStale) {
+			t.Fatalf("write with a's 4 after 5: %v", err)
 		}
 		if err := m.Write(ctx, MultiToks(6, LockA), 6); !errors.Is(err, fencing.ErrUnmatched) {
 			t.Fatalf("write without b's token: %v", err)
@@ -319,14 +321,13 @@ func RunMulti(t *testing.T, newMulti NewMulti) {
 			}
 		}
 		// Each fence counted its own decisions: both admitted 5; b refused
-		// the fork while a decided nothing (it admitted nothing); both
-		// refused 4; the unmatched write counted nowhere.
+		// the fork and a the stale 4, while the other fence decided nothing
+		// (it admitted nothing); the unmatched write counted nowhere.
 		want := map[string]int64{
 			"distlock.fence.admitted/" + LockA + "/":     1,
 			"distlock.fence.admitted/" + LockB + "/":     1,
 			"distlock.fence.refused/" + LockB + "/fork":  1,
 			"distlock.fence.refused/" + LockA + "/stale": 1,
-			"distlock.fence.refused/" + LockB + "/stale": 1,
 		}
 		for k, v := range want {
 			if counts[k] != v {
