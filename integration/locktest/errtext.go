@@ -89,6 +89,19 @@ func ErrorTexts(t *testing.T, b Backend, backend string) {
 	MustUnlock(t, l)
 	check(distlock.OpUnlock, "ledger", l.Unlock(Ctx(t)), distlock.ErrReleased)
 
+	// The same of a multi-lock, whose errors name its sorted names joined
+	// by "+" (as given, when they are refused).
+	_, err = s1.MultiMutex("x", "x")
+	check(distlock.OpValidate, "x+x", err, distlock.ErrInvalidName)
+	mm1, mm2 := multi(t, s1, "ledger", "books"), multi(t, s2, "books", "ledger")
+	_, err = mm1.Lock(cancelled)
+	check(distlock.OpLock, "books+ledger", err, context.Canceled)
+	ml := MustLock(t, mm1)
+	_, err = mm2.TryLock(Ctx(t))
+	check(distlock.OpTryLock, "books+ledger", err, distlock.ErrLocked)
+	MustUnlock(t, ml)
+	check(distlock.OpUnlock, "books+ledger", ml.Unlock(Ctx(t)), distlock.ErrReleased)
+
 	// campaign, leader, proclaim and resign (each wrapping the Lease's
 	// own LockError: the lock is named once all the same).
 	e1, err := s1.Election("leader")
@@ -141,6 +154,7 @@ func ErrorTexts(t *testing.T, b Backend, backend string) {
 	// hold: the holder's session ends on the server; then Unlock reports
 	// the loss, and Resign a lost leadership, naming the lock once.
 	l = MustLock(t, m2)
+	ml = MustLock(t, multi(t, s2, "maps", "books"))
 	lead, err = e1.Campaign(Ctx(t), "a")
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +163,9 @@ func ErrorTexts(t *testing.T, b Backend, backend string) {
 	Recv(t, l.Done(), "the lost lock's Done")
 	check(distlock.OpHold, "ledger", l.Err(), distlock.ErrLost)
 	check(distlock.OpHold, "ledger", l.Unlock(Ctx(t)), distlock.ErrLost)
+	Recv(t, ml.Done(), "the lost multi-lock's Done")
+	check(distlock.OpHold, "books+maps", ml.Err(), distlock.ErrLost)
+	check(distlock.OpHold, "books+maps", ml.Unlock(Ctx(t)), distlock.ErrLost)
 	s1.End(t)
 	Recv(t, lead.Done(), "the lost leadership's Done")
 	err = lead.Resign(Ctx(t))
