@@ -32,6 +32,18 @@
 // sqlfence (a conditional upsert inside the caller's transaction).
 // Middleware and SetToken carry tokens over HTTP.
 //
+// A write protected by several locks at once (one acquisition of several
+// names carries one token per name, all with one sequence number and
+// owner) goes through every lock's fence in one atomic step: it is
+// admitted only if each fence admits the token of its own lock, and one
+// stale, forked or invalid token refuses all of it, with nothing recorded
+// in any fence. DoAll does that for memory fences (taking their mutexes in
+// one order, by lock name, so that concurrent DoAlls cannot deadlock); the
+// sub-packages have WriteAll (etcdfence, zkfence) and AdmitAll (sqlfence).
+// Match pairs fences with tokens by lock name, refusing with ErrUnmatched
+// what does not pair up one to one; Refusals is the error of every fence
+// that refused.
+//
 // The stores keep the owner beside the sequence number. A sequence number
 // stored by a version before tokens named their owner reads as owner 0,
 // "unknown": it orders tokens as before and refuses a token of its own

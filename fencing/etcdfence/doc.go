@@ -20,6 +20,15 @@
 // refuses with ErrNotHeld once the key is gone, which stops a holder whose
 // session expired even before any successor has written.
 //
+// WriteAll is Write across several fences, for a holder of several locks
+// at once: one Txn puts every fence's new token and the caller's
+// operations only if every fence admits the token of its lock. It is
+// guarded by each fence key's mod revision as read, and a writer that
+// loses a race reads the keys again (in the same Txn) and decides again,
+// so the decision and the operations are one linearizable step as with
+// Write. The fences share one client and stay within the server's limit
+// on operations per Txn (128 by default) with the operations.
+//
 // The token is stored as its sequence number in 20 zero-padded decimal
 // digits, '.', and its owner in 16 zero-padded lower-case hex digits
 // ("00000000000000001042.694d7f0c8a1b2c3d"), so that etcd's byte-wise

@@ -64,3 +64,29 @@ func ExampleFence_WriteHeld() {
 		log.Print("the lock is gone; nothing was written")
 	}
 }
+
+// A holder of two locks at once ("accounts/alice" and "accounts/bob", one
+// acquisition, one token per name) moves money between two accounts kept
+// in etcd, each fenced by its own lock: one Txn checks both fences and
+// applies both puts, and a stale token for either refuses all of it.
+func ExampleWriteAll() {
+	ctx := context.Background()
+	var (
+		cli    *clientv3.Client // connected
+		tokens []distlock.Token // the multi-lock lease's tokens, one per name
+	)
+	alice, err := etcdfence.New(cli, "/fences/accounts/alice", "accounts/alice")
+	if err != nil {
+		log.Fatal(err)
+	}
+	bob, err := etcdfence.New(cli, "/fences/accounts/bob", "accounts/bob")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = etcdfence.WriteAll(ctx, tokens, []*etcdfence.Fence{alice, bob},
+		clientv3.OpPut("/accounts/alice", "70"), clientv3.OpPut("/accounts/bob", "30"))
+	var stale *fencing.StaleError
+	if errors.As(err, &stale) {
+		log.Printf("%s has a newer holder; nothing was written", stale.Resource)
+	}
+}

@@ -59,6 +59,22 @@
 // issued the number twice), or to report that the row belongs to another
 // lock (an error wrapping fencing.ErrForeignToken).
 //
+// # Several locks
+//
+// A holder of several locks at once (one token per lock) fences its write
+// with AdmitAll, in the write's transaction:
+//
+//	if err := sqlfence.AdmitAll(ctx, tx, lease.Tokens(), aliceFence, bobFence); err != nil {
+//		return err // one stale token refuses all: roll back
+//	}
+//
+// Each fence admits the token of its lock, as Admit does, and the first
+// refusal ends it; the rollback undoes the admissions before it. AdmitAll
+// takes the fences' rows in one order, by table and resource, whatever
+// order the fences are given in, so two transactions fencing overlapping
+// resources wait for each other on PostgreSQL instead of deadlocking
+// (Admits of several fences made one by one, in varying orders, can).
+//
 // # Migrating a table of an earlier version
 //
 // Tables created before tokens named their owner lack owner_id, and

@@ -87,3 +87,73 @@ func Example() {
 	// true true
 	// balance: 105
 }
+
+// A holder of two locks at once ("accounts/alice" and "accounts/bob", one
+// acquisition, one token per name) moves money between two accounts, each
+// fenced by its own lock: AdmitAll admits both tokens in the transfer's
+// transaction, and a stale token for either refuses it whole.
+func ExampleAdmitAll() {
+	dir, err := os.MkdirTemp("", "sqlfence-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+
+	alice, _ := sqlfence.New(sqlfence.DefaultTable, "accounts/alice", "accounts/alice")
+	bob, _ := sqlfence.New(sqlfence.DefaultTable, "accounts/bob", "accounts/bob")
+	if err := alice.CreateTable(ctx, db); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL);
+		INSERT INTO accounts VALUES ('alice', 100), ('bob', 0)`); err != nil {
+		log.Fatal(err)
+	}
+
+	transfer := func(tokens []distlock.Token, amount int64) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if err := sqlfence.AdmitAll(ctx, tx, tokens, alice, bob); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance - $1 WHERE id = 'alice'`, amount); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + $1 WHERE id = 'bob'`, amount); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+
+	// The multi-lock lease's tokens: one per name, one Seq and Owner.
+	holder := []distlock.Token{
+		{Name: "accounts/alice", Seq: 1042, Owner: 0x694d7f0c8a1b2c3d},
+		{Name: "accounts/bob", Seq: 1042, Owner: 0x694d7f0c8a1b2c3d},
+	}
+	fmt.Println(transfer(holder, 30))
+	// Meanwhile a newer holder of bob's lock alone wrote.
+	fmt.Println(bob.In(db).Admit(ctx, distlock.Token{Name: "accounts/bob", Seq: 1050, Owner: 0x694d80a3e1f00011}))
+	// The paused multi-lock holder retries: refused whole.
+	err = transfer(holder, 30)
+	var stale *fencing.StaleError
+	fmt.Println(errors.As(err, &stale), stale.Resource)
+
+	var a, b int64
+	if err := db.QueryRowContext(ctx, `SELECT (SELECT balance FROM accounts WHERE id = 'alice'), (SELECT balance FROM accounts WHERE id = 'bob')`).Scan(&a, &b); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("alice:", a, "bob:", b)
+	// Output:
+	// <nil>
+	// <nil>
+	// true sql fence distlock_fence/"accounts/bob"
+	// alice: 70 bob: 30
+}

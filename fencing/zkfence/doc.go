@@ -14,6 +14,13 @@
 // reads the node again and decides again; an equal token, a retry by the
 // same holder, is admitted again.
 //
+// WriteAll is Write across several fences, for a holder of several locks
+// at once: it reads every fence node, and if each fence admits the token
+// of its lock, one multi sets (or creates) every node under its version
+// read together with the caller's operations; one refusal refuses all of
+// it. A lost race with any writer of the nodes fails the multi and
+// WriteAll reads and decides again. The fences share one connection.
+//
 // The read may be served by a follower that lags behind the leader, but
 // that cannot admit a stale or forked token: stored sequence numbers only
 // grow, so a lagging read can only show an older token than the real one

@@ -48,3 +48,30 @@ func Example() {
 		log.Fatal(err)
 	}
 }
+
+// A holder of two locks at once ("accounts/alice" and "accounts/bob", one
+// acquisition, one token per name) moves money between two accounts kept
+// in ZooKeeper, each fenced by its own lock: one multi checks both fences
+// and sets both accounts, and a stale token for either refuses all of it.
+func ExampleWriteAll() {
+	ctx := context.Background()
+	var (
+		conn   *zk.Conn         // connected
+		tokens []distlock.Token // the multi-lock lease's tokens, one per name
+	)
+	alice, err := zkfence.New(conn, "/fences/accounts/alice", "accounts/alice")
+	if err != nil {
+		log.Fatal(err)
+	}
+	bob, err := zkfence.New(conn, "/fences/accounts/bob", "accounts/bob")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = zkfence.WriteAll(ctx, tokens, []*zkfence.Fence{alice, bob},
+		&zk.SetDataRequest{Path: "/accounts/alice", Data: []byte("70"), Version: -1},
+		&zk.SetDataRequest{Path: "/accounts/bob", Data: []byte("30"), Version: -1})
+	var stale *fencing.StaleError
+	if errors.As(err, &stale) {
+		log.Printf("%s has a newer holder; nothing was written", stale.Resource)
+	}
+}
