@@ -9,8 +9,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/fencing"
 )
 
 // multiCases are the contract of the multi-lock (a backend's MultiMutex).
@@ -27,6 +29,7 @@ var multiCases = []struct {
 	{"MultiEntryLostWhileHeld", multiEntryLost},
 	{"MultiMixesWithMutex", multiMixes},
 	{"MultiInvalidNames", multiInvalidNames},
+	{"MultiFenceRefusesStaleName", multiFence},
 }
 
 func multi(t *testing.T, s Session, names ...string) distlock.Locker {
@@ -219,21 +222,28 @@ func multiCancel(t *testing.T, b Backend) {
 			}
 		})
 	}
-	// Cancelled before its enqueue has an answer, at random moments.
-	for i := range 10 {
+	// Cancelled at moments swept across the enqueue and the wait (one name
+	// held meanwhile, and released at a moment swept too): whether it was
+	// acquired or not, nothing of it may be left.
+	s := b.Session(t)
+	for i := range 24 {
+		holder := MustLock(t, mutex(t, b.Session(t), "mc/b"))
 		ctx, cancel := context.WithCancel(context.Background())
-		m := multi(t, b.Session(t), "mc/a", "mc/b")
-		res := LockAsync(ctx, m)
-		if i%2 == 0 {
-			cancel()
-		} else {
-			go cancel()
-		}
-		if r := Recv(t, res, "Lock cancelled at once"); r.Err == nil {
+		res := LockAsync(ctx, multi(t, s, "mc/a", "mc/b"))
+		at := time.Duration(i%8) * 400 * time.Microsecond
+		time.AfterFunc(at, cancel)
+		released := make(chan error, 1)
+		time.AfterFunc(at*time.Duration(i/8), func() { released <- holder.Unlock(context.Background()) })
+		if r := Recv(t, res, "Lock cancelled during its wait"); r.Err == nil {
 			MustUnlock(t, r.Lease)
+		} else if !errors.Is(r.Err, context.Canceled) {
+			t.Fatalf("cancelled Lock: %v, want context.Canceled", r.Err)
 		}
+		if err := Recv(t, released, "the Mutex's release"); err != nil {
+			t.Fatal(err)
+		}
+		wantEntriesEach(t, b, 0, fmt.Sprintf("after the Lock cancelled at %v", at), "mc/a", "mc/b")
 	}
-	wantEntriesEach(t, b, 0, "after the cancelled Locks", "mc/a", "mc/b")
 }
 
 func multiTryLock(t *testing.T, b Backend) {
@@ -344,4 +354,42 @@ func multiInvalidNames(t *testing.T, b Backend) {
 	}
 	MustUnlock(t, l)
 	wantEntriesEach(t, b, 0, "after the largest multi-lock", many[:distlock.MaxMultiNames]...)
+}
+
+// multiFence fences two resources, one per name, with a multi-lock's
+// tokens: a write with every token fresh is admitted, and once a later
+// Mutex of one name has written, the old multi-lock's tokens are refused
+// as a whole, the other resource's fence unchanged.
+func multiFence(t *testing.T, b Backend) {
+	s := b.Session(t)
+	fa, err := fencing.NewMemory("mf/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := fencing.NewMemory("mf/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fences := []*fencing.Memory{fa, fb}
+	old := MustLock(t, multi(t, s, "mf/b", "mf/a"))
+	wrote := 0
+	write := func(context.Context) error { wrote++; return nil }
+	if err := fencing.DoAll(Ctx(t), old.Tokens(), fences, write); err != nil || wrote != 1 {
+		t.Fatalf("DoAll with fresh tokens: %v (wrote %d)", err, wrote)
+	}
+	// The holder pauses past its lease: its entries go (here: released),
+	// and a Mutex of one name writes with a newer token.
+	MustUnlock(t, old)
+	newer := MustLock(t, mutex(t, b.Session(t), "mf/b"))
+	if err := fb.Do(Ctx(t), newer.Token(), write); err != nil {
+		t.Fatal(err)
+	}
+	MustUnlock(t, newer)
+	err = fencing.DoAll(Ctx(t), old.Tokens(), fences, write)
+	if !errors.Is(err, fencing.ErrStale) || wrote != 2 {
+		t.Fatalf("DoAll with one name's stale token: %v (wrote %d), want ErrStale and no write", err, wrote)
+	}
+	if got := fa.Newest(); got != old.Tokens()[0] {
+		t.Fatalf("fence of mf/a holds %v after a refused write, want %v unchanged", got, old.Tokens()[0])
+	}
 }
