@@ -461,3 +461,59 @@ func ExampleAdmin_WatchQueue() {
 	// [worker-b holding=true]
 	// []
 }
+
+// A MultiMutex holds several locks as one acquisition. Two transfers that
+// name the same two ledgers in opposite orders cannot deadlock, and each
+// write is fenced with the token of every ledger it touches.
+func ExampleMultiMutex() {
+	ctx := context.Background()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	sess, err := etcdlock.NewSession(ctx, cli)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	eur, _ := fencing.NewMemory("ledger/eur")
+	usd, _ := fencing.NewMemory("ledger/usd")
+	fences := []*fencing.Memory{eur, usd}
+
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		transfers int
+	)
+	for _, names := range [][]string{{"ledger/eur", "ledger/usd"}, {"ledger/usd", "ledger/eur"}} {
+		mm, err := etcdlock.NewMultiMutex(sess, names...)
+		if err != nil {
+			log.Fatal(err)
+		}
+		wg.Go(func() {
+			for range 5 {
+				lease, err := mm.Lock(ctx)
+				if err != nil {
+					log.Fatal(err)
+				}
+				err = fencing.DoAll(ctx, lease.Tokens(), fences, func(ctx context.Context) error {
+					mu.Lock()
+					transfers++
+					mu.Unlock()
+					return nil
+				})
+				if err != nil {
+					log.Fatal(err)
+				}
+				lease.Unlock(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println("transfers:", transfers)
+	fmt.Println("last transfer fenced both ledgers with one sequence number:", eur.Newest().Seq == usd.Newest().Seq)
+	// Output:
+	// transfers: 10
+	// last transfer fenced both ledgers with one sequence number: true
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -117,4 +118,60 @@ func ExampleSemaphore() {
 	// Output:
 	// a third export must wait: true
 	// the third export runs in the freed slot: true true
+}
+
+// A MultiMutex holds several locks as one acquisition. Two transfers that
+// name the same two ledgers in opposite orders cannot deadlock, and each
+// write is fenced with the token of every ledger it touches.
+func ExampleMultiMutex() {
+	ctx := context.Background()
+	conn, _, err := zk.Connect(exampleServers(), 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	sess, err := zklock.NewSession(ctx, conn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	eur, _ := fencing.NewMemory("ledger/eur")
+	usd, _ := fencing.NewMemory("ledger/usd")
+	fences := []*fencing.Memory{eur, usd}
+
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		transfers int
+	)
+	for _, names := range [][]string{{"ledger/eur", "ledger/usd"}, {"ledger/usd", "ledger/eur"}} {
+		mm, err := zklock.NewMultiMutex(sess, names...)
+		if err != nil {
+			log.Fatal(err)
+		}
+		wg.Go(func() {
+			for range 5 {
+				lease, err := mm.Lock(ctx)
+				if err != nil {
+					log.Fatal(err)
+				}
+				err = fencing.DoAll(ctx, lease.Tokens(), fences, func(ctx context.Context) error {
+					mu.Lock()
+					transfers++
+					mu.Unlock()
+					return nil
+				})
+				if err != nil {
+					log.Fatal(err)
+				}
+				lease.Unlock(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println("transfers:", transfers)
+	fmt.Println("last transfer fenced both ledgers with one sequence number:", eur.Newest().Seq == usd.Newest().Seq)
+	// Output:
+	// transfers: 10
+	// last transfer fenced both ledgers with one sequence number: true
 }
