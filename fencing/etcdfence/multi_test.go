@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/fencing/etcdfence"
 	"github.com/distlock/distlock/fencing/fencetest"
@@ -143,6 +144,52 @@ func testWriteAll(t *testing.T, cluster *integration.EtcdCluster, cli *clientv3.
 		absent(t, cli, "/wa/many/000")
 		if _, err := etcdfence.WriteAll(ctx, fencetest.MultiToks(8, "ledger/a", "ledger/b"), fs, many[:126]...); err != nil {
 			t.Fatalf("2 fences and 126 ops: %v", err)
+		}
+	})
+
+	t.Run("MultiMutex", func(t *testing.T) {
+		// The tokens of a real multi-lock: the successor's acquisition
+		// makes the first holder's write stale at every fence.
+		ctx := fencetest.Ctx(t)
+		sess, err := etcdlock.NewSession(ctx, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sess.Close(fencetest.Ctx(t)) })
+		mm, err := etcdlock.NewMultiMutex(sess, "jobs/usd", "jobs/eur")
+		if err != nil {
+			t.Fatal(err)
+		}
+		eur := newFence(t, cli, "/wam/eur", "jobs/eur")
+		usd := newFence(t, cli, "/wam/usd", "jobs/usd")
+		fs := []*etcdfence.Fence{usd, eur}
+		first, err := mm.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := first.Tokens()
+		if _, err := etcdfence.WriteAll(ctx, old, fs, clientv3.OpPut("/wam/data", "1")); err != nil {
+			t.Fatalf("holder's write: %v", err)
+		}
+		if err := first.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		second, err := mm.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer second.Unlock(ctx)
+		if _, err := etcdfence.WriteAll(ctx, second.Tokens(), fs, clientv3.OpPut("/wam/data", "2")); err != nil {
+			t.Fatalf("successor's write: %v", err)
+		}
+		if _, err := etcdfence.WriteAll(ctx, old, fs, clientv3.OpPut("/wam/late", "1")); !errors.Is(err, fencing.ErrStale) {
+			t.Fatalf("first holder's late write: %v, want ErrStale", err)
+		}
+		absent(t, cli, "/wam/late")
+		for _, f := range fs {
+			if n, err := f.Newest(ctx); err != nil || n.Seq != second.Token().Seq {
+				t.Errorf("%s: newest %v, %v, want the successor's", f.Key(), n, err)
+			}
 		}
 	})
 

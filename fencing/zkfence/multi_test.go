@@ -13,6 +13,7 @@ import (
 	"github.com/distlock/distlock/fencing/fencetest"
 	"github.com/distlock/distlock/fencing/zkfence"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -151,6 +152,60 @@ func testWriteAll(t *testing.T, ens *integration.ZooKeeperEnsemble, conn *zk.Con
 		if _, err := zkfence.WriteAll(ctx, fencetest.MultiToks(8, "ledger/a", "ledger/b"), fs,
 			&zk.SetDataRequest{Path: "/wa-data", Data: []byte("8"), Version: -1}); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("MultiMutex", func(t *testing.T) {
+		// The tokens of a real multi-lock: the successor's acquisition
+		// makes the first holder's write stale at every fence.
+		ctx := fencetest.Ctx(t)
+		sess, err := zklock.NewSession(ctx, conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sess.Close(fencetest.Ctx(t)) })
+		mm, err := zklock.NewMultiMutex(sess, "jobs/usd", "jobs/eur")
+		if err != nil {
+			t.Fatal(err)
+		}
+		eur := newFence(t, conn, "/wam/eur", "jobs/eur")
+		usd := newFence(t, conn, "/wam/usd", "jobs/usd")
+		fs := []*zkfence.Fence{usd, eur}
+		data := func(v string) *zk.SetDataRequest {
+			return &zk.SetDataRequest{Path: "/wam", Data: []byte(v), Version: -1}
+		}
+		first, err := mm.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := first.Tokens()
+		if _, err := zkfence.WriteAll(ctx, old, fs); err != nil { // creates /wam
+			t.Fatalf("holder's write: %v", err)
+		}
+		if _, err := zkfence.WriteAll(ctx, old, fs, data("1")); err != nil {
+			t.Fatalf("holder's write: %v", err)
+		}
+		if err := first.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		second, err := mm.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer second.Unlock(ctx)
+		if _, err := zkfence.WriteAll(ctx, second.Tokens(), fs, data("2")); err != nil {
+			t.Fatalf("successor's write: %v", err)
+		}
+		if _, err := zkfence.WriteAll(ctx, old, fs, data("late")); !errors.Is(err, fencing.ErrStale) {
+			t.Fatalf("first holder's late write: %v, want ErrStale", err)
+		}
+		if got, _, err := conn.Get("/wam"); err != nil || string(got) != "2" {
+			t.Fatalf("/wam = %q, %v, want 2", got, err)
+		}
+		for _, f := range fs {
+			if n, err := f.Newest(ctx); err != nil || n.Seq != second.Token().Seq {
+				t.Errorf("%s: newest %v, %v, want the successor's", f.Path(), n, err)
+			}
 		}
 	})
 
