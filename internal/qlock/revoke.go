@@ -1,13 +1,14 @@
 package qlock
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/user"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,7 +71,8 @@ func (a *Admin) revokeErr(name string) func(error) error {
 type RevokeStore interface {
 	// Backend is the store's, for errors.
 	Backend() Backend
-	// Inspect reads lock name's queue (the backend's Inspect).
+	// Inspect reads lock name's lock entries and semaphore permits, not
+	// its candidates or a semaphore's line.
 	Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error)
 	// Create stores record data for token seq if there is none, and then
 	// tells the holder (holders follow new records); it returns the
@@ -112,29 +114,9 @@ func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeReques
 	if err != nil {
 		return nil, fail(err)
 	}
-	// Who holds, among the lock entries and permits the store listed: a
-	// permit always; a lock entry when no entry before it conflicts
-	// (Inspect's Holding may count an election of the same name in).
-	var (
-		held  []distlock.QueueEntry
-		locks []distlock.QueueEntry
-		kinds []Kind
-	)
-	for _, e := range entries {
-		switch {
-		case e.Permits > 0:
-			held = append(held, e)
-		case e.Kind == distlock.Shared:
-			locks, kinds = append(locks, e), append(kinds, Shared)
-		default:
-			locks, kinds = append(locks, e), append(kinds, Exclusive)
-		}
-	}
-	for i, h := range Holding(kinds) {
-		if h {
-			held = append(held, locks[i])
-		}
-	}
+	// Who holds: a semaphore's permits, and the lock entries with no
+	// conflicting entry ahead (Inspect lists no candidates or waiters).
+	held := slices.DeleteFunc(entries, func(e distlock.QueueEntry) bool { return !e.Holding })
 	if len(held) == 0 {
 		return nil, nil
 	}
@@ -166,24 +148,16 @@ func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeReques
 
 	// Wait for each holder until its own grace period is over (a record
 	// made earlier has its first grace), in parallel.
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-	)
+	errs := make([]error, len(held))
+	var wg sync.WaitGroup
 	for i, e := range held {
-		rv := &out[i]
-		if rv.Again && !r.Force {
-			// Asked already: this call adds nothing.
-			continue
+		if rv := &out[i]; !rv.Again || r.Force { // else asked already: this call adds nothing
+			wg.Go(func() {
+				if err := settleRevocation(ctx, st, name, e, rv, r, now); err != nil {
+					errs[i] = fmt.Errorf("revocation of token %s: %w", e.Token, err)
+				}
+			})
 		}
-		wg.Go(func() {
-			if err := settleRevocation(ctx, st, name, e, rv, r, now); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -193,9 +167,10 @@ func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeReques
 }
 
 // settleRevocation waits out rv's grace period (or r's, made at now, if
-// it ends first) for entry e to go, forces it if r says so, and records the outcome in rv and in the store.
+// it ends first) for entry e to go, forces it if r says so, and records
+// the outcome in rv and in the store.
 func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlock.QueueEntry, rv *distlock.Revocation, r distlock.RevokeRequest, now time.Time) error {
-	if rv.Outcome != distlock.RevokePending && rv.Outcome != distlock.RevokeStillHeld {
+	if !unsettled(*rv) {
 		return nil // over already: released or forced
 	}
 	end := rv.GraceEnds()
@@ -210,16 +185,14 @@ func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlo
 	switch {
 	case err == nil:
 		rv.Outcome = distlock.RevokeReleased
-	case ctx.Err() != nil:
-		return fmt.Errorf("revocation of token %s: wait for the holder to release: %w", e.Token, context.Cause(ctx))
-	case !errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("revocation of token %s: wait for the holder to release: %w", e.Token, err)
+	case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("wait for the holder to release: %w", cmp.Or(context.Cause(ctx), err))
 	case !r.Force:
 		rv.Outcome = distlock.RevokeStillHeld
 	default:
 		gone, err := st.Delete(ctx, e)
 		if err != nil {
-			return fmt.Errorf("revocation of token %s: delete the holder's entry %s: %w", e.Token, e.Key, err)
+			return fmt.Errorf("delete the holder's entry %s: %w", e.Key, err)
 		}
 		rv.Outcome = distlock.RevokeForced
 		if rv.Again && !rv.Force {
@@ -233,7 +206,7 @@ func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlo
 	}
 	rv.Ended = time.Now()
 	if err := st.Update(ctx, name, e.Token.Seq, record(*rv)); err != nil {
-		return fmt.Errorf("revocation of token %s: record its outcome (%s): %w", e.Token, rv.Outcome, err)
+		return fmt.Errorf("record its outcome (%s): %w", rv.Outcome, err)
 	}
 	return nil
 }
@@ -251,16 +224,14 @@ func (a *Admin) Revocations(ctx context.Context, name string) ([]distlock.Revoca
 		return nil, fail(fmt.Errorf("list the revocation records: %w", err))
 	}
 	var out []distlock.Revocation
-	pending := false
 	for _, data := range raw {
 		rv, err := parseRevocation(data)
 		if err != nil {
 			return nil, fail(err)
 		}
-		pending = pending || rv.Outcome == distlock.RevokePending || rv.Outcome == distlock.RevokeStillHeld
 		out = append(out, rv)
 	}
-	if pending {
+	if slices.ContainsFunc(out, unsettled) {
 		entries, err := st.Inspect(ctx, name)
 		if err != nil {
 			return nil, fail(err)
@@ -270,11 +241,17 @@ func (a *Admin) Revocations(ctx context.Context, name string) ([]distlock.Revoca
 			live[e.Token.String()] = true
 		}
 		for i := range out {
-			if (out[i].Outcome == distlock.RevokePending || out[i].Outcome == distlock.RevokeStillHeld) && !live[out[i].Token] {
+			if unsettled(out[i]) && !live[out[i].Token] {
 				out[i].Outcome = distlock.RevokeEnded
 			}
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Requested.Before(out[j].Requested) })
+	slices.SortStableFunc(out, func(a, b distlock.Revocation) int { return a.Requested.Compare(b.Requested) })
 	return out, nil
+}
+
+// unsettled reports whether rv's holder may still hold: pending or still
+// held.
+func unsettled(rv distlock.Revocation) bool {
+	return rv.Outcome == distlock.RevokePending || rv.Outcome == distlock.RevokeStillHeld
 }

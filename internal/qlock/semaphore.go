@@ -79,8 +79,7 @@ func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, dire
 	waited = waited || line.Waited
 	lctx, lcancel := context.WithCancelCause(ctx)
 	defer lcancel(nil)
-	lstop := context.AfterFunc(line.alive, func() { lcancel(context.Cause(line.alive)) })
-	defer lstop()
+	defer context.AfterFunc(line.alive, func() { lcancel(context.Cause(line.alive)) })()
 	for {
 		// Not lctx: the claim's own write deletes the line entry, which
 		// ends line.alive while the claim may still read its slot.

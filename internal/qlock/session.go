@@ -238,22 +238,12 @@ func (s *State) Go(f func(ctx context.Context)) {
 	if s.ctx.Err() != nil {
 		return
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		f(s.ctx)
-	}()
+	s.wg.Go(func() { f(s.ctx) })
 }
 
 // Finally runs f in the background even after the session ended (a
 // revoke, a last cleanup); Close waits for it.
-func (s *State) Finally(f func()) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		f()
-	}()
-}
+func (s *State) Finally(f func()) { s.wg.Go(f) }
 
 // Close ends the session as closed by its owner; the first call also runs
 // release, the store's part (revoke the lease, delete the nodes). Then it

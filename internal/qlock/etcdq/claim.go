@@ -1,6 +1,7 @@
 package etcdq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,48 +122,45 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			If(cond, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), s.guardIs(guard)).
 			Then(then...).Else(els...).Commit()
 		acancel()
+		drop := func() { forget(); s.FreeSlot(key) }
+		var (
+			rev   int64              // the slot's, when claimed
+			taken []*mvccpb.KeyValue // the slots as the claim read them
+		)
 		if err != nil {
 			// The put may or may not have been applied, or be still on
 			// its way. settle tells which, and makes sure it cannot apply
 			// later; only then is it safe to go again.
-			rev, adopted, serr := s.settle(ctx, key)
+			srev, adopted, serr := s.settle(ctx, key)
 			switch {
 			case serr == nil && adopted:
-				if err := s.checkRev(key, rev, floor); err != nil {
-					forget()
-					s.FreeSlot(key)
-					return nil, err
-				}
-				return &qlock.Node{Entry: qlock.Entry{Key: key, Seq: rev, Kind: qlock.Counted}, Token: rev, Slot: i, Waited: line != nil}, nil
+				rev = srev
 			case serr == nil && ctx.Err() == nil && !errors.Is(err, rpctypes.ErrLeaseNotFound):
-				forget()
-				s.FreeSlot(key)
+				drop()
 				s.Log().Debug("etcdlock: claim unanswered; retrying", "key", key, "err", err)
 				if ctxwait.Sleep(ctx, qlock.RetryDelay) == nil {
 					continue
 				}
 				return nil, context.Cause(ctx)
-			}
-			forget()
-			// The slot stays reserved until the cleanup is done: a claim
-			// of this session made meanwhile would have its key deleted
-			// by it (same key, same lease).
-			s.abandonThen(key, func() { s.FreeSlot(key) })
-			err = s.storeErr(err)
-			if ctx.Err() != nil {
-				err = context.Cause(ctx)
-			}
-			return nil, err
-		}
-		if resp.Succeeded {
-			rev := resp.Header.Revision
-			n := &qlock.Node{Entry: qlock.Entry{Key: key, Seq: rev, Kind: qlock.Counted}, Token: rev, Slot: i, Waited: line != nil}
-			if err := s.checkRev(key, rev, floor); err != nil {
+			default:
 				forget()
-				s.FreeSlot(key)
+				// The slot stays reserved until the cleanup is done: a claim
+				// of this session made meanwhile would have its key deleted
+				// by it (same key, same lease).
+				s.abandonThen(key, func() { s.FreeSlot(key) })
+				err = s.storeErr(err)
+				return nil, cmp.Or(context.Cause(ctx), err)
+			}
+		} else if resp.Succeeded {
+			rev, taken = resp.Header.Revision, resp.Responses[1].GetResponseRange().Kvs
+		}
+		if rev != 0 {
+			if err := s.checkRev(key, rev, floor); err != nil {
+				drop()
 				return nil, err
 			}
-			if err := checkPermits(dir, name, r.Limit, resp.Responses[1].GetResponseRange().Kvs); err != nil {
+			n := &qlock.Node{Entry: qlock.Entry{Key: key, Seq: rev, Kind: qlock.Counted}, Token: rev, Slot: i, Waited: line != nil}
+			if err := checkPermits(dir, name, r.Limit, taken); err != nil {
 				forget()
 				s.Abandon(n)
 				s.FreeSlot(key)
@@ -170,8 +168,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			}
 			return n, nil
 		}
-		forget()
-		s.FreeSlot(key)
+		drop()
 		slots := resp.Responses[0].GetResponseRange().Kvs
 		if err := checkPermits(dir, name, r.Limit, slots); err != nil {
 			return nil, err

@@ -47,8 +47,12 @@ func (s *Session) Leader(ctx context.Context, name string) (distlock.LeaderInfo,
 	if len(resp.Kvs) == 0 {
 		return distlock.LeaderInfo{}, distlock.ErrNoLeader
 	}
-	kv := resp.Kvs[0]
-	return distlock.LeaderInfo{Value: string(kv.Value), Token: distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)}}, nil
+	return leaderOf(name, resp.Kvs[0]), nil
+}
+
+// leaderOf is the leader whose entry is kv.
+func leaderOf(name string, kv *mvccpb.KeyValue) distlock.LeaderInfo {
+	return distlock.LeaderInfo{Value: string(kv.Value), Token: distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)}}
 }
 
 // Observe follows the election's candidates (qlock.Elections). It reads them
@@ -59,38 +63,18 @@ func (s *Session) Leader(ctx context.Context, name string) (distlock.LeaderInfo,
 // there; a change that came and went entirely within such a gap is not
 // reported, but the state reported after it is the current one.
 func (s *Session) Observe(ctx context.Context, name string, ch chan<- distlock.LeaderInfo) {
-	o := observer{s: s, name: name}
-	o.observe(ctx, ch)
-}
-
-// observer is one Observe call.
-type observer struct {
-	s    *Session
-	name string
-}
-
-// candidate is one entry as Observe follows it.
-type candidate struct {
-	key   string
-	rev   int64
-	lease clientv3.LeaseID
-	value string
-}
-
-func (e *observer) observe(ctx context.Context, ch chan<- distlock.LeaderInfo) {
 	defer close(ch)
-	cli := e.s.client
-	dir := e.s.Dir(e.name) + electionMark
+	cli := s.client
+	dir := s.Dir(name) + electionMark
 	var (
 		last  distlock.LeaderInfo
 		first = true
 	)
 	// emit sends the leader of cands if it differs from the last one sent.
-	emit := func(cands []candidate) bool {
+	emit := func(cands []*mvccpb.KeyValue) bool {
 		var now distlock.LeaderInfo
 		if len(cands) > 0 {
-			c := slices.MinFunc(cands, func(a, b candidate) int { return cmp.Compare(a.rev, b.rev) })
-			now = distlock.LeaderInfo{Value: c.value, Token: distlock.Token{Name: e.name, Seq: c.rev, Owner: uint64(c.lease)}}
+			now = leaderOf(name, slices.MinFunc(cands, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) }))
 		}
 		if !first && now == last {
 			return true
@@ -109,20 +93,8 @@ func (e *observer) observe(ctx context.Context, ch chan<- distlock.LeaderInfo) {
 		}
 		resp, err := cli.Get(ctx, dir, clientv3.WithPrefix())
 		if err != nil {
-			e.s.Log().Debug("etcdlock: observe: read failed", "election", e.name, "err", err)
-			if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
-				return
-			}
-			continue
-		}
-		cands := make([]candidate, 0, len(resp.Kvs))
-		for _, kv := range resp.Kvs {
-			cands = append(cands, candidate{key: string(kv.Key), rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease), value: string(kv.Value)})
-		}
-		if !emit(cands) {
-			return
-		}
-		if !e.follow(ctx, dir, resp.Header.Revision, cands, emit) {
+			s.Log().Debug("etcdlock: observe: read failed", "election", name, "err", err)
+		} else if !emit(resp.Kvs) || !s.followCandidates(ctx, name, dir, resp.Header.Revision, resp.Kvs, emit) {
 			return
 		}
 		if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
@@ -131,36 +103,30 @@ func (e *observer) observe(ctx context.Context, ch chan<- distlock.LeaderInfo) {
 	}
 }
 
-// follow applies the watch's events from revision rev+1 to cands, emitting
-// after each revision; it returns false when Observe must end, true when
-// the watch failed and the candidates must be read again.
-func (e *observer) follow(ctx context.Context, dir string, rev int64, cands []candidate, emit func([]candidate) bool) bool {
+// followCandidates applies the watch's events from revision rev+1 to
+// cands, emitting after each revision; it returns false when Observe must
+// end, true when the watch failed and the candidates must be read again.
+func (s *Session) followCandidates(ctx context.Context, name, dir string, rev int64, cands []*mvccpb.KeyValue, emit func([]*mvccpb.KeyValue) bool) bool {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range e.s.client.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+	for resp := range s.client.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if err := resp.Err(); err != nil || resp.Canceled {
 			if errors.Is(err, rpctypes.ErrCompacted) {
-				e.s.Log().Debug("etcdlock: observe: compacted; reading again", "election", e.name, "rev", rev)
+				s.Log().Debug("etcdlock: observe: compacted; reading again", "election", name, "rev", rev)
 			} else {
-				e.s.Log().Debug("etcdlock: observe: watch ended; reading again", "election", e.name, "err", err)
+				s.Log().Debug("etcdlock: observe: watch ended; reading again", "election", name, "err", err)
 			}
 			return true
 		}
 		for i, ev := range resp.Events {
-			key := string(ev.Kv.Key)
-			idx := slices.IndexFunc(cands, func(c candidate) bool { return c.key == key })
-			switch ev.Type {
-			case mvccpb.DELETE:
-				if idx >= 0 {
-					cands = slices.Delete(cands, idx, idx+1)
-				}
-			case mvccpb.PUT:
-				c := candidate{key: key, rev: ev.Kv.CreateRevision, lease: clientv3.LeaseID(ev.Kv.Lease), value: string(ev.Kv.Value)}
-				if idx >= 0 {
-					cands[idx] = c
-				} else {
-					cands = append(cands, c)
-				}
+			idx := slices.IndexFunc(cands, func(c *mvccpb.KeyValue) bool { return string(c.Key) == string(ev.Kv.Key) })
+			switch {
+			case ev.Type == mvccpb.DELETE && idx >= 0:
+				cands = slices.Delete(cands, idx, idx+1)
+			case ev.Type == mvccpb.PUT && idx >= 0:
+				cands[idx] = ev.Kv
+			case ev.Type == mvccpb.PUT:
+				cands = append(cands, ev.Kv)
 			}
 			// One Txn's events share a revision: report the state after
 			// all of them.

@@ -14,49 +14,35 @@ import (
 // linearizable range read sorted by create revision: a consistent
 // snapshot. Keys under the queue that are not entries are ignored.
 func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	cli, prefix := s.Client, s.Prefix
-	dir := QueueDir(prefix, name)
-	resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(),
+	dir := QueueDir(s.Prefix, name)
+	resp, err := s.Client.Get(ctx, dir, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]distlock.QueueEntry, 0, len(resp.Kvs))
 	var (
-		kinds         []qlock.Kind
-		permits, line []distlock.QueueEntry
+		kinds              []qlock.Kind
+		permits, line, out []distlock.QueueEntry
 	)
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
-		if i, ok := parseSlot(dir, key); ok {
-			// A semaphore's permit: a holder.
-			n, h := parseSlotValue(kv.Value)
-			permits = append(permits, distlock.QueueEntry{
-				Key: key, Kind: qlock.Counted.View(), Holding: true, Permits: n, Slot: i, Holder: h, Owner: strconv.FormatInt(kv.Lease, 16),
-				Token: distlock.Token{Name: distlock.SlotName(name, i), Seq: kv.CreateRevision, Owner: uint64(kv.Lease)},
-			})
+		e := distlock.QueueEntry{Key: key, Holder: string(kv.Value), Owner: strconv.FormatInt(kv.Lease, 16),
+			Token: distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)}}
+		if i, ok := parseSlot(dir, key); ok { // a semaphore's permit: a holder
+			e.Kind, e.Holding, e.Slot, e.Token.Name = qlock.Counted.View(), true, i, distlock.SlotName(name, i)
+			e.Permits, e.Holder = parseSlotValue(kv.Value)
+			permits = append(permits, e)
 			continue
 		}
 		kind, ok := entryKind(dir, key)
-		if !ok {
-			continue
+		e.Kind = kind.View()
+		switch {
+		case !ok:
+		case kind == qlock.Counted: // a semaphore's waiter, in line
+			line = append(line, e)
+		default:
+			kinds, out = append(kinds, kind), append(out, e)
 		}
-		if kind == qlock.Counted {
-			// A semaphore's waiter, in line.
-			line = append(line, distlock.QueueEntry{
-				Key: key, Kind: qlock.Counted.View(), Holder: string(kv.Value), Owner: strconv.FormatInt(kv.Lease, 16),
-				Token: distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)},
-			})
-			continue
-		}
-		kinds = append(kinds, kind)
-		out = append(out, distlock.QueueEntry{
-			Key:    key,
-			Kind:   kind.View(),
-			Token:  distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)},
-			Owner:  strconv.FormatInt(kv.Lease, 16),
-			Holder: string(kv.Value),
-		})
 	}
 	for i, h := range qlock.Holding(kinds) {
 		out[i].Holding = h
@@ -70,10 +56,9 @@ func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEnt
 // The watch is in place before each read, so no change is missed; changes
 // that come while f runs are read once, together.
 func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
-	cli, prefix := s.Client, s.Prefix
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := cli.Watch(wctx, QueueDir(prefix, name), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	wch := s.Client.Watch(wctx, QueueDir(s.Prefix, name), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	// ended says why a response (or the channel's close) ends the watch.
 	ended := func(resp clientv3.WatchResponse, ok bool) error {
 		switch {

@@ -36,8 +36,7 @@ func (s *Session) FollowRevoke(n *qlock.Node, name string, revoked func(data []b
 	s.Go(func(ctx context.Context) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stop := context.AfterFunc(n.Alive(), cancel)
-		defer stop()
+		defer context.AfterFunc(n.Alive(), cancel)()
 		rev := n.Token
 		for ctx.Err() == nil {
 			wch := s.client.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithRev(rev), clientv3.WithFilterDelete())
@@ -162,11 +161,8 @@ func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error 
 	for {
 		g, err := r.Client.Get(ctx, e.Key)
 		if err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
-				return context.Cause(ctx)
+			if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
+				return err
 			}
 			continue
 		}

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -22,8 +22,7 @@ import (
 // and their read are left out, and children that are not entries are
 // ignored.
 func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	conn, prefix := s.Conn, s.Prefix
-	dir := prefix + "/" + name
+	conn, dir := s.Conn, s.Prefix+"/"+name
 	fail := func(op string, err error) error { return fmt.Errorf("%s %s: %w", op, dir, err) }
 	children, err := syncedChildren(ctx, conn, dir)
 	if err != nil {
@@ -82,42 +81,34 @@ func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEnt
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	out := make([]distlock.QueueEntry, 0, len(nodes))
 	var (
-		kinds  []qlock.Kind
-		semOut []distlock.QueueEntry
+		kinds       []qlock.Kind
+		semOut, out []distlock.QueueEntry
 	)
 	for i, n := range nodes {
 		r := reads[i]
 		if r.stat == nil {
 			continue
 		}
-		if n.Kind == qlock.Counted {
-			e := distlock.QueueEntry{
-				Key:     n.Key,
-				Kind:    n.Kind.View(),
-				Token:   distlock.Token{Name: name, Seq: r.stat.Czxid, Owner: uint64(r.stat.EphemeralOwner)},
-				Owner:   strconv.FormatInt(r.stat.EphemeralOwner, 16),
-				Holder:  string(r.data),
-				Created: time.UnixMilli(r.stat.Ctime),
-			}
-			if n.Seq < 0 { // a permit
-				i, m, _ := parseSlotName(n.Key[strings.LastIndexByte(n.Key, '/')+1:])
-				e.Holding, e.Slot, e.Permits = true, i, m
-				e.Token.Name = distlock.SlotName(name, i)
-			}
-			semOut = append(semOut, e)
-			continue
-		}
-		kinds = append(kinds, n.Kind)
-		out = append(out, distlock.QueueEntry{
+		e := distlock.QueueEntry{
 			Key:     n.Key,
 			Kind:    n.Kind.View(),
 			Token:   distlock.Token{Name: name, Seq: r.stat.Czxid, Owner: uint64(r.stat.EphemeralOwner)},
 			Owner:   strconv.FormatInt(r.stat.EphemeralOwner, 16),
 			Holder:  string(r.data),
 			Created: time.UnixMilli(r.stat.Ctime),
-		})
+		}
+		switch {
+		case n.Seq < 0: // a permit
+			i, m, _ := parseSlotName(path.Base(n.Key))
+			e.Holding, e.Slot, e.Permits = true, i, m
+			e.Token.Name = distlock.SlotName(name, i)
+			semOut = append(semOut, e)
+		case n.Kind == qlock.Counted:
+			semOut = append(semOut, e)
+		default:
+			kinds, out = append(kinds, n.Kind), append(out, e)
+		}
 	}
 	for i, h := range qlock.Holding(kinds) {
 		out[i].Holding = h
@@ -132,8 +123,7 @@ func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEnt
 // is set before each read, so no change is missed (@permits's own
 // creation is a change of the directory).
 func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
-	conn, prefix := s.Conn, s.Prefix
-	dir := prefix + "/" + name
+	conn, dir := s.Conn, s.Prefix+"/"+name
 	for {
 		ch, err := retry(ctx, func() (<-chan zk.Event, error) {
 			_, _, ch, err := conn.ChildrenW(dir)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"path"
 	"sort"
 	"sync"
@@ -97,10 +98,7 @@ func (s *Session) ring(ctx context.Context, b *bell) {
 			continue
 		}
 		s.mu.Lock()
-		hs := make(map[*qlock.Node]func([]byte), len(b.holders))
-		for n, f := range b.holders {
-			hs[n] = f
-		}
+		hs := maps.Clone(b.holders)
 		s.mu.Unlock()
 		for n, f := range hs {
 			s.checkRevoked(ctx, b.dir, n, f)
@@ -124,8 +122,7 @@ func (s *Session) ring(ctx context.Context, b *bell) {
 func (s *Session) checkRevoked(ctx context.Context, dir string, n *qlock.Node, f func([]byte)) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(n.Alive(), cancel)
-	defer stop()
+	defer context.AfterFunc(n.Alive(), cancel)()
 	if data, ok, err := get(ctx, s.conn, dir+"/"+qlock.RevokeKey(n.Token)); err == nil && ok {
 		f(data)
 	}
@@ -173,22 +170,18 @@ func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []
 	}
 	path := dir + "/" + qlock.RevokeKey(seq)
 	_, err := retry(ctx, func() (string, error) { return r.Conn.Create(path, data, zk.FlagPersistent, r.acl()) })
+	var old []byte
 	if errors.Is(err, zk.ErrNodeExists) {
-		old, _, err := get(ctx, r.Conn, path) // none: pruned meanwhile
-		if err != nil {
-			return nil, err
-		}
-		if bytes.Equal(old, data) {
-			old = nil // ours: a create whose answer was lost, then retried
-		}
 		// Rung again for a record that exists: its first revoker may have
 		// stopped before it rang.
-		return old, r.ring(ctx, dir, seq)
+		if old, _, err = get(ctx, r.Conn, path); bytes.Equal(old, data) { // none: pruned meanwhile
+			old = nil // ours: a create whose answer was lost, then retried
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	return nil, r.ring(ctx, dir, seq)
+	return old, r.ring(ctx, dir, seq)
 }
 
 // ring sets the bell's data, which revocable holders watch.
