@@ -6,14 +6,15 @@ package benchrec
 
 // Record is one number one benchmark run measured.
 type Record struct {
-	// Bench names the comparison: "mutex", "rw", "semaphore", "election",
-	// "manylocks", "footprint".
+	// Bench names the comparison: "mutex", "rw", "semaphore", "multilock",
+	// "election", "manylocks", "footprint".
 	Bench string `json:"bench"`
 	// Store is "etcd" or "zookeeper".
 	Store string `json:"store"`
 	// Impl is what was measured: "ours" (distlock), "theirs" (the anchor:
-	// concurrency.Mutex/Election, zk.Lock), or "raw" (the store's own
-	// ceiling, e.g. raw put+delete pairs).
+	// concurrency.Mutex/Election, zk.Lock), "raw" (the store's own
+	// ceiling, e.g. raw put+delete pairs), or "onebyone" (the multi-lock's
+	// second anchor: our Mutex taken once per name, in name order).
 	Impl string `json:"impl"`
 	// Metric names the quantity, e.g. "handoff_p50", "acq_per_s",
 	// "requests_per_acq", "heap_per_waiter".

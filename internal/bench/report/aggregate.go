@@ -72,7 +72,7 @@ type results struct {
 
 // benchOrder puts the benchmarks in the order a reader meets them; others
 // follow by name.
-var benchOrder = []string{"mutex", "rw", "semaphore", "election", "manylocks", "footprint"}
+var benchOrder = []string{"mutex", "rw", "semaphore", "multilock", "election", "manylocks", "footprint"}
 
 func rank(order []string, s string) int {
 	if i := slices.Index(order, s); i >= 0 {

@@ -15,8 +15,8 @@ import (
 )
 
 // plotSpec is one line plot: a metric of one benchmark against X, ours
-// against the anchor (and the raw ceiling where there is one), one plot
-// per store that measured it.
+// against the anchor (and our one-lock-per-name way, or the raw ceiling,
+// where there is one), one plot per store that measured it.
 type plotSpec struct {
 	name           string // file name stem; the store is appended
 	bench, metric  string
@@ -30,6 +30,8 @@ var plotSpecs = []plotSpec{
 	{"handoff-vs-contenders", "mutex", "handoff_p50", "Handoff p50 vs contenders", "contenders", "handoff p50 (ms)"},
 	{"handoff-p99-vs-contenders", "mutex", "handoff_p99", "Handoff p99 vs contenders", "contenders", "handoff p99 (ms)"},
 	{"bytes-vs-queue", "mutex", "queued_bytes_per_handoff", "Bytes received per handoff vs queue length (first handoffs)", "waiters queued", "bytes per handoff"},
+	{"multilock-acq-vs-names", "multilock", "acq_per_s", "Multi-lock acquisitions/s vs names per acquisition", "names per acquisition (K)", "acquisitions/s"},
+	{"multilock-handoff-vs-names", "multilock", "handoff_p50", "Multi-lock handoff p50 vs names per acquisition", "names per acquisition (K)", "handoff p50 (ms)"},
 }
 
 // figure is one written plot, for the image links.
@@ -41,6 +43,8 @@ var implColors = map[string]color.Color{
 	"ours":   color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	"theirs": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	"raw":    color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+	// onebyone is ours too, done the long way: a lighter blue.
+	"onebyone": color.RGBA{R: 0x6b, G: 0xae, B: 0xd6, A: 0xff},
 }
 
 // medians is one implementation's series of a metric: median at each X,
@@ -99,7 +103,7 @@ func (r *results) plot(g group, spec plotSpec, title, path string) (bool, error)
 	p.Legend.Top = true
 	var all medians
 	drawn := 0
-	for _, impl := range []string{"ours", "theirs", "raw"} {
+	for _, impl := range append([]string{"ours"}, anchors...) {
 		m := r.line(g, impl, spec.metric)
 		if m.Len() == 0 {
 			continue

@@ -31,6 +31,9 @@ const sample = `{"bench":"mutex","store":"etcd","impl":"ours","metric":"acq_per_
 {"bench":"footprint","store":"zookeeper","impl":"ours","metric":"heap_per_waiter","x":10000,"value":4000,"unit":"B"}
 {"bench":"manylocks","store":"etcd","impl":"ours","metric":"acq_per_s","x":100,"value":900,"unit":"1/s"}
 {"bench":"manylocks","store":"etcd","impl":"raw","metric":"acq_per_s","x":100,"value":1800,"unit":"1/s"}
+{"bench":"multilock","store":"zookeeper","impl":"ours","metric":"acq_per_s","x":4,"value":60,"unit":"1/s"}
+{"bench":"multilock","store":"zookeeper","impl":"onebyone","metric":"acq_per_s","x":4,"value":30,"unit":"1/s"}
+{"bench":"multilock","store":"zookeeper","impl":"theirs","metric":"acq_per_s","x":4,"value":20,"unit":"1/s"}
 `
 
 func TestAggregate(t *testing.T) {
@@ -46,7 +49,7 @@ func TestAggregate(t *testing.T) {
 	for _, g := range res.Groups {
 		order = append(order, g.Bench+"/"+g.Store)
 	}
-	if got := strings.Join(order, " "); got != "mutex/etcd manylocks/etcd footprint/zookeeper" {
+	if got := strings.Join(order, " "); got != "mutex/etcd multilock/zookeeper manylocks/etcd footprint/zookeeper" {
 		t.Errorf("tables in order %q", got)
 	}
 	mutex := res.Groups[0]
@@ -84,8 +87,18 @@ func TestAggregate(t *testing.T) {
 	if strings.Contains(tbl, "ours ÷ raw") {
 		t.Error("raw columns in a table without raw values")
 	}
-	if many := res.table(res.Groups[1]); !strings.Contains(many, "| 1800/s (n=1) | 0.50× |") || strings.Contains(many, "theirs") {
+	if many := res.table(res.Groups[2]); !strings.Contains(many, "| 1800/s (n=1) | 0.50× |") || strings.Contains(many, "theirs") {
 		t.Errorf("manylocks table: want raw and ours ÷ raw, no theirs:\n%s", many)
+	}
+	// The multi-lock's two anchors, ours one by one first.
+	multi := res.table(res.Groups[1])
+	for _, want := range []string{
+		"| ours (zklock.MultiMutex) | onebyone (zklock.Mutex ×K in order) | ours ÷ onebyone | theirs (zk.Lock ×K in order) | ours ÷ theirs |",
+		"| acq_per_s | 4 | 60.0/s (n=1) | 30.0/s (n=1) | 2.00× | 20.0/s (n=1) | 3.00× |",
+	} {
+		if !strings.Contains(multi, want) {
+			t.Errorf("multilock table lacks %q:\n%s", want, multi)
+		}
 	}
 }
 
