@@ -193,10 +193,16 @@ func (e *Engine) acquireAll(ctx context.Context, label string, names []string, r
 			return nil, qs, abandon(lost(err))
 		}
 	}
-	for _, n := range ns {
-		if err := e.d.Confirm(wctx, n); err != nil {
-			return nil, qs, abandon(lost(err))
-		}
+	// The last looks go out together: one round trip, whatever the
+	// number of names.
+	errs := make([]error, len(ns))
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		wg.Go(func() { errs[i] = e.d.Confirm(wctx, n) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, qs, abandon(lost(err))
 	}
 	if err := lost(nil); err != nil {
 		return nil, qs, abandon(err)

@@ -1,9 +1,11 @@
 package zkq
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
@@ -81,19 +83,25 @@ func (s *Session) EnqueueAll(ctx context.Context, names []string, r qlock.Reques
 			lchs[i] <- listing{c, err}
 		}()
 	}
+	// The Stats are read together too: one round trip, whatever the
+	// number of names. An own that fails removes its node; the others are
+	// removed below.
 	out := make([]qlock.Enqueued, len(dirs))
-	var failed error
+	errs := make([]error, len(dirs))
+	var wg sync.WaitGroup
 	for i, dir := range dirs {
-		// An own that fails removes its node; the others are removed
-		// below.
-		_, _, seq, _ := parseAny(paths[i][len(dir)+1:])
-		n, err := s.own(ctx, paths[i], seq, r.Kind)
+		wg.Go(func() {
+			_, _, seq, _ := parseAny(paths[i][len(dir)+1:])
+			out[i].Node, errs[i] = s.own(ctx, paths[i], seq, r.Kind)
+		})
+	}
+	wg.Wait()
+	var failed error
+	for i, err := range errs {
 		if err != nil {
-			failed = err
+			failed = cmp.Or(failed, err)
 			paths[i] = ""
-			continue
 		}
-		out[i].Node = n
 	}
 	for i, dir := range dirs {
 		l := <-lchs[i]
