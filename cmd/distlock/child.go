@@ -91,9 +91,9 @@ type childOpts struct {
 	// shell runs sh -c "ARGV joined with spaces" instead of exec'ing
 	// argv[0] directly.
 	shell bool
-	// env is added to distlock's own environment (after DISTLOCK_LOCK and
-	// DISTLOCK_TOKEN, which underLock sets from the lease; a later entry
-	// wins), e.g. DISTLOCK_HOLDER=...
+	// env is added to distlock's own environment (after DISTLOCK_LOCK,
+	// DISTLOCK_TOKEN, DISTLOCK_LOCKS and DISTLOCK_TOKENS, which underLock
+	// sets from the lease; a later entry wins), e.g. DISTLOCK_HOLDER=...
 	env []string
 	// grace is how long the command has between SIGTERM and SIGKILL when
 	// the lock is lost or ctx ends; keep it below the lock's TTL. Zero
@@ -137,8 +137,11 @@ const waitDelay = 2 * time.Second
 // The command runs in a process group of its own (startInGroup: on
 // Linux one that dies with distlock, however distlock dies, so that it
 // never runs on once distlock's lock expires), with distlock's stdin, and with DISTLOCK_LOCK
-// (the lock's name) and DISTLOCK_TOKEN (lease.Token().String()) plus
-// o.env in its environment. Signals arriving on sigs (see catchSignals)
+// (the lock's name) and DISTLOCK_TOKEN (lease.Token().String()),
+// DISTLOCK_LOCKS and DISTLOCK_TOKENS (every name and token of
+// lease.Tokens(), space-separated: one of each but for a multi-lock's
+// lease), plus o.env in its environment. The lock is lost when any of a
+// multi-lock's entries is; messages name it by its names joined by "+". Signals arriving on sigs (see catchSignals)
 // are forwarded to its process group; distlock then exits with whatever
 // code the command ends with. underLock does not unlock the lease: the
 // caller does that once it returns.
@@ -146,12 +149,15 @@ func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o chil
 	if len(argv) == 0 {
 		return usageErr("no command to run: put it after --, e.g. -- CMD ARGS")
 	}
-	tok := lease.Token()
+	tok, toks := lease.Token(), lease.Tokens()
+	// The lock, in messages: its name, or a multi-lock's names joined by
+	// "+" (as its errors name it).
+	label := leaseLabel(lease)
 	if err := lease.Err(); err != nil {
 		if re := (*distlock.RevokedError)(nil); errors.As(err, &re) {
-			return exit(exitNotAcquired, fmt.Errorf("lock %q revoked before the command started; not started, the lock is released: %s", tok.Name, revokedBy(re)))
+			return exit(exitNotAcquired, fmt.Errorf("lock %q revoked before the command started; not started, the lock is released: %s", label, revokedBy(re)))
 		}
-		return lostErr(tok.Name, err, false)
+		return lostErr(label, err, false)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("command not started: %w", context.Cause(ctx))
@@ -166,7 +172,12 @@ func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o chil
 	if cmd.Err != nil {
 		return startErr(argv[0], cmd.Err)
 	}
-	cmd.Env = append(os.Environ(), "DISTLOCK_LOCK="+tok.Name, "DISTLOCK_TOKEN="+tok.String())
+	names, tokens := make([]string, len(toks)), make([]string, len(toks))
+	for i, t := range toks {
+		names[i], tokens[i] = t.Name, t.String()
+	}
+	cmd.Env = append(os.Environ(), "DISTLOCK_LOCK="+tok.Name, "DISTLOCK_TOKEN="+tok.String(),
+		"DISTLOCK_LOCKS="+strings.Join(names, " "), "DISTLOCK_TOKENS="+strings.Join(tokens, " "))
 	if d := lease.Deadline(); !d.IsZero() {
 		// As of COMMAND's start: keepalives only move it later, and a
 		// loss before it reaches COMMAND as SIGTERM.
@@ -230,10 +241,10 @@ func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o chil
 				group(syscall.SIGKILL)
 			}
 			if lost != nil && revoked != nil {
-				return exit(exitLost, fmt.Errorf("lock %q revoked, then lost before the command ended; the command was stopped: %s", tok.Name, lockCause(lost)))
+				return exit(exitLost, fmt.Errorf("lock %q revoked, then lost before the command ended; the command was stopped: %s", label, lockCause(lost)))
 			}
 			if lost != nil {
-				return lostErr(tok.Name, lost, true)
+				return lostErr(label, lost, true)
 			}
 			if stopped != nil {
 				return fmt.Errorf("command stopped: %w", stopped)
@@ -254,7 +265,7 @@ func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o chil
 				// as on one, but release before the revocation's grace
 				// period ends, so that it need not be forced.
 				grace := revokeKillAfter(o.grace, revoked.Revocation, time.Now())
-				fmt.Fprintf(distlockStderr(o), "distlock: lock %q revoked: %s; stopping the command (SIGTERM now, SIGKILL after %v if it is still running), then releasing the lock\n", tok.Name, revokedBy(revoked), grace.Round(10*time.Millisecond))
+				fmt.Fprintf(distlockStderr(o), "distlock: lock %q revoked: %s; stopping the command (SIGTERM now, SIGKILL after %v if it is still running), then releasing the lock\n", label, revokedBy(revoked), grace.Round(10*time.Millisecond))
 				terminateIn(grace)
 				break
 			}
@@ -276,6 +287,17 @@ func underLock(ctx context.Context, lease *distlock.Lease, argv []string, o chil
 			group(syscall.SIGKILL)
 		}
 	}
+}
+
+// leaseLabel names lease's lock in messages: its token's name, or a
+// multi-lock's names joined by "+", as its errors name it.
+func leaseLabel(lease *distlock.Lease) string {
+	toks := lease.Tokens()
+	names := make([]string, len(toks))
+	for i, t := range toks {
+		names[i] = t.Name
+	}
+	return strings.Join(names, "+")
 }
 
 // revokeMargin is how long before a revocation's grace period ends the

@@ -313,6 +313,16 @@ func mutex(s *backend.Session, name string) (distlock.Locker, error) {
 	return m, nil
 }
 
+// multiMutex returns the lock on all of names at once (run with several
+// --lock), on s.
+func multiMutex(s *backend.Session, names []string) (distlock.Locker, error) {
+	m, err := s.MultiMutex(names...)
+	if err != nil {
+		return nil, usageErr("--lock %s: %s", strings.Join(names, " --lock "), lockCause(err))
+	}
+	return m, nil
+}
+
 // semaphore returns the semaphore called name, of n permits, on s, as a
 // Locker whose leases are its permits.
 func semaphore(s *backend.Session, name string, n int) (distlock.Locker, error) {

@@ -17,13 +17,19 @@ import (
 // lockCmd is what run and once share: the cluster and lock flags, their
 // checks, taking the lock while honouring signals, and releasing it.
 type lockCmd struct {
-	cmd    string // the subcommand, for messages
-	conn   connFlags
-	name   string
-	wait   time.Duration
-	noWait bool
-	shell  bool
-	grace  time.Duration
+	cmd  string // the subcommand, for messages
+	conn connFlags
+	// name is the lock's name (--lock); with several --lock (run), the
+	// names sorted and joined by "+", as the multi-lock's errors name it.
+	name string
+	// names are the --lock names as given (several: run only; see
+	// multiLock), sorted by check.
+	names     lockNames
+	multiLock bool // --lock may be given several times (run)
+	wait      time.Duration
+	noWait    bool
+	shell     bool
+	grace     time.Duration
 	// permits, when above 0, makes the lock a semaphore of that many
 	// permits (run --permits).
 	permits int
@@ -38,7 +44,11 @@ type lockCmd struct {
 func (c *lockCmd) register(fs *flag.FlagSet, example string, noWait bool) {
 	c.conn.register(fs)
 	c.conn.registerSession(fs)
-	fs.StringVar(&c.name, "lock", "", "the lock's name (required), e.g. "+example)
+	if c.multiLock {
+		fs.Var(&c.names, "lock", "the lock's `NAME` (required), e.g. "+example+"; give it several times to hold several locks at once (all or none, deadlock-free)")
+	} else {
+		fs.Var(&c.names, "lock", "the lock's `NAME` (required), e.g. "+example)
+	}
 	fs.DurationVar(&c.wait, "wait", 0, "give up (exit 75) if the lock is not acquired within this long (default: wait as long as it takes)")
 	if noWait {
 		fs.BoolVar(&c.noWait, "no-wait", false, "do not wait: exit 75 at once if the lock is held")
@@ -61,7 +71,59 @@ func (c *lockCmd) parse(fs *flag.FlagSet, args []string, usage string, stdout, s
 	c.conn.noteSet(fs)
 	c.set = c.conn.set
 	c.conn.logOut = stderr
+	if len(c.names) > 0 {
+		c.name = c.names[0]
+	}
 	return fs.Args(), false, nil
+}
+
+// lockNames is a --lock that may be given several times.
+type lockNames []string
+
+func (l *lockNames) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, " ")
+}
+
+func (l *lockNames) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+// multi says whether several locks were asked for (run --lock A --lock B).
+func (c *lockCmd) multi() bool { return len(c.names) > 1 }
+
+// checkNames checks the lock names: each valid, none twice, at most
+// distlock.MaxMultiNames; with several it sorts them and names the lock
+// by them joined with "+".
+func (c *lockCmd) checkNames() error {
+	if !c.multi() {
+		if err := distlock.ValidateName(c.name); err != nil {
+			return usageErr("--lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", c.name, lockCause(err))
+		}
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, n := range c.names {
+		if err := distlock.ValidateName(n); err != nil {
+			return usageErr("--lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", n, lockCause(err))
+		}
+		if seen[n] {
+			return usageErr("--lock %q given twice; give each lock once", n)
+		}
+		seen[n] = true
+	}
+	if len(c.names) > distlock.MaxMultiNames {
+		return usageErr("--lock given %d times: at most %d locks can be held at once", len(c.names), distlock.MaxMultiNames)
+	}
+	sorted, err := distlock.ValidateNames(c.names)
+	if err != nil {
+		return usageErr("--lock: %s", lockCause(err))
+	}
+	c.names, c.name = sorted, strings.Join(sorted, "+")
+	return nil
 }
 
 // check checks the lock flags, and sets the default grace. The session's
@@ -76,8 +138,8 @@ func (c *lockCmd) check() error {
 	case c.wait < 0 || c.set["wait"] && c.wait == 0:
 		return usageErr("--wait %v: want a positive duration", c.wait)
 	}
-	if err := distlock.ValidateName(c.name); err != nil {
-		return usageErr("--lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", c.name, lockCause(err))
+	if err := c.checkNames(); err != nil {
+		return err
 	}
 	if !c.set["grace"] {
 		c.grace = c.conn.ttl / 2
@@ -170,9 +232,12 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 		_ = s.Close(ctx)
 	})
 	var m distlock.Locker
-	if c.permits > 0 {
+	switch {
+	case c.permits > 0:
 		m, err = semaphore(s, c.name, c.permits)
-	} else {
+	case c.multi():
+		m, err = multiMutex(s, c.names)
+	default:
 		m, err = mutex(s, c.name)
 	}
 	if err != nil {
@@ -189,7 +254,7 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 		if c.wait > 0 {
 			lctx, cancel = context.WithTimeoutCause(wctx, c.wait, errWaitElapsed)
 		}
-		endProgress := showProgress(b, c.name, holder, stderr)
+		endProgress := showProgress(b, c.lockNames(), holder, stderr)
 		lease, err = m.Lock(lctx)
 		endProgress()
 		elapsed = c.wait > 0 && errors.Is(context.Cause(lctx), errWaitElapsed)
@@ -205,7 +270,7 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 	switch {
 	case err == nil:
 	case errors.Is(err, distlock.ErrLocked):
-		return nil, exit(exitNotAcquired, fmt.Errorf("lock %q not acquired (--no-wait): %s%s", c.name, lockCause(err), zkHolder(b, c.name, c.conn.timeout)))
+		return nil, exit(exitNotAcquired, fmt.Errorf("lock %q not acquired (--no-wait): %s%s", c.name, lockCause(err), zkHolder(b, c.lockNames(), c.conn.timeout)))
 	case errors.Is(err, distlock.ErrPermitsMismatch):
 		return nil, exit(exitDataErr, fmt.Errorf("--permits %d: semaphore %q not acquired: %s; every line using it must give the same --permits", c.permits, c.name, lockCause(err)))
 	case errors.Is(err, errWaitElapsed) || elapsed:
@@ -232,19 +297,36 @@ func (c *lockCmd) run(h *held, argv, env []string, stdout, stderr io.Writer) err
 	}, h.sigs)
 }
 
-// zkHolder describes the holder of lock name on ZooKeeper, whose TryLock
-// error names only the holder's node (etcd's has its value already).
-func zkHolder(b *backend.Client, name string, timeout time.Duration) string {
+// lockNames are the locks asked for: the one --lock, or the several
+// (sorted).
+func (c *lockCmd) lockNames() []string {
+	if c.multi() {
+		return c.names
+	}
+	return []string{c.name}
+}
+
+// zkHolder describes the holder of lock names[0] on ZooKeeper, whose
+// TryLock error names only the holder's node (etcd's has its value
+// already). Of several locks (a multi-lock's), it names the first that is
+// held, and its holder.
+func zkHolder(b *backend.Client, names []string, timeout time.Duration) string {
 	if b.Kind() != backend.ZooKeeper {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	q, err := b.Inspect(ctx, name)
-	if err != nil || len(q) == 0 || q[0].Holder == "" {
-		return ""
+	for _, name := range names {
+		q, err := b.Inspect(ctx, name)
+		if err != nil || len(q) == 0 || q[0].Holder == "" {
+			continue
+		}
+		if len(names) == 1 {
+			return fmt.Sprintf("; holder %q", q[0].Holder)
+		}
+		return fmt.Sprintf("; lock %q holder %q", name, q[0].Holder)
 	}
-	return fmt.Sprintf("; holder %q", q[0].Holder)
+	return ""
 }
 
 // unlock releases lease, warning on stderr if that fails (the entry then

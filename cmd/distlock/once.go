@@ -120,6 +120,8 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case name == "":
 		return usageErr("no --lock NAME; e.g. distlock once --lock reports/daily --slot 2026-11-30 -- CMD")
+	case len(c.names) > 1:
+		return usageErr("--lock given %d times; once takes one lock", len(c.names))
 	case c.set["slot"] && c.set["every"]:
 		return usageErr("--slot and --every both given; the slot is one or the other")
 	case c.set["tz"] && !c.set["every"]:

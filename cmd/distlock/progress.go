@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,12 +13,16 @@ import (
 )
 
 // showProgress shows, on stderr when it is a terminal, one line that says
-// where this process waits for lock name: its place in the queue, who
+// where this process waits for lock names[0]: its place in the queue, who
 // holds the lock and for how long, and how long it has waited. The line
 // is redrawn when the queue changes (the store's watch, as status --watch)
 // and every second; stop clears it. holder is this process's entry value,
 // by which it finds its own entry. Off a terminal it shows nothing.
-func showProgress(b *backend.Client, name, holder string, stderr io.Writer) (stop func()) {
+//
+// For several names (a multi-lock, which waits for them one after the
+// other) it follows every name's queue and shows the first name whose
+// entry does not hold yet.
+func showProgress(b *backend.Client, names []string, holder string, stderr io.Writer) (stop func()) {
 	if !isTerminal(stderr) {
 		return func() {}
 	}
@@ -25,22 +30,28 @@ func showProgress(b *backend.Client, name, holder string, stderr io.Writer) (sto
 	start := time.Now()
 	var (
 		mu   sync.Mutex
-		last []distlock.QueueEntry
+		last = make([][]distlock.QueueEntry, len(names))
 		draw = func() {
-			fmt.Fprintf(stderr, "\r\x1b[K%s", progressLine(name, holder, last, start, time.Now()))
+			line := progressLine(names[0], holder, last[0], start, time.Now())
+			if len(names) > 1 {
+				line = multiProgressLine(names, holder, last, start, time.Now())
+			}
+			fmt.Fprintf(stderr, "\r\x1b[K%s", line)
 		}
 		wg sync.WaitGroup
 	)
-	wg.Go(func() {
-		// A watch that fails only costs the display its updates.
-		_ = b.WatchQueue(ctx, name, func(q []distlock.QueueEntry) error {
-			mu.Lock()
-			defer mu.Unlock()
-			last = q
-			draw()
-			return nil
+	for i, name := range names {
+		wg.Go(func() {
+			// A watch that fails only costs the display its updates.
+			_ = b.WatchQueue(ctx, name, func(q []distlock.QueueEntry) error {
+				mu.Lock()
+				defer mu.Unlock()
+				last[i] = q
+				draw()
+				return nil
+			})
 		})
-	})
+	}
 	wg.Go(func() {
 		everySecond(ctx, func() {
 			mu.Lock()
@@ -57,18 +68,42 @@ func showProgress(b *backend.Client, name, holder string, stderr io.Writer) (sto
 
 // progressLine is the waiting line for queue q at now.
 func progressLine(name, holder string, q []distlock.QueueEntry, start, now time.Time) string {
-	waited := now.Sub(start).Truncate(time.Second)
-	pos := -1
-	for i, e := range q {
-		if e.Holder == holder {
-			pos = i
+	return fmt.Sprintf("waiting for lock %s: %s; waited %v", name, queuePlace(holder, q, now), now.Sub(start).Truncate(time.Second))
+}
+
+// multiProgressLine is the waiting line of a multi-lock of names (sorted),
+// queues[i] being names[i]'s: the first name whose entry does not hold
+// yet, and where it stands there.
+func multiProgressLine(names []string, holder string, queues [][]distlock.QueueEntry, start, now time.Time) string {
+	at := "holding them all"
+	for i, name := range names {
+		if pos := ownEntry(holder, queues[i]); pos < 0 || !queues[i][pos].Holding {
+			at = "lock " + name + " " + queuePlace(holder, queues[i], now)
 			break
 		}
 	}
-	if pos < 0 {
-		return fmt.Sprintf("waiting for lock %s: joining the queue; waited %v", name, waited)
+	return fmt.Sprintf("waiting for locks %s: %s; waited %v", strings.Join(names, "+"), at, now.Sub(start).Truncate(time.Second))
+}
+
+// ownEntry is the position in q of the entry whose value is holder, -1 if
+// none.
+func ownEntry(holder string, q []distlock.QueueEntry) int {
+	for i, e := range q {
+		if e.Holder == holder {
+			return i
+		}
 	}
-	line := fmt.Sprintf("waiting for lock %s: position %d of %d", name, pos+1, len(q))
+	return -1
+}
+
+// queuePlace says where the entry whose value is holder stands in q, and
+// who holds the lock since when.
+func queuePlace(holder string, q []distlock.QueueEntry, now time.Time) string {
+	pos := ownEntry(holder, q)
+	if pos < 0 {
+		return "joining the queue"
+	}
+	line := fmt.Sprintf("position %d of %d", pos+1, len(q))
 	for _, e := range q {
 		if !e.Holding {
 			continue
@@ -87,7 +122,7 @@ func progressLine(name, holder string, q []distlock.QueueEntry, start, now time.
 		}
 		break
 	}
-	return fmt.Sprintf("%s; waited %v", line, waited)
+	return line
 }
 
 // everySecond calls f every second until ctx ends: the redraws of a live

@@ -13,11 +13,23 @@ func init() {
 }
 
 const runUsage = `Usage:
-  distlock run --lock NAME [--etcd ENDPOINTS | --zk SERVERS] [--ttl D]
-               [--permits N] [--wait D | --no-wait] [--grace D] [--shell]
-               [--revocable=false] [--log-level LEVEL] -- COMMAND [ARGS...]
+  distlock run --lock NAME [--lock NAME...] [--etcd ENDPOINTS | --zk SERVERS]
+               [--ttl D] [--permits N] [--wait D | --no-wait] [--grace D]
+               [--shell] [--revocable=false] [--log-level LEVEL]
+               -- COMMAND [ARGS...]
 
 Runs COMMAND only while holding the lock NAME, then releases it.
+
+With --lock given several times (up to 32 names, each once), distlock
+holds all of those locks while COMMAND runs: it takes them at once, in one
+acquisition (a multi-lock), all or none. Whatever order other lines give
+the same names in, and however they mix with lines that take one of them
+alone, no two can deadlock: there is no lock order to agree on. The lock
+is lost when any of its names is (exit 76, as for one lock: deleting or
+force-revoking one name's entry stops COMMAND), and revoking any of its
+names stops COMMAND as below. Messages name the lock by its names,
+sorted, joined by "+" (a+b), as distlock status shows in its "multi:"
+lines. Not with --permits.
 
 With --permits N, NAME is a semaphore of N permits instead: up to N
 COMMANDs run at once across the fleet, the others wait their turn (FIFO).
@@ -48,13 +60,24 @@ With --revocable=false distlock ignores revocations: only a forced one
 (revoke --force) takes the lock, as a loss (exit 76).
 
 Environment of COMMAND (added to distlock's own):
-  DISTLOCK_LOCK      NAME, as given with --lock
+  DISTLOCK_LOCK      NAME, as given with --lock; with several --lock, the
+                     first of the names in sorted order (the lock of
+                     DISTLOCK_TOKEN)
   DISTLOCK_TOKEN     the fencing token, NAME@SEQ.OWNER, e.g.
                      deploy@1042.694d7f0c8a1b2c3d: the sequence number in
                      decimal, then the etcd lease or ZooKeeper session that
                      acquired, in hex; pass it with every write to the
                      protected resource. With --permits: the slot's token,
-                     NAME/slot-K@SEQ.OWNER, to fence what belongs to slot K
+                     NAME/slot-K@SEQ.OWNER, to fence what belongs to slot K.
+                     With several --lock: the first name's token (sorted
+                     by name); DISTLOCK_TOKENS has them all
+  DISTLOCK_LOCKS     every NAME, sorted, separated by spaces (one --lock:
+                     the same as DISTLOCK_LOCK)
+  DISTLOCK_TOKENS    every lock's token, in DISTLOCK_LOCKS' order,
+                     separated by spaces, e.g. "a@1042.694d7f0c8a1b2c3d
+                     b@1042.694d7f0c8a1b2c3d": one acquisition, so one SEQ
+                     and OWNER, each NAME's token fencing what NAME
+                     protects (one --lock: the same as DISTLOCK_TOKEN)
   DISTLOCK_PERMIT    with --permits only: the permit's slot K, 0 to N-1
   DISTLOCK_HOLDER    what the lock entry says about its holder: "HOST pid PID
                      distlock run since TIME"
@@ -78,11 +101,14 @@ Examples:
 
   # give up after a minute; a shell pipeline with the token
   distlock run --lock deploy --wait 1m --shell -- 'echo "$DISTLOCK_TOKEN" | deploy --fence -'
+
+  # move money between two accounts: both locks, never a deadlock
+  distlock run --lock acct/42 --lock acct/7 --shell -- './transfer --fence "$DISTLOCK_TOKENS" 42 7 100'
 `
 
 func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	c := &lockCmd{cmd: "run"}
+	c := &lockCmd{cmd: "run", multiLock: true}
 	c.register(fs, "backup or team/job", true)
 	fs.IntVar(&c.permits, "permits", 0, "treat NAME as a semaphore of this many permits: up to N holders at once (default: a lock, one holder)")
 	fs.BoolVar(&c.revocable, "revocable", true, "follow revocations (distlock revoke): stop COMMAND and release the lock when an operator revokes it; --revocable=false leaves it to --force")
@@ -97,6 +123,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return usageErr("no command; put it after --, e.g. distlock run --lock %s -- CMD ARGS", c.name)
 	case c.set["permits"] && (c.permits < 1 || c.permits > distlock.MaxPermits):
 		return usageErr("--permits %d: want 1 to %d", c.permits, distlock.MaxPermits)
+	case c.set["permits"] && c.multi():
+		return usageErr("--permits with --lock given %d times: a semaphore is one lock; give one --lock", len(c.names))
 	}
 	if err := c.check(); err != nil {
 		return err
@@ -111,7 +139,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		// The lease's token is the slot's, NAME/slot-K: DISTLOCK_LOCK
 		// stays NAME.
 		slot := strings.TrimPrefix(h.lease.Token().Name, c.name+"/slot-") // distlock.SlotName's form
-		env = append(env, "DISTLOCK_LOCK="+c.name, "DISTLOCK_PERMIT="+slot)
+		env = append(env, "DISTLOCK_LOCK="+c.name, "DISTLOCK_LOCKS="+c.name, "DISTLOCK_PERMIT="+slot)
 	}
 	return c.run(h, argv, env, stdout, stderr)
 }

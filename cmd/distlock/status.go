@@ -25,7 +25,7 @@ func init() {
 
 const statusUsage = `Usage:
   distlock status [--etcd ENDPOINTS | --zk SERVERS] [--prefix P] [--json]
-                  [--fence KEY] [--watch [--changes N]] NAME
+                  [--fence KEY] [--watch [--changes N]] NAME [NAME...]
 
 Shows the queue of the lock NAME without joining it: the holder first, then
 the waiters in the order they will get the lock. For each entry: its kind
@@ -38,6 +38,26 @@ long it has been in the queue, and what the entry says about its holder
 from the store where it keeps one (ZooKeeper), else from the "since
 TIME" in the entry; "-" when neither is known. A lock nobody holds
 prints "lock NAME: free (no holder, no waiters)".
+
+An entry of a multi-lock (distlock run with several --lock, or a
+MultiMutex: one acquisition of several locks, all or none) is marked
+under the table: "multi: entry 1 holds a+b+c together: ..." (or "waits
+for"), naming every lock of that acquisition. Its entries, one in each
+lock's queue, were made in one write, so their tokens share SEQ and
+OWNER. On etcd the other locks are found from the entry alone, by one
+more request (a Txn of one read per exclusive entry, 64 entries to a
+Txn): each reads the keys under the prefix created at the entry's
+revision by its lease; the server filters them, so only the
+acquisition's own keys come back (it scans the prefix's keys to do so).
+The same happens after each change with --watch. ZooKeeper cannot find a node by its czxid
+without listing every lock's directory, which status does not do: there,
+give the names you suspect, "distlock status a b c", and the entries
+found in more than one of these queues with the same czxid and session
+are marked, with the names among those given ("it may take more locks").
+
+With several NAMEs (up to 32), status shows each lock's queue in turn, a
+blank line between them (--json: an array of the objects below, in the
+order given). --watch and --fence take one NAME.
 
 A lock that has been revoked (distlock revoke) also shows its revocation
 records: each pending one, whose holder still holds the lock, prominently
@@ -77,6 +97,7 @@ Examples:
   distlock status --zk zk1:2181 --watch --json --changes 1 backup   # wait for the next change
   ETCDCTL_ENDPOINTS=10.0.0.1:2379 distlock status backup
   distlock status --zk zk1:2181 --json backup | jq -r '.entries[0].holder'
+  distlock status --zk zk1:2181 acct/42 acct/7      # which entries are one multi-lock's
 
 Text output:
   lock backup: held (1 holder, 2 waiting)
@@ -84,6 +105,7 @@ Text output:
   1    holder   exclusive  backup@1042.694d9b1c2a3f4e01  lease 694d9b1c2a3f4e01  3s   web1 pid 4711 distlock run since 2026-11-30T10:00:00Z
   2    waiting  exclusive  backup@1050.694d9b1c2a3f4e0b  lease 694d9b1c2a3f4e0b  1s   web2 pid 4712 distlock run since 2026-11-30T10:00:02Z
   ...
+  multi: entry 2 waits for backup+db together: one acquisition of 2 locks, all or none (the same SEQ and OWNER in each lock's token)
 
 JSON output (--json), one object; fields are never removed or renamed:
   {
@@ -115,7 +137,11 @@ JSON output (--json), one object; fields are never removed or renamed:
         "owner":       "694d9b1c2a3f4e01",  etcd lease / ZooKeeper session id, hex
         "holder":      "web1 pid 4711 distlock run since 2026-11-30T10:00:00Z",
         "created":     "2026-11-30T10:00:00Z",  RFC 3339, or null when unknown
-        "age_seconds": 3            whole seconds since created, or null
+        "age_seconds": 3,           whole seconds since created, or null
+        "multi": {                  only for a multi-lock's entry
+          "locks":    ["backup", "db"],  the locks of its acquisition, this one included, sorted
+          "complete": true          true: all of them (etcd); false: those among the NAMEs given (ZooKeeper)
+        }
       }
     ]
   }
@@ -173,22 +199,33 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 		rest = fs.Args()[1:]
 	}
 	conn.noteSet(fs)
-	switch {
-	case len(names) == 0:
+	if len(names) == 0 {
 		return usageErr("no lock name; e.g. distlock status --etcd host:2379 backup")
-	case len(names) > 1:
-		return usageErr("one lock name at a time, got %q", names)
 	}
-	name := names[0]
-	if err := distlock.ValidateName(name); err != nil {
-		return usageErr("lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", name, lockCause(err))
+	seen := map[string]bool{}
+	for _, name := range names {
+		if err := distlock.ValidateName(name); err != nil {
+			return usageErr("lock %q: %s; use segments of letters, digits, '-', '_' and '.' separated by '/'", name, lockCause(err))
+		}
+		if seen[name] {
+			return usageErr("lock %q given twice", name)
+		}
+		seen[name] = true
+	}
+	switch {
+	case len(names) > distlock.MaxMultiNames:
+		return usageErr("%d lock names: at most %d at once", len(names), distlock.MaxMultiNames)
+	case len(names) > 1 && watch:
+		return usageErr("--watch follows one lock; got %d names", len(names))
+	case len(names) > 1 && fence != "":
+		return usageErr("--fence audits one lock's fence; got %d names", len(names))
 	}
 
 	if changes < 0 || changes > 0 && !watch {
 		return usageErr("--changes %d: wants --watch and a count of 1 or more", changes)
 	}
 	if watch {
-		return watchStatus(&conn, name, fence, asJSON, changes, stdout)
+		return watchStatus(&conn, names[0], fence, asJSON, changes, stdout)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*conn.timeout)
@@ -200,31 +237,78 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	defer b.Close()
 	qctx, qcancel := context.WithTimeout(ctx, conn.timeout)
 	defer qcancel()
-	q, err := b.Inspect(qctx, name)
-	if err != nil {
-		return exit(exitUnreachable, fmt.Errorf("status of lock %q: %w%s", name, err, b.AuthHint(err)))
-	}
-	st := newStatus(name, b.Kind(), q, time.Now())
-	if err := st.readSlots(qctx, b); err != nil {
-		return exit(exitUnreachable, fmt.Errorf("status of lock %q: done-markers: %w%s", name, err, b.AuthHint(err)))
-	}
-	if err := st.readRevocations(qctx, b, q); err != nil {
-		return exit(exitUnreachable, fmt.Errorf("status of lock %q: revocations: %w%s", name, err, b.AuthHint(err)))
-	}
-	if fence != "" {
-		if err := st.readFence(qctx, b, fence); errors.Is(err, backend.ErrFenceKey) {
-			return usageErr("--fence %q: %s", fence, causeAfter(err, backend.ErrFenceKey))
-		} else if err != nil {
-			return exit(exitUnreachable, fmt.Errorf("status of lock %q: fence %s: %w%s", name, fence, err, b.AuthHint(err)))
+	var (
+		sts    []*lockStatus
+		queues [][]distlock.QueueEntry
+		all    []distlock.QueueEntry
+	)
+	for _, name := range names {
+		q, err := b.Inspect(qctx, name)
+		if err != nil {
+			return exit(exitUnreachable, fmt.Errorf("status of lock %q: %w%s", name, err, b.AuthHint(err)))
 		}
+		st := newStatus(name, b.Kind(), q, time.Now())
+		if err := st.readSlots(qctx, b); err != nil {
+			return exit(exitUnreachable, fmt.Errorf("status of lock %q: done-markers: %w%s", name, err, b.AuthHint(err)))
+		}
+		if err := st.readRevocations(qctx, b, q); err != nil {
+			return exit(exitUnreachable, fmt.Errorf("status of lock %q: revocations: %w%s", name, err, b.AuthHint(err)))
+		}
+		if fence != "" {
+			if err := st.readFence(qctx, b, fence); errors.Is(err, backend.ErrFenceKey) {
+				return usageErr("--fence %q: %s", fence, causeAfter(err, backend.ErrFenceKey))
+			} else if err != nil {
+				return exit(exitUnreachable, fmt.Errorf("status of lock %q: fence %s: %w%s", name, fence, err, b.AuthHint(err)))
+			}
+		}
+		sts, queues, all = append(sts, st), append(queues, q), append(all, q...)
+	}
+	if err := markMulti(qctx, b, sts, names, queues, all); err != nil {
+		return exit(exitUnreachable, fmt.Errorf("status of lock %q: multi-lock entries: %w%s", strings.Join(names, " "), err, b.AuthHint(err)))
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		if len(sts) == 1 {
+			return enc.Encode(sts[0])
+		}
+		return enc.Encode(sts)
 	}
-	st.writeText(stdout)
+	for i, st := range sts {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		st.writeText(stdout)
+	}
 	return nil
+}
+
+// markMulti marks the entries of sts (the statuses of names, whose queues
+// are queues, all of them in all) that are a multi-lock's, with the locks
+// their acquisition takes: on etcd all of them, found by the entries'
+// create revision (backend.Client.MultiLocks); on ZooKeeper those among
+// names whose queues have an entry of the same czxid and owner.
+func markMulti(ctx context.Context, b *backend.Client, sts []*lockStatus, names []string, queues [][]distlock.QueueEntry, all []distlock.QueueEntry) error {
+	multi, complete, err := b.MultiLocks(ctx, all)
+	if err != nil {
+		return err
+	}
+	if !complete {
+		multi = backend.SharedEntries(names, queues)
+	}
+	for _, st := range sts {
+		st.markMulti(multi, complete)
+	}
+	return nil
+}
+
+// markMulti sets the Multi of the entries that multi has (by key).
+func (st *lockStatus) markMulti(multi map[string][]string, complete bool) {
+	for i := range st.Entries {
+		if locks, ok := multi[st.Entries[i].Key]; ok {
+			st.Entries[i].Multi = &entryMulti{Locks: locks, Complete: complete}
+		}
+	}
 }
 
 // lockStatus is the --json document (see statusUsage); its field names are
@@ -454,8 +538,21 @@ type statusEntry struct {
 	Slot       *int       `json:"slot,omitempty"`
 	Created    *time.Time `json:"created"`
 	AgeSeconds *int64     `json:"age_seconds"`
+	// Multi is set for an entry of a multi-lock (run with several
+	// --lock): one acquisition of several locks.
+	Multi *entryMulti `json:"multi,omitempty"`
 
 	ownerKind string // "lease" or "session", for the table
+}
+
+// entryMulti is what status knows of a multi-lock's entry.
+type entryMulti struct {
+	// Locks are the locks the acquisition takes, this one included,
+	// sorted.
+	Locks []string `json:"locks"`
+	// Complete says Locks are all of them (etcd); on ZooKeeper they are
+	// those among the locks given to status only.
+	Complete bool `json:"complete"`
 }
 
 func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time.Time) *lockStatus {
@@ -561,6 +658,24 @@ func (st *lockStatus) writeText(w io.Writer) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%s\t%s\n", e.Position, e.Role, e.Kind, e.Token, e.ownerKind, e.Owner, age, oneLine(holder))
 	}
 	tw.Flush()
+	for _, e := range st.Entries {
+		if e.Multi != nil {
+			fmt.Fprintln(w, e.Multi.line(e))
+		}
+	}
+}
+
+// line says, under the table, that entry e is a multi-lock's.
+func (m *entryMulti) line(e statusEntry) string {
+	verb := "waits for"
+	if e.Role == "holder" {
+		verb = "holds"
+	}
+	line := fmt.Sprintf("multi: entry %d %s %s together: one acquisition of %d locks, all or none (the same SEQ and OWNER in each lock's token)", e.Position, verb, strings.Join(m.Locks, "+"), len(m.Locks))
+	if !m.Complete {
+		line = fmt.Sprintf("multi: entry %d %s %s together: one acquisition, all or none (the same SEQ and OWNER in each lock's token); it may take more locks: ZooKeeper shows only those among the locks given to status", e.Position, verb, strings.Join(m.Locks, "+"))
+	}
+	return line
 }
 
 func plural(n int, one, many string) string {
@@ -590,11 +705,13 @@ func watchStatus(conn *connFlags, name, fence string, asJSON bool, changes int, 
 	var (
 		mu     sync.Mutex
 		last   []distlock.QueueEntry
-		audit  *fenceStatus // the fence as read at the last change
-		shown  = -1         // changes shown; the first snapshot is not one
+		audit  *fenceStatus        // the fence as read at the last change
+		shown  = -1                // changes shown; the first snapshot is not one
+		multi  map[string][]string // the multi-lock entries at the last change (etcd)
 		redraw = func(q []distlock.QueueEntry) {
 			st := newStatus(name, b.Kind(), q, time.Now())
 			st.Fence = audit
+			st.markMulti(multi, true)
 			switch {
 			case asJSON:
 				json.NewEncoder(stdout).Encode(st) // one line per snapshot
@@ -626,6 +743,13 @@ func watchStatus(conn *connFlags, name, fence string, asJSON bool, changes int, 
 			return nil // a notification that changed nothing shown (a directory made or removed)
 		}
 		last = q
+		m, complete, err := b.MultiLocks(ctx, q)
+		if err != nil {
+			return fmt.Errorf("multi-lock entries: %w", err)
+		}
+		if complete {
+			multi = m
+		}
 		if fence != "" {
 			st := newStatus(name, b.Kind(), q, time.Now())
 			if err := st.readFence(ctx, b, fence); err != nil {

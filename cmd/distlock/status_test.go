@@ -288,7 +288,7 @@ func TestStatusUsage(t *testing.T) {
 	ctx := testCtx(t)
 	for _, args := range [][]string{
 		{"status", "--etcd=127.0.0.1:1"},
-		{"status", "--etcd=127.0.0.1:1", "a", "b"},
+		{"status", "--etcd=127.0.0.1:1", "a", "b", "a"},
 		{"status", "--etcd=127.0.0.1:1", "a@1"},
 		{"status", "--bogus", "a"},
 		{"status", "a"}, // no cluster

@@ -16,6 +16,7 @@ import (
 type Session struct {
 	session
 	mutex    func(name string) (distlock.Locker, error)
+	multi    func(names []string) (distlock.Locker, error)
 	rwmutex  func(name string) (RWLocker, error)
 	election func(name string) (distlock.Elector, error)
 	sem      func(name string, n int) (semaphore, error)
@@ -68,7 +69,14 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 			return nil, err
 		}
 		return &Session{session: s,
-			mutex:    func(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s, name) },
+			mutex: func(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s, name) },
+			multi: func(names []string) (distlock.Locker, error) {
+				m, err := etcdlock.NewMultiMutex(s, names...)
+				if err != nil {
+					return nil, err // not a nil *MultiMutex in the interface
+				}
+				return m, nil
+			},
 			rwmutex:  func(name string) (RWLocker, error) { return etcdlock.NewRWMutex(s, name) },
 			election: func(name string) (distlock.Elector, error) { return etcdlock.NewElection(s, name) },
 			sem:      func(name string, n int) (semaphore, error) { return etcdlock.NewSemaphore(s, name, n) },
@@ -93,7 +101,14 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 		return nil, err
 	}
 	return &Session{session: s,
-		mutex:    func(name string) (distlock.Locker, error) { return zklock.NewMutex(s, name) },
+		mutex: func(name string) (distlock.Locker, error) { return zklock.NewMutex(s, name) },
+		multi: func(names []string) (distlock.Locker, error) {
+			m, err := zklock.NewMultiMutex(s, names...)
+			if err != nil {
+				return nil, err // not a nil *MultiMutex in the interface
+			}
+			return m, nil
+		},
 		rwmutex:  func(name string) (RWLocker, error) { return zklock.NewRWMutex(s, name) },
 		election: func(name string) (distlock.Elector, error) { return zklock.NewElection(s, name) },
 		sem:      func(name string, n int) (semaphore, error) { return zklock.NewSemaphore(s, name, n) },
@@ -109,6 +124,15 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 
 // Mutex returns the exclusive lock called name.
 func (s *Session) Mutex(name string) (distlock.Locker, error) { return s.mutex(name) }
+
+// MultiMutex returns the lock on all of names at once (etcdlock and
+// zklock NewMultiMutex): one acquisition that holds every name or none,
+// and cannot deadlock whatever order callers give the names in. Its
+// Lease holds one token per name (Lease.Tokens, sorted by name); its
+// errors name the lock as the names joined by "+". Its entries are
+// ordinary Mutex entries, one in each name's queue, so it excludes (and
+// is excluded by) the Mutex of each of its names.
+func (s *Session) MultiMutex(names ...string) (distlock.Locker, error) { return s.multi(names) }
 
 // RWLocker is a readers-writer lock: Lock and TryLock take it exclusively,
 // RLock and TryRLock shared.
