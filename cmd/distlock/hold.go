@@ -324,7 +324,7 @@ func zkHolder(b *backend.Client, names []string, timeout time.Duration) string {
 		if len(names) == 1 {
 			return fmt.Sprintf("; holder %q", q[0].Holder)
 		}
-		return fmt.Sprintf("; lock %q holder %q", name, q[0].Holder)
+		return fmt.Sprintf("; holder of lock %q: %q", name, q[0].Holder)
 	}
 	return ""
 }

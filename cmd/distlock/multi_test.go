@@ -89,6 +89,10 @@ func TestRunMulti(t *testing.T) {
 		p2 := start(ctx, t, b.args("run", "--lock", aa, "--lock", za, "--wait", "1m", "--", "sh", "-c", `echo "second $DISTLOCK_TOKENS"`)...)
 		b.waitQueued(t, aa, 2)
 		b.waitQueued(t, za, 2)
+		r = cli(ctx, t, nil, b.args("status", aa, za)...)
+		if want := fmt.Sprintf("multi: entry 2 waits for %s+%s together", aa, za); r.code != 0 || strings.Count(r.stdout, want) != 2 {
+			t.Errorf("status %s %s with a multi-lock waiting: code %d, stdout %q; want in each queue %q", aa, za, r.code, r.stdout, want)
+		}
 		select {
 		case l := <-p2.lines:
 			t.Fatalf("the second multi run ran while the first held: %q", l)

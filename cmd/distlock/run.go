@@ -29,7 +29,10 @@ is lost when any of its names is (exit 76, as for one lock: deleting or
 force-revoking one name's entry stops COMMAND), and revoking any of its
 names stops COMMAND as below. Messages name the lock by its names,
 sorted, joined by "+" (a+b), as distlock status shows in its "multi:"
-lines. Not with --permits.
+lines. --no-wait gives up (exit 75) if any of them is held, --wait if
+they are not all held in time; either way nothing is left behind. A name
+given twice, or more than 32 names, is a usage error (exit 64). Not with
+--permits.
 
 With --permits N, NAME is a semaphore of N permits instead: up to N
 COMMANDs run at once across the fleet, the others wait their turn (FIFO).
