@@ -78,9 +78,9 @@ func byName(res *chaos.Result, name, subject string) (chaos.Check, bool) {
 
 // TestShort is the short suite that runs in "go test": on each store, a
 // fault-free run of every workload (FIFO, every checker green), a run of
-// holder pauses (the unfenced control must be flagged, the fenced
-// registers must not be) and a run of random combined faults under each
-// workload. Assertions are on counts and history checks; the liveness
+// holder pauses under the register and the multi-lock workloads (the
+// unfenced controls must be flagged, the fenced registers must not be)
+// and a run of random combined faults under each workload. Assertions are on counts and history checks; the liveness
 // bound, a timing, is only logged.
 func TestShort(t *testing.T) {
 	for _, store := range []string{chaos.Etcd, chaos.ZooKeeper} {
@@ -129,6 +129,39 @@ func TestShort(t *testing.T) {
 					if !c.OK || c.Skipped {
 						t.Errorf("seed %d: fenced register %s: %s", res.Seed, reg, c)
 					}
+				}
+			})
+
+			// The multi-lock workload under holder pauses: the paused
+			// child holds one name's Mutex, the workers' multi-locks of
+			// that name take over; that name's control must be flagged,
+			// every fenced register must not be.
+			t.Run("multilock/holder-pause", func(t *testing.T) {
+				nem, err := chaos.Nemeses(chaos.NemHolderPause)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res := run(t, short(chaos.Config{Workload: &chaos.MultiWorkload{}, Nemeses: nem, Duration: time.Second}))
+				if !res.OK(true) {
+					t.Errorf("seed %d: fenced checks failed: %v", res.Seed, res.Failed())
+				}
+				if res.Faults[chaos.NemHolderPause] == 0 {
+					t.Fatalf("seed %d: no holder pause injected", res.Seed)
+				}
+				flagged := 0
+				for _, c := range res.Checks {
+					if c.Name != "linearizable" {
+						continue
+					}
+					switch {
+					case c.Control && !c.OK:
+						flagged++
+					case !c.Control && (!c.OK || c.Skipped):
+						t.Errorf("seed %d: fenced register %s: %s", res.Seed, c.Subject, c)
+					}
+				}
+				if flagged == 0 {
+					t.Errorf("seed %d: no unfenced control flagged under %d holder pauses: the checker proves nothing", res.Seed, res.Faults[chaos.NemHolderPause])
 				}
 			})
 

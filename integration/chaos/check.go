@@ -384,7 +384,7 @@ func checkForcedExpiry(ops []Op) Check {
 		}
 		c.Checked++
 		switch {
-		case op.Register == "unfenced":
+		case isUnfenced(op.Register):
 			unfenced++
 		case op.Outcome == Fail:
 			refused++
@@ -402,6 +402,10 @@ func checkForcedExpiry(ops []Op) Check {
 	c.Detail = limit(append([]string{fmt.Sprintf("%d forced expiries (%d of a process holding or having held a token); writes with that token: %d refused by fences, %d admitted before any newer token, %d on the unfenced control", len(forced), holding, refused, early, unfenced)}, bad...))
 	return c
 }
+
+// isUnfenced says whether reg is an unfenced control register
+// ("unfenced", or a multi-lock workload's "unfenced-<lock>").
+func isUnfenced(reg string) bool { return strings.HasPrefix(reg, "unfenced") }
 
 // checkLiveness checks that after the last fault healed, the lock was
 // acquired within bound.

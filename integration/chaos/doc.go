@@ -20,9 +20,24 @@
 // checkers must say so), while the fenced registers must stay
 // linearizable. A checker that never fails proves nothing.
 //
-// Two more workloads exercise the other recipes: RWWorkload (no writer
-// overlaps anyone, readers may overlap) and ElectionWorkload (one leader
-// per term, leaderships never overlap, Observe reports terms in order).
+// MultiWorkload does the same with multi-locks: workers take one
+// MultiMutex on a random two or three of three lock names, listed in a
+// random order, and in the critical section read and write back plus one
+// the three registers of every name held; the memory registers of all
+// its names in one fencing.DoAll, the store registers in one
+// etcdfence.WriteAll or zkfence.WriteAll, each with the acquisition's
+// token of its own name, the controls one by one. The paused child holder
+// takes one name's plain Mutex, which the multi-locks of that name must
+// exclude. Checked: the register checks on every name's registers (the
+// controls flagged under holder pauses, the fenced ones not), mutual
+// exclusion, handoffs and FIFO per name over the history as each name's
+// queue saw it, and one token per name, all of one sequence, per
+// acquisition.
+//
+// More workloads exercise the other recipes: RWWorkload (no writer
+// overlaps anyone, readers may overlap), ElectionWorkload (one leader per
+// term, leaderships never overlap, Observe reports terms in order) and
+// SemaphoreWorkload (no slot held twice, at most N holds at once).
 // Every run also checks liveness after the last heal, that no queue entry
 // is left once every session closed, and FIFO order on fault-free runs.
 //

@@ -49,6 +49,10 @@ type Op struct {
 	// Mode is how an acquisition holds: "write" (Mutex, RWMutex.Lock),
 	// "read" (RWMutex.RLock), "leader" (Election.Campaign).
 	Mode string `json:"mode,omitempty"`
+	// Locks are the names a multi-lock acquisition holds (Token is then
+	// the first one's token; the others carry the same sequence and
+	// owner). Empty for an acquisition of one lock, Token's.
+	Locks []string `json:"locks,omitempty"`
 	// Register names the register of a read or write.
 	Register string `json:"register,omitempty"`
 	// Invoke and Complete are nanoseconds since the run started;

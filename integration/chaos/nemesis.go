@@ -279,7 +279,7 @@ func (holderPause) Applies(env *Env) bool {
 
 func (holderPause) Inject(ctx context.Context, env *Env) (string, func(context.Context) error, error) {
 	hooks := env.workload.(holderHooks)
-	spec := env.Store.Holder(env.Lock)
+	spec := env.Store.Holder(env.targetLock())
 	spec.Logger = env.Log
 	acq := env.History.Invoke(Op{Process: "holder", Kind: KindAcquire})
 	h, err := integration.StartHolder(ctx, spec)
@@ -330,9 +330,9 @@ func injectRevoke(ctx context.Context, env *Env) (string, func(context.Context) 
 	// revoke records the forced tokens as one event that starts before
 	// the Revoke (the deletes happen inside it, and a successor may
 	// acquire before it returns) and names them once it is over.
-	revoke := func(by int, target string, grace time.Duration) (bool, error) {
+	revoke := func(by int, target, lock string, grace time.Duration) (bool, error) {
 		op := env.History.Invoke(Op{Process: "nemesis", Kind: KindFault, Fault: NemRevoke + "/force", Target: target})
-		rs, err := env.Clients[by].Revoke(ctx, env.Lock, distlock.RevokeRequest{Reason: "chaos", By: "nemesis", Grace: grace, Force: true})
+		rs, err := env.Clients[by].Revoke(ctx, lock, distlock.RevokeRequest{Reason: "chaos", By: "nemesis", Grace: grace, Force: true})
 		var forced []string
 		for _, r := range rs {
 			if r.Outcome == distlock.RevokeForced {
@@ -345,7 +345,7 @@ func injectRevoke(ctx context.Context, env *Env) (string, func(context.Context) 
 	}
 	st, ok := env.workload.(staller)
 	if !ok {
-		_, err := revoke(env.Rand(n), "holders", 0)
+		_, err := revoke(env.Rand(n), "holders", env.targetLock(), 0)
 		return "holders", noHeal, err
 	}
 	i := env.Rand(n)
@@ -353,7 +353,13 @@ func injectRevoke(ctx context.Context, env *Env) (string, func(context.Context) 
 	sctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
 	tok, release, stalled := st.Stall(sctx, i)
 	cancel()
-	forced, err := revoke((i+1)%n, target, 0)
+	// The stalled holder's lock (with a multi-lock, the first of its
+	// names: revoking one entry ends the whole acquisition).
+	lock := tok.Name
+	if tok.IsZero() {
+		lock = env.targetLock()
+	}
+	forced, err := revoke((i+1)%n, target, lock, 0)
 	if err != nil {
 		release()
 		return target, nil, err

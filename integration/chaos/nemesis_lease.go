@@ -133,8 +133,9 @@ func revokeAtRandom(ctx context.Context, env *Env, cli *clientv3.Client) (string
 	return target, noHeal, nil
 }
 
-// waitQueue follows the lock's queue until pick, called with each new
-// state of it, returns true, for up to 2 × TTL.
+// waitQueue follows the lock's queue (with a multi-lock workload, the
+// queue of one of its names, drawn from the seed) until pick, called
+// with each new state of it, returns true, for up to 2 × TTL.
 func waitQueue(ctx context.Context, env *Env, cli *clientv3.Client, pick func([]distlock.QueueEntry) bool) error {
 	wctx, cancel := context.WithTimeout(ctx, 2*env.Store.TTL())
 	defer cancel()
@@ -143,7 +144,7 @@ func waitQueue(ctx context.Context, env *Env, cli *clientv3.Client, pick func([]
 	if err != nil {
 		return err
 	}
-	err = admin.WatchQueue(wctx, env.Lock, func(q []distlock.QueueEntry) error {
+	err = admin.WatchQueue(wctx, env.targetLock(), func(q []distlock.QueueEntry) error {
 		if pick(q) {
 			return errPicked
 		}
@@ -292,20 +293,24 @@ func recordLeaseState(ctx context.Context, env *Env, cli *clientv3.Client, op *O
 	}
 	rctx, cancel := context.WithTimeout(ctx, env.Store.TTL())
 	defer cancel()
-	state, toks := leaseState(rctx, cli, env.Lock, lease, rev-1)
+	state, toks := leaseState(rctx, cli, env.Locks(), lease, rev-1)
 	env.History.Update(op, func(o *Op) { o.Mode, o.Token = state, strings.Join(toks, ",") })
 }
 
-// leaseState reads lock's queue at revision rev and returns what lease
-// had in it, and its entries' tokens.
-func leaseState(ctx context.Context, cli *clientv3.Client, lock string, lease clientv3.LeaseID, rev int64) (string, []string) {
+// leaseState reads the locks' queues at revision rev and returns what
+// lease had in them (holding if it held in any), and its entries' tokens.
+func leaseState(ctx context.Context, cli *clientv3.Client, locks []string, lease clientv3.LeaseID, rev int64) (string, []string) {
 	admin, err := etcdlock.NewAdmin(&clientv3.Client{KV: atRevision{cli.KV, rev}}, "")
 	if err != nil {
 		return leaseUnknown, nil
 	}
-	q, err := admin.Inspect(ctx, lock)
-	if err != nil {
-		return leaseUnknown, nil
+	var q []distlock.QueueEntry
+	for _, lock := range locks {
+		es, err := admin.Inspect(ctx, lock)
+		if err != nil {
+			return leaseUnknown, nil
+		}
+		q = append(q, es...)
 	}
 	state := leaseIdle
 	var toks []string

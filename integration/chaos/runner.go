@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -174,6 +175,33 @@ func (e *Env) Holder() int {
 		return e.Rand(len(e.Clients))
 	}
 	return h
+}
+
+// lockNamer is a workload whose workers lock several names (the
+// multi-lock workload) rather than Env.Lock alone.
+type lockNamer interface {
+	lockNames() []string
+}
+
+// Locks returns the names of the locks the workload's workers take:
+// Env.Lock, or a multi-lock workload's pool of names.
+func (e *Env) Locks() []string {
+	if ln, ok := e.workload.(lockNamer); ok {
+		if names := ln.lockNames(); len(names) > 0 {
+			return names
+		}
+	}
+	return []string{e.Lock}
+}
+
+// targetLock returns the lock a nemesis aims at: Env.Lock, or one of a
+// multi-lock workload's names drawn from the run's seed.
+func (e *Env) targetLock() string {
+	ls := e.Locks()
+	if len(ls) == 1 {
+		return ls[0]
+	}
+	return ls[e.Rand(len(ls))]
 }
 
 // Result is what a run saw.
@@ -371,7 +399,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Checks = append(res.Checks, checkGrantAfterRevoke(ops))
 	res.Checks = append(res.Checks, checkFaultsInjected(ops))
 	if len(cfg.Nemeses) == 0 {
-		res.Checks = append(res.Checks, checkFIFO(ops))
+		res.Checks = append(res.Checks, eachLock(env.Locks(), ops, checkFIFO))
 	}
 	if cfg.Out != "" {
 		res.History = filepath.Join(cfg.Out, cfg.Name+".jsonl")
@@ -481,7 +509,7 @@ func schedule(ctx context.Context, env *Env, cfg Config) map[string]int {
 	return counts
 }
 
-// waitNoEntries polls the lock's queue until it is empty or d passes
+// waitNoEntries polls the locks' queues until they are empty or d passes
 // (sessions closed by their owners are gone at once; those that died with
 // a fault go when the store expires them).
 func waitNoEntries(ctx context.Context, env *Env, d time.Duration) ([]string, error) {
@@ -489,9 +517,13 @@ func waitNoEntries(ctx context.Context, env *Env, d time.Duration) ([]string, er
 	var left []string
 	var err error
 	for {
-		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		left, err = env.Clients[0].Entries(qctx, env.Lock)
-		cancel()
+		left, err = nil, nil
+		for _, lock := range env.Locks() {
+			qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			l, lerr := env.Clients[0].Entries(qctx, lock)
+			cancel()
+			left, err = append(left, l...), cmp.Or(err, lerr)
+		}
 		if err == nil && len(left) == 0 {
 			return nil, nil
 		}

@@ -70,6 +70,9 @@ type Client interface {
 	// Register returns the store-fenced register called name, guarded
 	// by lock.
 	Register(ctx context.Context, name, lock string) (Register, error)
+	// Registers returns store-fenced registers, names[i] guarded by
+	// locks[i], that one write of the store can set together.
+	Registers(ctx context.Context, names, locks []string) (RegisterSet, error)
 	// Entries lists the keys or znodes of lock's queue.
 	Entries(ctx context.Context, lock string) ([]string, error)
 	// Revoke revokes lock's holders (etcdlock.Admin.Revoke, zklock.Admin.Revoke).
@@ -81,11 +84,27 @@ type Client interface {
 // Session is a lock session.
 type Session interface {
 	Mutex(name string) (distlock.Locker, error)
+	// MultiMutex is the lock on several names at once
+	// (etcdlock.NewMultiMutex, zklock.NewMultiMutex).
+	MultiMutex(names ...string) (distlock.Locker, error)
 	RWMutex(name string) (rw RW, err error)
 	Election(name string) (Election, error)
 	Semaphore(name string, n int) (Semaphore, error)
 	Done() <-chan struct{}
 	Close(ctx context.Context) error
+}
+
+// RegisterSet is store-fenced registers, each guarded by a lock of its
+// own, that one write of the store sets together, all or none
+// (etcdfence.WriteAll, zkfence.WriteAll).
+type RegisterSet interface {
+	// Registers returns the registers, in the order they were asked for.
+	Registers() []Register
+	// WriteAll sets register idx[k] to vs[k] for every k, in one write
+	// of the store, if every one of their fences admits its token of
+	// tokens (the one of its lock; one token per register written). It
+	// returns the write's position in the store's order.
+	WriteAll(ctx context.Context, tokens []distlock.Token, idx []int, vs []int64) (order int64, err error)
 }
 
 // RW is a read-write lock of either backend.
@@ -227,7 +246,10 @@ type etcdSession struct{ s *etcdlock.Session }
 
 func (s etcdSession) Mutex(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s.s, name) }
 func (s etcdSession) RWMutex(name string) (RW, error)            { return etcdlock.NewRWMutex(s.s, name) }
-func (s etcdSession) Election(name string) (Election, error)     { return etcdlock.NewElection(s.s, name) }
+func (s etcdSession) MultiMutex(names ...string) (distlock.Locker, error) {
+	return etcdlock.NewMultiMutex(s.s, names...)
+}
+func (s etcdSession) Election(name string) (Election, error) { return etcdlock.NewElection(s.s, name) }
 func (s etcdSession) Semaphore(name string, n int) (Semaphore, error) {
 	return etcdlock.NewSemaphore(s.s, name, n)
 }
@@ -240,6 +262,44 @@ func (c *etcdClient) Register(ctx context.Context, name, lock string) (Register,
 		return nil, err
 	}
 	return &etcdRegister{name: name, cli: c.cli, f: f, key: "/chaos/register/" + name}, nil
+}
+
+func (c *etcdClient) Registers(ctx context.Context, names, locks []string) (RegisterSet, error) {
+	set := &etcdRegisterSet{}
+	for i, name := range names {
+		r, err := c.Register(ctx, name, locks[i])
+		if err != nil {
+			return nil, err
+		}
+		set.regs = append(set.regs, r.(*etcdRegister))
+	}
+	return set, nil
+}
+
+// etcdRegisterSet is etcd registers of one client written together by
+// etcdfence.WriteAll: one Txn, guarded by every fence.
+type etcdRegisterSet struct{ regs []*etcdRegister }
+
+func (s *etcdRegisterSet) Registers() []Register {
+	out := make([]Register, len(s.regs))
+	for i, r := range s.regs {
+		out[i] = r
+	}
+	return out
+}
+
+func (s *etcdRegisterSet) WriteAll(ctx context.Context, tokens []distlock.Token, idx []int, vs []int64) (int64, error) {
+	fences := make([]*etcdfence.Fence, len(idx))
+	ops := make([]clientv3.Op, len(idx))
+	for k, i := range idx {
+		fences[k] = s.regs[i].f
+		ops[k] = clientv3.OpPut(s.regs[i].key, strconv.FormatInt(vs[k], 10))
+	}
+	resp, err := etcdfence.WriteAll(ctx, tokens, fences, ops...)
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
 }
 
 // etcdRegister is a register stored in etcd, fenced by etcdfence: a read
@@ -344,7 +404,10 @@ type zkSession struct{ s *zklock.Session }
 
 func (s zkSession) Mutex(name string) (distlock.Locker, error) { return zklock.NewMutex(s.s, name) }
 func (s zkSession) RWMutex(name string) (RW, error)            { return zklock.NewRWMutex(s.s, name) }
-func (s zkSession) Election(name string) (Election, error)     { return zklock.NewElection(s.s, name) }
+func (s zkSession) MultiMutex(names ...string) (distlock.Locker, error) {
+	return zklock.NewMultiMutex(s.s, names...)
+}
+func (s zkSession) Election(name string) (Election, error) { return zklock.NewElection(s.s, name) }
 func (s zkSession) Semaphore(name string, n int) (Semaphore, error) {
 	return zklock.NewSemaphore(s.s, name, n)
 }
@@ -368,6 +431,51 @@ func (c *zkClient) Register(ctx context.Context, name, lock string) (Register, e
 		return nil, err
 	}
 	return &zkRegister{name: name, c: c, f: f, path: path}, nil
+}
+
+func (c *zkClient) Registers(ctx context.Context, names, locks []string) (RegisterSet, error) {
+	set := &zkRegisterSet{}
+	for i, name := range names {
+		r, err := c.Register(ctx, name, locks[i])
+		if err != nil {
+			return nil, err
+		}
+		set.regs = append(set.regs, r.(*zkRegister))
+	}
+	return set, nil
+}
+
+// zkRegisterSet is znode registers of one connection written together by
+// zkfence.WriteAll: one multi, guarded by every fence.
+type zkRegisterSet struct{ regs []*zkRegister }
+
+func (s *zkRegisterSet) Registers() []Register {
+	out := make([]Register, len(s.regs))
+	for i, r := range s.regs {
+		out[i] = r
+	}
+	return out
+}
+
+func (s *zkRegisterSet) WriteAll(ctx context.Context, tokens []distlock.Token, idx []int, vs []int64) (int64, error) {
+	fences := make([]*zkfence.Fence, len(idx))
+	ops := make([]any, len(idx))
+	for k, i := range idx {
+		fences[k] = s.regs[i].f
+		ops[k] = &zk.SetDataRequest{Path: s.regs[i].path, Data: []byte(strconv.FormatInt(vs[k], 10)), Version: -1}
+	}
+	rs, err := zkfence.WriteAll(ctx, tokens, fences, ops...)
+	if err != nil {
+		return 0, err
+	}
+	// Every op of the multi has its zxid.
+	var order int64
+	for _, r := range rs {
+		if r.Stat != nil {
+			order = max(order, r.Stat.Mzxid)
+		}
+	}
+	return order, nil
 }
 
 // zkRegister is a register stored in a znode, fenced by zkfence: a read

@@ -14,7 +14,7 @@ type Scenario struct {
 
 // Workloads returns one of every workload.
 func Workloads() []Workload {
-	return []Workload{&RegisterWorkload{}, RWWorkload{}, ElectionWorkload{}, SemaphoreWorkload{}}
+	return []Workload{&RegisterWorkload{}, RWWorkload{}, ElectionWorkload{}, SemaphoreWorkload{}, &MultiWorkload{}}
 }
 
 // Scenarios returns the long suite's scenarios for a store: for every
