@@ -332,7 +332,12 @@ func injectRevoke(ctx context.Context, env *Env) (string, func(context.Context) 
 	// acquire before it returns) and names them once it is over.
 	revoke := func(by int, target, lock string, grace time.Duration) (bool, error) {
 		op := env.History.Invoke(Op{Process: "nemesis", Kind: KindFault, Fault: NemRevoke + "/force", Target: target})
-		rs, err := env.Clients[by].Revoke(ctx, lock, distlock.RevokeRequest{Reason: "chaos", By: "nemesis", Grace: grace, Force: true})
+		// Bounded: the client it goes through may be the one another
+		// nemesis cut off, and the run must not wait for the caller's
+		// whole deadline (its outcome is then unknown, as recorded).
+		rctx, cancel := context.WithTimeout(ctx, grace+5*env.Store.TTL())
+		defer cancel()
+		rs, err := env.Clients[by].Revoke(rctx, lock, distlock.RevokeRequest{Reason: "chaos", By: "nemesis", Grace: grace, Force: true})
 		var forced []string
 		for _, r := range rs {
 			if r.Outcome == distlock.RevokeForced {
