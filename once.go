@@ -1,6 +1,7 @@
 package distlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -318,48 +319,40 @@ func onceHeld(ctx context.Context, lease *Lease, marks SlotMarks, slot string, f
 	prev, err := marks.Marker(rctx, slot)
 	stopRead()
 	rcancel()
-	if lerr := lease.Err(); lerr != nil {
-		return fail(OpCheck, false, lerr)
-	}
-	if err != nil {
+	if err := cmp.Or(lease.Err(), err); err != nil { // a loss first
 		return fail(OpCheck, false, err)
 	}
 	if prev != nil {
 		return false, false, &SlotDoneError{Name: name, Slot: slot, Marker: *prev}
 	}
 
-	mark := func(ctx context.Context) error {
+	// mark writes the marker, fn having run or not: a *SlotDoneError is
+	// returned as it is.
+	mark := func(ctx context.Context, ran bool) (bool, bool, error) {
 		mctx, mcancel := context.WithTimeout(ctx, c.timeout)
 		defer mcancel()
-		return marks.Mark(mctx, lease, SlotMarker{Slot: slot, Token: lease.Token().String(), Holder: c.holder, Mode: c.mode, Marked: time.Now().UTC()})
+		err := marks.Mark(mctx, lease, SlotMarker{Slot: slot, Token: lease.Token().String(), Holder: c.holder, Mode: c.mode, Marked: time.Now().UTC()})
+		if _, done := errors.AsType[*SlotDoneError](err); err == nil || done {
+			return ran, ran && err == nil, err
+		}
+		return fail(OpMark, ran, err)
 	}
 	run := func() error {
 		fctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
-		stop := context.AfterFunc(lease.Context(), func() { cancel(lease.Err()) })
-		defer stop()
+		defer context.AfterFunc(lease.Context(), func() { cancel(lease.Err()) })()
 		return fn(fctx)
 	}
 
 	if c.mode == AtMostOnce {
-		if err := mark(ctx); err != nil {
-			if done := (*SlotDoneError)(nil); errors.As(err, &done) {
-				return false, false, err
-			}
-			return fail(OpMark, false, err)
+		if ran, _, err := mark(ctx, false); err != nil {
+			return ran, false, err
 		}
 		return true, false, run()
 	}
-
 	if err := run(); err != nil {
 		return true, false, err // no marker: the next call tries again
 	}
 	// fn's work is done: mark it even if ctx ended meanwhile.
-	if err := mark(context.WithoutCancel(ctx)); err != nil {
-		if done := (*SlotDoneError)(nil); errors.As(err, &done) {
-			return true, false, err
-		}
-		return fail(OpMark, true, err)
-	}
-	return true, true, nil
+	return mark(context.WithoutCancel(ctx), true)
 }

@@ -34,11 +34,8 @@ func revokedBy() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		name = u.Username
 	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	return fmt.Sprintf("%s@%s pid %d", name, host, os.Getpid())
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s@%s pid %d", name, cmp.Or(host, "unknown-host"), os.Getpid())
 }
 
 // record returns rv as stored: its JSON (plain fields, so Marshal cannot

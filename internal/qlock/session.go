@@ -89,9 +89,6 @@ func (s *State) ReserveSlot(key string) bool {
 	if s.slots[key] {
 		return false
 	}
-	if s.slots == nil {
-		s.slots = map[string]bool{}
-	}
 	s.slots[key] = true
 	return true
 }
@@ -132,7 +129,7 @@ func (s *State) Revocable() bool {
 // unless extended, and reports its metrics and spans as obs says.
 // Drivers embed it.
 func NewState(b Backend, log *slog.Logger, holder string, owner uint64, deadline time.Time, obs Observe) *State {
-	s := &State{backend: b, log: log, holder: holder, owner: owner, deadline: deadline, tel: newTelemetry(b.Name, obs), clk: currentClock()}
+	s := &State{backend: b, log: log, holder: holder, owner: owner, deadline: deadline, tel: newTelemetry(b.Name, obs), clk: currentClock(), slots: map[string]bool{}}
 	// The driver's first deadline counts from a send before this call;
 	// a suspend between the two is not seen (the first keepalive, sent
 	// later, tells the truth).

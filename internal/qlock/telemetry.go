@@ -129,8 +129,7 @@ type lockTel struct {
 // lockAttrs are the measurement options for one kind of entry of a lock.
 type lockAttrs struct {
 	kind  string
-	base  attribute.Set        // backend, kind, lock
-	kvs   []attribute.KeyValue // base, as a slice for spans (not to be modified)
+	kvs   []attribute.KeyValue // backend, kind, lock, for spans (not to be modified)
 	attrs metric.MeasurementOption
 	byOut map[string]metric.MeasurementOption
 	lost  map[string]metric.MeasurementOption // by reason
@@ -146,7 +145,7 @@ func (t *telemetry) forLock(name, what string) *lockTel {
 	lt := &lockTel{t: t, kinds: map[Kind]lockAttrs{}}
 	add := func(k Kind, kind string) {
 		base := attribute.NewSet(attrBackend.String(t.backend), attrKind.String(kind), attrLock.String(label))
-		la := lockAttrs{kind: kind, base: base, kvs: base.ToSlice(), attrs: metric.WithAttributeSet(base),
+		la := lockAttrs{kind: kind, kvs: base.ToSlice(), attrs: metric.WithAttributeSet(base),
 			byOut: map[string]metric.MeasurementOption{}, lost: map[string]metric.MeasurementOption{}}
 		for _, o := range []string{OutcomeAcquired, OutcomeLocked, OutcomeCancelled, OutcomeError} {
 			la.byOut[o] = metric.WithAttributeSet(attribute.NewSet(append(base.ToSlice(), attrOutcome.String(o))...))
@@ -257,25 +256,23 @@ func (a *acquisition) end(n *Node, cancelled bool, err error) {
 	if err != nil && cancelled {
 		out = OutcomeCancelled
 	}
-	waitedOn := a.waitedOn
 	a.lt.t.waiting.Add(a.ctx, -1, a.la.attrs)
 	a.lt.t.wait.Record(a.ctx, time.Since(a.start).Seconds(), a.la.byOut[out])
 	if a.span.IsRecording() {
-		a.span.SetAttributes(attrOutcome.String(out), attrWaited.Int(waitedOn))
+		a.span.SetAttributes(attrOutcome.String(out), attrWaited.Int(a.waitedOn))
 		if n != nil {
 			a.span.SetAttributes(attrToken.Int64(n.Token))
 		}
-		if err != nil && out != OutcomeLocked && out != OutcomeCancelled {
-			a.span.RecordError(err)
-			a.span.SetStatus(codes.Error, err.Error())
-		}
+	}
+	if out == OutcomeError {
+		endSpan(a.span, err)
 	}
 	a.span.End()
 	if n != nil {
 		a.lt.t.held.Add(a.ctx, 1, a.la.attrs)
 		if a.la.kind == "election" {
 			a.lt.t.leader.Record(a.ctx, 1, a.la.attrs)
-			if waitedOn > 0 {
+			if a.waitedOn > 0 {
 				a.lt.t.failovers.Add(a.ctx, 1, a.la.attrs)
 			}
 		}

@@ -57,11 +57,9 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 	sp := slotPrefix(dir)
 	lkey, lend := conflictRange(dir, qlock.Counted)
 	readSlots := clientv3.OpGet(sp, clientv3.WithPrefix())
-	var cond clientv3.Cmp
-	if line == nil {
-		cond = clientv3.Compare(clientv3.CreateRevision(lkey), "=", 0).WithRange(lend)
-	} else {
-		cond = clientv3.Compare(clientv3.CreateRevision(line.Key), "=", line.Seq)
+	cond := clientv3.Compare(clientv3.CreateRevision(lkey), "=", 0).WithRange(lend) // nobody in line
+	if line != nil {
+		cond = clientv3.Compare(clientv3.CreateRevision(line.Key), "=", line.Seq) // the head still is
 	}
 	// Which slot to try. A direct claim tries one at random, blind: one
 	// Txn when it is free, and claimers arriving together rarely aim at
@@ -96,20 +94,26 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 	for {
 		if i = s.unreserved(dir, i, r.Limit); i < 0 {
 			// Every slot this claim could try is being claimed or held by
-			// another acquisition of this session: as if all were held.
-			return nil, s.fullAfterRead(ctx, sp, line, r.Limit)
+			// another acquisition of this session: as if all were held (a
+			// head reads the slots, for the revision WaitSlot watches from).
+			if line != nil {
+				resp, err := s.client.Get(ctx, sp, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+				if err != nil {
+					return nil, s.storeErr(err)
+				}
+				line.Store = &claimState{rev: resp.Header.Revision, free: -1, n: r.Limit}
+			}
+			return nil, fmt.Errorf("%w (all %d permits held)", distlock.ErrLocked, r.Limit)
 		}
 		key := slotKey(dir, i)
 		if !s.ReserveSlot(key) {
 			continue
 		}
 		then := []clientv3.Op{clientv3.OpPut(key, value, clientv3.WithLease(s.id)), readSlots}
-		if line != nil {
-			then = append(then, clientv3.OpDelete(line.Key))
-		}
 		els := []clientv3.Op{readSlots, s.guardGet(),
 			clientv3.OpGet(lkey, append(clientv3.WithFirstCreate(), clientv3.WithRange(lend))...)}
 		if line != nil {
+			then = append(then, clientv3.OpDelete(line.Key))
 			els[2] = clientv3.OpGet(line.Key, clientv3.WithKeysOnly())
 		}
 		forget := s.expect(key)
@@ -227,20 +231,6 @@ func (s *Session) unreserved(dir string, i, n int) int {
 		}
 	}
 	return -1
-}
-
-// fullAfterRead reports "all held" to a claim that found no slot it may
-// try, after reading the slots for the revision a head's WaitSlot
-// watches from.
-func (s *Session) fullAfterRead(ctx context.Context, sp string, line *qlock.Node, n int) error {
-	if line != nil {
-		resp, err := s.client.Get(ctx, sp, clientv3.WithPrefix(), clientv3.WithKeysOnly())
-		if err != nil {
-			return s.storeErr(err)
-		}
-		line.Store = &claimState{rev: resp.Header.Revision, free: -1, n: n}
-	}
-	return fmt.Errorf("%w (all %d permits held)", distlock.ErrLocked, n)
 }
 
 // checkPermits returns an error wrapping distlock.ErrPermitsMismatch if a

@@ -2,12 +2,10 @@ package etcdq
 
 import (
 	"context"
-	"sort"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/distlock/distlock/internal/qlock"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -57,12 +55,9 @@ func (s *Session) FollowRevoke(n *qlock.Node, name string, revoked func(data []b
 				if resp.Err() != nil {
 					break
 				}
-				for _, ev := range resp.Events {
-					if ev.Type == mvccpb.PUT {
-						revoked(ev.Kv.Value)
-						return
-					}
-					rev = max(rev, ev.Kv.ModRevision+1)
+				if len(resp.Events) > 0 { // puts only
+					revoked(resp.Events[0].Kv.Value)
+					return
 				}
 			}
 			if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
@@ -126,11 +121,10 @@ func (r RevokeStore) Update(ctx context.Context, name string, seq int64, data []
 
 // List reads lock name's records, oldest holder first.
 func (r RevokeStore) List(ctx context.Context, name string) ([][]byte, error) {
-	resp, err := r.Client.Get(ctx, RevokeDir(r.Prefix, name), clientv3.WithPrefix())
+	resp, err := r.Client.Get(ctx, RevokeDir(r.Prefix, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(resp.Kvs, func(i, j int) bool { return string(resp.Kvs[i].Key) < string(resp.Kvs[j].Key) })
 	out := make([][]byte, len(resp.Kvs))
 	for i, kv := range resp.Kvs {
 		out[i] = kv.Value
@@ -138,20 +132,16 @@ func (r RevokeStore) List(ctx context.Context, name string) ([][]byte, error) {
 	return out, nil
 }
 
-// Prune deletes all but the newest keep records, the oldest first.
+// Prune deletes all but the newest keep records: one read of the newest
+// keep+1 keys, then one range delete up to the oldest of them.
 func (r RevokeStore) Prune(ctx context.Context, name string, keep int) error {
 	dir := RevokeDir(r.Prefix, name)
-	resp, err := r.Client.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithCountOnly())
-	if err != nil || resp.Count <= int64(keep) {
+	resp, err := r.Client.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(keep)+1))
+	if err != nil || len(resp.Kvs) <= keep {
 		return err
 	}
-	old, err := r.Client.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(resp.Count-int64(keep)))
-	if err != nil || len(old.Kvs) == 0 {
-		return err
-	}
-	last := string(old.Kvs[len(old.Kvs)-1].Key)
-	_, err = r.Client.Delete(ctx, dir, clientv3.WithRange(last+"\x00"))
+	_, err = r.Client.Delete(ctx, dir, clientv3.WithRange(string(resp.Kvs[keep].Key)+"\x00"))
 	return err
 }
 

@@ -77,17 +77,16 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 	}
 	dir := s.Dir(name)
 	sdir := dir + "/" + permitsChild
+	fresh := false // synced with the leader
 	sync := func() error {
-		_, err := retry(ctx, func() (string, error) { return s.conn.Sync("/") })
-		return s.storeErr(err)
+		fresh = true
+		return s.storeErr(synced(ctx, s.conn, "/"))
 	}
-	synced := false
 	if line == nil && r.Try {
 		// As TryLock: a release that completed before the call is seen.
 		if err := sync(); err != nil {
 			return nil, err
 		}
-		synced = true
 	}
 	for {
 		// The slots first: a count that differs is reported before
@@ -98,23 +97,19 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		}
 		if line == nil {
 			if _, merr := slotsOf(name, r.Limit, kids, nil); merr == nil {
-				if w, found, err := s.first(ctx, dir, qlock.Counted); err != nil || found {
-					if err == nil {
-						err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
-					}
+				if err := s.lineEmpty(ctx, dir); err != nil {
 					return nil, err
 				}
 			}
 		}
 		mine := func(i int) bool { return s.SlotReserved(sdir + "/" + slotName(i, r.Limit)) }
 		free, err := slotsOf(name, r.Limit, kids, mine)
-		if err != nil && !synced {
+		if err != nil && !fresh {
 			// The server may lag behind the releases of the other
 			// count's last holders: make sure before refusing.
 			if err := sync(); err != nil {
 				return nil, err
 			}
-			synced = true
 			continue
 		}
 		if err != nil {
@@ -156,16 +151,12 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			}
 			state(line).version = st.Version
 			continue
-		case errors.Is(err, zk.ErrNoNode) && line != nil:
-			// The multi failed on one of its two parts.
-			if ok, _ := s.exists(ctx, line.Key); !ok {
-				return nil, s.goneCause(ctx, line.Key)
-			}
-			if err := s.ensureDir(ctx, sdir); err != nil {
-				return nil, err
-			}
-			continue
 		case errors.Is(err, zk.ErrNoNode):
+			if line != nil { // the multi failed on one of its two parts
+				if ok, _ := s.exists(ctx, line.Key); !ok {
+					return nil, s.goneCause(ctx, line.Key)
+				}
+			}
 			if err := s.ensureDir(ctx, sdir); err != nil {
 				return nil, err
 			}
@@ -188,21 +179,14 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			// sync first: an entry created on another server before the
 			// slot is then seen here.
 			err := sync()
-			var (
-				w     string
-				found bool
-			)
 			if err == nil {
-				w, found, err = s.first(ctx, dir, qlock.Counted)
+				err = s.lineEmpty(ctx, dir)
 			}
-			if err == nil && !found {
+			if err == nil {
 				var kids []string
-				synced = true
 				if kids, _, err = s.listSlots(ctx, sdir, false); err == nil {
 					_, err = slotsOf(name, r.Limit, kids, nil)
 				}
-			} else if err == nil {
-				err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
 			}
 			if err != nil {
 				s.abandonMine(path, n.Token) // czxid-checked: the reservation can go now
@@ -212,6 +196,16 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		}
 		return n, nil
 	}
+}
+
+// lineEmpty returns an error wrapping distlock.ErrLocked if semaphore
+// dir's line has an entry.
+func (s *Session) lineEmpty(ctx context.Context, dir string) error {
+	w, found, err := s.first(ctx, dir, qlock.Counted)
+	if err == nil && found {
+		err = fmt.Errorf("%w (waiters queued: entry %s)", distlock.ErrLocked, w)
+	}
+	return err
 }
 
 // listSlots lists the slots, with a child watch when watch is set (ch is
@@ -304,7 +298,7 @@ func (s *Session) createSlot(ctx context.Context, path string, line *qlock.Node,
 			// Sent, maybe applied: the slot is ours if its owner is. The
 			// sync first, so that the server answering has seen it.
 			uncertain = true
-			if _, err := retry(ctx, func() (string, error) { return s.conn.Sync(path) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			if err := synced(ctx, s.conn, path); err != nil {
 				return fail(s.storeErr(err))
 			}
 			st, serr := stat(ctx, s.conn, path)

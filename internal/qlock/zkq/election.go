@@ -42,19 +42,12 @@ func (s *Session) Proclaim(ctx context.Context, n *qlock.Node, value string) err
 		case errors.Is(err, zk.ErrNoNode):
 			return notLeader(fmt.Errorf("%w: node %s", distlock.ErrEntryGone, n.Key))
 		case errors.Is(err, zk.ErrBadVersion):
-			st, err := zkctx.Call(ctx, func() (*zk.Stat, error) {
-				ok, st, err := s.conn.Exists(n.Key)
-				if err == nil && !ok {
-					st = nil
-				}
-				return st, err
-			})
-			ok := st != nil
+			st, err := stat(ctx, s.conn, n.Key)
 			switch {
 			case err != nil && transient(err):
 			case err != nil:
 				return s.storeErr(err)
-			case !ok:
+			case st == nil:
 				return notLeader(fmt.Errorf("%w: node %s", distlock.ErrEntryGone, n.Key))
 			case st.EphemeralOwner != s.id:
 				return notLeader(fmt.Errorf("node %s belongs to session %#x", n.Key, st.EphemeralOwner))
@@ -144,35 +137,28 @@ func (s *Session) Observe(ctx context.Context, name string, out chan<- distlock.
 	}
 	for ctx.Err() == nil {
 		if childW == nil {
-			if _, err := zkctx.Call(ctx, func() (string, error) { return s.conn.Sync(dir) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
-				if !pause(err) {
-					return
-				}
-				continue
-			}
 			type listing struct {
 				children []string
 				w        <-chan zk.Event
+				created  bool // no directory at the listing, one at the exists watch
 			}
 			l, err := zkctx.Call(ctx, func() (listing, error) {
-				c, _, w, err := s.conn.ChildrenW(dir)
-				return listing{c, w}, err
-			})
-			if errors.Is(err, zk.ErrNoNode) {
-				// No directory: no leader until it is created.
-				var ok bool
-				l.children = nil
-				l.w, err = zkctx.Call(ctx, func() (<-chan zk.Event, error) {
-					var w <-chan zk.Event
-					ok, _, w, err = s.conn.ExistsW(dir)
-					return w, err
-				})
-				if err == nil && ok {
-					// Created meanwhile: list again, with a child watch.
-					// (This watch fires at the directory's deletion or
-					// data change into its buffered channel, unread.)
-					continue
+				if _, err := s.conn.Sync(dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
+					return listing{}, err
 				}
+				c, _, w, err := s.conn.ChildrenW(dir)
+				if errors.Is(err, zk.ErrNoNode) {
+					// No directory: no leader until it is created.
+					ok, _, w, err := s.conn.ExistsW(dir)
+					return listing{w: w, created: ok}, err
+				}
+				return listing{c, w, false}, err
+			})
+			if err == nil && l.created {
+				// Created meanwhile: list again, with a child watch.
+				// (This watch fires at the directory's deletion or
+				// data change into its buffered channel, unread.)
+				continue
 			}
 			if err != nil {
 				if !pause(err) {
@@ -181,11 +167,7 @@ func (s *Session) Observe(ctx context.Context, name string, out chan<- distlock.
 				continue
 			}
 			childW = l.w
-			p, ok := lowest(dir, l.children)
-			if !ok {
-				p = ""
-			}
-			if p != leader {
+			if p, _ := lowest(dir, l.children); p != leader {
 				// The old leader's node is gone (the oldest node only
 				// changes by deletion), and so is its data watch.
 				leader, dataW, cur = p, nil, distlock.LeaderInfo{}
@@ -239,10 +221,9 @@ func (s *Session) Observe(ctx context.Context, name string, out chan<- distlock.
 			dataW = nil
 			switch ev.Type {
 			case zk.EventNodeDeleted:
-				// The child watch fires too: wait for it, with no leader
-				// in the meantime.
+				// The child watch fires too: go straight to it, with no
+				// leader in the meantime.
 				leader, cur = "", distlock.LeaderInfo{}
-				// Its child watch's event is coming; go straight to it.
 				select {
 				case ev := <-childW:
 					childW = nil

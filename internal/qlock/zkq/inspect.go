@@ -36,11 +36,7 @@ func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEnt
 	line := qlock.Ahead(qlock.Entry{Seq: math.MaxInt64}, entries(dir, qlock.Counted, children))
 	var slots []string
 	if slices.Contains(children, permitsChild) {
-		slots, err = retry(ctx, func() ([]string, error) {
-			c, _, err := conn.Children(dir + "/" + permitsChild)
-			return c, err
-		})
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if slots, err = listChildren(ctx, conn, dir+"/"+permitsChild); err != nil {
 			return nil, fail("list", err)
 		}
 		slices.SortFunc(slots, func(a, b string) int {

@@ -60,11 +60,10 @@ import (
 // most timeout/8). An earlier deadline (the 2/3 used before) fell just
 // where go-zookeeper starts to give up on the silent server, and lost the
 // lock although two healthy servers could serve it.
-const (
-	// DefaultTickTime is the servers' tickTime a Session assumes without
-	// WithTickTime: ZooKeeper's default.
-	DefaultTickTime = 2 * time.Second
-)
+
+// DefaultTickTime is the servers' tickTime a Session assumes without
+// WithTickTime: ZooKeeper's default.
+const DefaultTickTime = 2 * time.Second
 
 // timing returns the interval between Syncs and the margin of the
 // client-side deadline for a session timeout and the servers' tick (see
@@ -99,9 +98,8 @@ func serverTickTime(ctx context.Context, addr string) (d time.Duration, ok bool)
 		return 0, false
 	}
 	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
+	dl, _ := ctx.Deadline()
+	c.SetDeadline(dl)
 	if _, err := c.Write([]byte("conf")); err != nil {
 		return 0, false
 	}

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"maps"
 	"path"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/distlock/distlock"
@@ -205,13 +205,8 @@ func (r RevokeStore) records(ctx context.Context, name string) ([]string, error)
 	if err != nil {
 		return nil, err
 	}
-	out := children[:0]
-	for _, c := range children {
-		if len(c) == len(qlock.RevokeKey(0)) && c[0] >= '0' && c[0] <= '9' {
-			out = append(out, c)
-		}
-	}
-	sort.Strings(out)
+	out := slices.DeleteFunc(children, func(c string) bool { return len(c) != len(qlock.RevokeKey(0)) || c[0] < '0' || c[0] > '9' })
+	slices.Sort(out)
 	return out, nil
 }
 
@@ -242,12 +237,11 @@ func (r RevokeStore) Prune(ctx context.Context, name string, keep int) error {
 		return err
 	}
 	dir := RevokeDir(r.Prefix, name)
-	for len(names) > keep {
-		_, err := retry(ctx, func() (struct{}, error) { return struct{}{}, r.Conn.Delete(dir+"/"+names[0], -1) })
+	for _, c := range names[:max(len(names)-keep, 0)] {
+		_, err := retry(ctx, func() (struct{}, error) { return struct{}{}, r.Conn.Delete(dir+"/"+c, -1) })
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
-		names = names[1:]
 	}
 	return nil
 }
