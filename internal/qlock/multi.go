@@ -22,9 +22,10 @@ import (
 // acquisition to a strictly older one, and no cycle of waits can form,
 // whatever order callers list the names in and however multi-locks and
 // plain Mutexes of the same names mix. So the waiter can wait for its
-// names one after the other, each exactly as a Mutex waits (one
-// predecessor at a time): a queue's view only shrinks, so a name whose
-// queue is clear stays clear while the waiter waits for the next.
+// names in any way, each exactly as a Mutex waits (one predecessor at a
+// time): a queue's view only shrinks, so a name whose queue is clear
+// stays clear while the waiter waits for the others. It waits for them
+// together.
 //
 // The entries are the Mutex's (Exclusive), in the Mutex's queues: a
 // multi-lock and a Mutex of one of its names exclude each other.
@@ -182,21 +183,41 @@ func (e *Engine) acquireAll(ctx context.Context, label string, names []string, r
 			return nil, qs, abandon(err)
 		}
 	}
+	// The names are waited for together, one goroutine each: a handoff
+	// then costs the acquisition one event on its last name, not a watch
+	// set up after another name's wait. (Waiting one name after the other
+	// would be as safe: waits never form a cycle either way.) The first
+	// failure ends every wait.
+	var (
+		wg    sync.WaitGroup
+		first error
+		once  sync.Once
+	)
+	waited := make([]int, len(ns))
 	for i, n := range ns {
 		if !n.Waited {
 			continue
 		}
 		e.st.log.Debug(e.st.backend.Pkg+": enqueued", "lock", n.Name, "key", n.Key, "ahead", len(queues[i].ahead))
-		k, err := e.wait(wctx, n, queues[i])
+		wg.Go(func() {
+			k, err := e.wait(wctx, n, queues[i])
+			waited[i] = k
+			if err != nil {
+				once.Do(func() { first = err })
+				cancel(err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, k := range waited {
 		qs.waitedOn += k
-		if err != nil {
-			return nil, qs, abandon(lost(err))
-		}
+	}
+	if first != nil {
+		return nil, qs, abandon(lost(first))
 	}
 	// The last looks go out together: one round trip, whatever the
 	// number of names.
 	errs := make([]error, len(ns))
-	var wg sync.WaitGroup
 	for i, n := range ns {
 		wg.Go(func() { errs[i] = e.d.Confirm(wctx, n) })
 	}
