@@ -95,10 +95,10 @@ func (m *Mutex) Dir() string { return m.q.Dir() }
 // Lock takes every one of the lock's names, waiting in FIFO order behind
 // the earlier acquisitions of each. It enqueues with one Txn that puts one
 // key per name (bound to the session's lease, all at one revision) and
-// reads each name's entries ahead; then it waits for one name after the
-// other, watching only the key just ahead in that name's queue. Its
-// entries are a Mutex's: a Mutex of one of the names waits for it, and it
-// for the Mutex, in one queue.
+// reads each name's entries ahead; then it waits in every name's queue at
+// once, watching only the key just ahead in each. Its entries are a
+// Mutex's: a Mutex of one of the names waits for it, and it for the Mutex,
+// in one queue.
 //
 // Waiting cannot deadlock, whatever order callers list the names in:
 // entries made in one write share one position in the store's global

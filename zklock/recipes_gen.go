@@ -102,10 +102,9 @@ func (m *Mutex) Dir() string { return m.q.Dir() }
 // Lock takes every one of the lock's names, waiting in FIFO order behind
 // the earlier acquisitions of each. It creates one ephemeral sequential
 // node per name with one multi (all at one zxid), then lists each
-// directory; then it waits for one name after the other, with one data
-// watch on the node just ahead in that name's directory. Its entries are a
-// Mutex's: a Mutex of one of the names waits for it, and it for the Mutex,
-// in one queue.
+// directory; then it waits in every directory at once, with one data watch
+// on the node just ahead in each. Its entries are a Mutex's: a Mutex of
+// one of the names waits for it, and it for the Mutex, in one queue.
 //
 // Waiting cannot deadlock, whatever order callers list the names in:
 // entries made in one write share one position in the store's global

@@ -96,12 +96,11 @@ Name returns the lock's name, as given to NewMutex.`},
 Lock takes every one of the lock's names, waiting in FIFO order behind
 the earlier acquisitions of each. {{if .Etcd}}It enqueues with one Txn
 that puts one key per name (bound to the session's lease, all at one
-revision) and reads each name's entries ahead; then it waits for one name
-after the other, watching only the key just ahead in that name's
-queue.{{else}}It creates one ephemeral sequential node per name with one
-multi (all at one zxid), then lists each directory; then it waits for one
-name after the other, with one data watch on the node just ahead in that
-name's directory.{{end}} Its entries are a Mutex's: a Mutex of one of
+revision) and reads each name's entries ahead; then it waits in every
+name's queue at once, watching only the key just ahead in each.{{else}}It
+creates one ephemeral sequential node per name with one multi (all at one
+zxid), then lists each directory; then it waits in every directory at
+once, with one data watch on the node just ahead in each.{{end}} Its entries are a Mutex's: a Mutex of one of
 the names waits for it, and it for the Mutex, in one queue.
 
 Waiting cannot deadlock, whatever order callers list the names in:
