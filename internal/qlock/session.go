@@ -73,6 +73,8 @@ type State struct {
 	// slots are the semaphore slot keys this session claims or holds (see
 	// ReserveSlot).
 	slots map[string]bool
+	// freed is closed, and dropped, by the next FreeSlot (see SlotFreed).
+	freed chan struct{}
 }
 
 // ReserveSlot marks a semaphore slot key as being claimed by one
@@ -98,6 +100,24 @@ func (s *State) FreeSlot(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.slots, key)
+	if s.freed != nil {
+		close(s.freed)
+		s.freed = nil
+	}
+}
+
+// SlotFreed returns a channel that the next FreeSlot closes. A line head
+// that finds a slot held only by this session's reservation must wait
+// for it as well as for the store: the release that frees the slot may
+// have deleted it before the head's listing set its watch, and the
+// reservation ends only after the delete. Take it before the listing.
+func (s *State) SlotFreed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.freed == nil {
+		s.freed = make(chan struct{})
+	}
+	return s.freed
 }
 
 // SlotReserved reports whether this session has reserved slot key.

@@ -91,6 +91,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 	for {
 		// The slots first: a count that differs is reported before
 		// anything else (and not after a wait in the line).
+		freed := s.SlotFreed()
 		kids, ch, err := s.listSlots(ctx, sdir, line != nil)
 		if err != nil {
 			return nil, err
@@ -116,7 +117,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			return nil, err
 		}
 		if line != nil {
-			state(line).slots = ch
+			state(line).slots, state(line).freed = ch, freed
 		}
 		if free < 0 {
 			return nil, fmt.Errorf("%w (all %d permits held)", distlock.ErrLocked, r.Limit)
@@ -346,6 +347,10 @@ func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
 		if ev.Type == zk.EventNotWatching {
 			return s.watchErr(ev)
 		}
+		return nil
+	case <-state(line).freed:
+		// A slot this session's reservation held may be free: the
+		// next Claim lists again.
 		return nil
 	}
 }

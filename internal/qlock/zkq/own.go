@@ -21,6 +21,9 @@ type node struct {
 	// slots is a semaphore line head's watch on the slots, set by its
 	// last Claim for WaitSlot.
 	slots <-chan zk.Event
+	// freed is the session's SlotFreed as the last Claim took it before
+	// listing the slots: WaitSlot wakes on it too.
+	freed <-chan struct{}
 	// claiming is set while a line head's claim, which deletes its line
 	// node, is in flight: the node's deletion seen then is most likely
 	// the claim's own, and the claim finds out if it was not (see
