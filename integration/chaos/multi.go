@@ -48,11 +48,9 @@ type MultiWorkload struct {
 	srv   *registerServer
 	cs    atomic.Int64
 
-	stallMu  sync.Mutex
-	stallW   int                 // worker to stall, -1 for none
-	stalled  chan distlock.Token // gets the stalled worker's first token
-	resumeCh chan struct{}       // closed to let it go on
-	heldBy   map[string][]distlock.Token
+	stallPoint // hands over the stalled worker's first token
+	heldMu     sync.Mutex
+	heldBy     map[string][]distlock.Token // by first token: the stalled acquisitions' tokens
 
 	mu       sync.Mutex
 	newest   map[string]distlock.Token // by lock: newest token of a write on its unfenced register
@@ -104,9 +102,10 @@ func (w *MultiWorkload) Setup(ctx context.Context, env *Env) error {
 	w.mu.Lock()
 	w.newest, w.progress = map[string]distlock.Token{}, make(chan struct{})
 	w.mu.Unlock()
-	w.stallMu.Lock()
-	w.stallW, w.heldBy = -1, map[string][]distlock.Token{}
-	w.stallMu.Unlock()
+	w.reset()
+	w.heldMu.Lock()
+	w.heldBy = map[string][]distlock.Token{}
+	w.heldMu.Unlock()
 	w.srv, err = newRegisterServer(all)
 	return err
 }
@@ -375,56 +374,20 @@ func (w *MultiWorkload) waitNewer(ctx context.Context, toks []distlock.Token) bo
 // takeStall returns, if worker i was asked to stall, the channel that
 // lets it go on, after handing its first token to the nemesis.
 func (w *MultiWorkload) takeStall(i int, toks []distlock.Token) <-chan struct{} {
-	w.stallMu.Lock()
-	defer w.stallMu.Unlock()
-	if w.stallW != i {
-		return nil
-	}
-	w.stallW = -1
-	select {
-	case w.stalled <- toks[0]:
+	return w.take(i, toks[0], func() {
+		w.heldMu.Lock()
 		w.heldBy[toks[0].String()] = toks
-		return w.resumeCh
-	default: // the nemesis gave up waiting
-		return nil
-	}
-}
-
-// Stall makes worker i stall inside its next critical section, between
-// its reads and its writes, and returns its first token once it does
-// (false if ctx ended first), and the function that lets it go on.
-func (w *MultiWorkload) Stall(ctx context.Context, i int) (distlock.Token, func(), bool) {
-	stalled, resume := make(chan distlock.Token), make(chan struct{})
-	w.stallMu.Lock()
-	w.stallW, w.stalled, w.resumeCh = i, stalled, resume
-	w.stallMu.Unlock()
-	var once sync.Once
-	release := func() { once.Do(func() { close(resume) }) }
-	select {
-	case tok := <-stalled:
-		return tok, release, true
-	case <-ctx.Done():
-		w.stallMu.Lock()
-		if w.stallW == i {
-			w.stallW = -1
-		}
-		w.stallMu.Unlock()
-		select {
-		case tok := <-stalled:
-			return tok, release, true
-		default:
-		}
-		return distlock.Token{}, release, false
-	}
+		w.heldMu.Unlock()
+	})
 }
 
 // WaitSuccessor waits until a critical section on one of the names of
 // the acquisition whose first token is t, with a newer token, completed,
 // or ctx ends.
 func (w *MultiWorkload) WaitSuccessor(ctx context.Context, t distlock.Token) bool {
-	w.stallMu.Lock()
+	w.heldMu.Lock()
 	toks := w.heldBy[t.String()]
-	w.stallMu.Unlock()
+	w.heldMu.Unlock()
 	if toks == nil {
 		toks = []distlock.Token{t}
 	}

@@ -22,10 +22,7 @@ type RegisterWorkload struct {
 	srv  *registerServer
 	cs   atomic.Int64 // critical section numbers
 
-	stallMu  sync.Mutex
-	stallW   int                 // worker to stall, -1 for none
-	stalled  chan distlock.Token // gets the stalled worker's token
-	resumeCh chan struct{}       // closed to let it go on
+	stallPoint
 
 	mu       sync.Mutex
 	newest   distlock.Token // newest token of a write on "unfenced"
@@ -49,9 +46,7 @@ func (w *RegisterWorkload) Setup(ctx context.Context, env *Env) error {
 	w.mu.Lock()
 	w.newest, w.progress = distlock.Token{}, make(chan struct{})
 	w.mu.Unlock()
-	w.stallMu.Lock()
-	w.stallW = -1
-	w.stallMu.Unlock()
+	w.reset()
 	w.srv, err = newRegisterServer(w.regs)
 	return err
 }
@@ -186,7 +181,7 @@ func (w *RegisterWorkload) criticalSection(ctx context.Context, env *Env, proc s
 
 	// The critical section goes on whatever the lease says: refusing a
 	// holder that lost its lock is the fence's job.
-	if resume := w.takeStall(i, tok); resume != nil {
+	if resume := w.take(i, tok, nil); resume != nil {
 		// A nemesis asked this worker to stall inside its critical
 		// section (between its reads and its writes) while it expires
 		// the session: the holder then writes after its successor.
@@ -300,23 +295,6 @@ func (w *RegisterWorkload) HolderResumed(ctx context.Context, env *Env, hd *inte
 	}
 }
 
-// takeStall returns, if worker i was asked to stall, the channel that
-// lets it go on, after handing its token to the nemesis.
-func (w *RegisterWorkload) takeStall(i int, tok distlock.Token) <-chan struct{} {
-	w.stallMu.Lock()
-	defer w.stallMu.Unlock()
-	if w.stallW != i {
-		return nil
-	}
-	w.stallW = -1
-	select {
-	case w.stalled <- tok:
-		return w.resumeCh
-	default: // the nemesis gave up waiting
-		return nil
-	}
-}
-
 // stalledSection is a critical section that reads every register, waits
 // for resume, then writes them all with its (by then stale) token.
 func (w *RegisterWorkload) stalledSection(env *Env, proc string, tok distlock.Token, resume <-chan struct{}) {
@@ -357,35 +335,6 @@ func (w *RegisterWorkload) stalledSection(env *Env, proc string, tok distlock.To
 		if err == nil {
 			w.noteWrite(r.Name(), tok)
 		}
-	}
-}
-
-// Stall makes worker i stall inside its next critical section and
-// returns its token once it does (false if ctx ended first), and the
-// function that lets it go on.
-func (w *RegisterWorkload) Stall(ctx context.Context, i int) (distlock.Token, func(), bool) {
-	stalled, resume := make(chan distlock.Token), make(chan struct{})
-	w.stallMu.Lock()
-	w.stallW, w.stalled, w.resumeCh = i, stalled, resume
-	w.stallMu.Unlock()
-	var once sync.Once
-	release := func() { once.Do(func() { close(resume) }) }
-	select {
-	case tok := <-stalled:
-		return tok, release, true
-	case <-ctx.Done():
-		w.stallMu.Lock()
-		if w.stallW == i {
-			w.stallW = -1
-		}
-		w.stallMu.Unlock()
-		// A worker that took the stall just now hands its token over.
-		select {
-		case tok := <-stalled:
-			return tok, release, true
-		default:
-		}
-		return distlock.Token{}, release, false
 	}
 }
 
