@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
@@ -92,6 +93,40 @@ func TestMultiCreateConnectionLost(t *testing.T) {
 			if es := entries(t, admin, dir); len(es) != 0 {
 				t.Fatalf("%s: entries after Unlock: %v", dir, es)
 			}
+		}
+	})
+
+	t.Run("SessionExpired", func(t *testing.T) {
+		l := lose(t)
+		res := lockAsync(testCtx(t), l.m)
+		nodes := applied(t, l)
+		_, _, deleted, err := admin.ExistsW(nodes[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The session is closed on the servers while the answers are
+		// held: the multi's answer never reaches the client.
+		expired := make(chan error, 1)
+		go func() { expired <- ens.ExpireSession(testCtx(t), l.conn) }()
+		if ev := recv(t, deleted, "the expired session's node deleted"); ev.Type != zk.EventNodeDeleted {
+			t.Fatalf("watch on %s: %v", nodes[0], ev)
+		}
+		if err := ens.DropConnection(l.conn); err != nil {
+			t.Fatal(err)
+		}
+		if err := recv(t, expired, "ExpireSession"); err != nil {
+			t.Fatal(err)
+		}
+		r := recv(t, res, "the Lock whose session expired during its multi")
+		if r.Err == nil {
+			r.Lease.Unlock(testCtx(t))
+			t.Fatal("Lock succeeded although its session expired during the multi")
+		}
+		if !errors.Is(r.Err, distlock.ErrSessionExpired) {
+			t.Fatalf("Lock: %v, want ErrSessionExpired", r.Err)
+		}
+		for _, dir := range l.dirs {
+			waitNoEntries(t, admin, dir, "", 20*time.Second)
 		}
 	})
 
