@@ -88,6 +88,7 @@ const (
 	OpCampaign Op = "campaign" // Elector.Campaign
 	OpProclaim Op = "proclaim" // Leadership.Proclaim
 	OpResign   Op = "resign"   // Leadership.Resign
+	OpHandOff  Op = "handoff"  // Leadership.HandOff
 	OpLeader   Op = "leader"   // an election's Leader
 
 	OpAcquire    Op = "acquire"    // Semaphore.Acquire

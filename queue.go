@@ -66,8 +66,13 @@ type QueueEntry struct {
 	// shared one with no exclusive entry before it.
 	Holding bool
 	// Token is the fencing token the entry has or will have when it holds:
-	// the lock's name and the entry's etcd create revision or znode czxid.
+	// the lock's name and the entry's etcd create revision or znode czxid;
+	// for an election's leader, its term's (the revision of the term
+	// record that names it).
 	Token Token
+	// Seq is the entry's position when it differs from Token.Seq (an
+	// election's leader); 0 otherwise.
+	Seq int64
 	// Owner is the session the entry belongs to, in hex: the etcd lease ID
 	// or the ZooKeeper session ID (the node's ephemeral owner).
 	Owner string

@@ -24,8 +24,9 @@ const (
 // fn's context is cancelled the moment leadership is lost (entry deleted,
 // session expired or not confirmed alive in time; context.Cause says why)
 // and when ctx ends. When fn returns, for any reason, RunAsLeader resigns,
-// which hands leadership to the next candidate at once, and campaigns
-// again: right away if fn returned nil, otherwise after a backoff. A
+// which hands leadership to the next candidate in the same write (see
+// Leadership.Resign), and campaigns again: right away if fn returned nil,
+// otherwise after a backoff. A
 // failed Campaign is retried after a backoff too. The backoff starts at
 // 100 ms, doubles after each such failure up to 10 s, is jittered (each
 // pause is uniform between half and all of the current value), and starts
@@ -35,6 +36,19 @@ const (
 // Waiting candidates are queued in their Campaign, not in a backoff: when
 // the leader dies, the next one takes over as soon as the backend sees the
 // leader's entry go, whatever the backoff.
+//
+// # Stopping and being preempted
+//
+// Cancelling ctx is a graceful stop: fn's context is cancelled, and once
+// fn has returned RunAsLeader hands leadership over to the next candidate
+// before it returns, so a rolling deploy never leaves the election without
+// a leader for a lease's length. opts are Campaign's (WithPriority): when
+// a candidate of a higher priority asks this leader to step down, fn's
+// context is cancelled with a *RevokedError as its cause, and the
+// handover on fn's return goes to that candidate (the next in line is the
+// highest priority). A leader hears such a request at once only on a
+// revocable session; otherwise it is deleted after the election's preempt
+// grace (see WithPreemptGrace).
 //
 // # When fn ignores its context
 //
@@ -54,7 +68,7 @@ const (
 // RunAsLeader then keeps retrying with the longest backoff until ctx ends,
 // so watch the session and cancel ctx, or run RunAsLeader again on a new
 // session.
-func RunAsLeader(ctx context.Context, e Elector, value string, fn func(ctx context.Context, t Token) error) error {
+func RunAsLeader(ctx context.Context, e Elector, value string, fn func(ctx context.Context, t Token) error, opts ...CampaignOption) error {
 	failures := 0
 	pause := func() error {
 		d := min(maxBackoff, minBackoff<<min(failures, 16))
@@ -73,7 +87,7 @@ func RunAsLeader(ctx context.Context, e Elector, value string, fn func(ctx conte
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		l, err := e.Campaign(ctx, value)
+		l, err := e.Campaign(ctx, value, opts...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)

@@ -72,11 +72,16 @@ func (b *etcdBackend) WaitEntries(t *testing.T, name string, n int) {
 	cli := b.clus.Client(0)
 	dir := etcdlock.DefaultPrefix + name + "/@"
 	ctx := testCtx(t)
-	resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
-	have := resp.Count
+	var have int64
+	for _, kv := range resp.Kvs {
+		if !isTermRecord(kv.Key) {
+			have++
+		}
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wch := cli.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
@@ -86,9 +91,11 @@ func (b *etcdBackend) WaitEntries(t *testing.T, name string, n int) {
 			t.Fatalf("lock %q: %d entries, want %d: %v", name, have, n, ctx.Err())
 		}
 		for _, ev := range r.Events {
-			if ev.Type == clientv3.EventTypePut {
+			switch {
+			case isTermRecord(ev.Kv.Key):
+			case ev.Type == clientv3.EventTypePut && ev.Kv.Version == 1:
 				have++
-			} else {
+			case ev.Type == clientv3.EventTypeDelete:
 				have--
 			}
 		}
@@ -168,9 +175,11 @@ func (b *etcdBackend) WaitLine(t *testing.T, name string, n int) {
 			t.Fatalf("semaphore %q: %d in line, want %d: %v", name, have, n, ctx.Err())
 		}
 		for _, ev := range r.Events {
-			if ev.Type == clientv3.EventTypePut {
+			switch {
+			case isTermRecord(ev.Kv.Key):
+			case ev.Type == clientv3.EventTypePut && ev.Kv.Version == 1:
 				have++
-			} else {
+			case ev.Type == clientv3.EventTypeDelete:
 				have--
 			}
 		}

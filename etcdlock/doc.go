@@ -90,36 +90,46 @@
 //
 // # Election
 //
-// Election runs on the same queue mechanism with entries of its own kind,
-// "P" + N + "/@e" + lease + "_" + counter, whose value is the candidate's
-// value; the oldest leads, and its token is its key's create revision. An
-// uncontended Campaign is the one enqueue Txn; a candidate that waited
-// confirms its key by one linearizable read before it returns (no phantom
-// leader), and a Campaign that fails leaves no key behind.
+// Election's candidates are keys of their own kind, "P" + N + "/@e" +
+// lease + "_" + counter ("@ep" + priority + "." + lease + "_" + counter
+// for a priority other than 0), whose value is the candidate's value. The
+// term record is the key "P" + N + "/@l", whose value names the leading
+// candidate's key, bound to the leader's lease; the leader's token is the
+// record's mod revision, the revision of the Txn that began its term. A
+// candidate leads once the record names it; a term is vacant when the key
+// it names is gone, and the next in line (the highest priority, then the
+// oldest) claims it with a Txn guarded by the record's mod revision and
+// its own key's create revision, so there is no phantom leader and no two
+// terms overlap. Resign and HandOff delete the leader's key and put the
+// record naming the successor, with the successor's lease, in one Txn
+// guarded the same way: the successor's term begins at the revision the
+// leader's ends. A Campaign that fails leaves no key behind.
 //
 // Lock entries and candidates live in the same "/@" directory but never
 // wait for each other: a lock's queue is the key range from "@r" to the
 // end of the "@w" sub-prefix (readers and writers), an election's the "@e"
-// sub-prefix, which sorts before it, so an Election and a Mutex or RWMutex
-// of the same name do not interfere — the same behaviour as zklock, where
-// candidates are "@e-…" nodes that lock queues ignore. Inspect lists both
-// (give them different names).
+// sub-prefix and the "@l" record, which sort before it, so an Election
+// and a Mutex or RWMutex of the same name do not interfere — the same
+// behaviour as zklock, where candidates are "@e-…" nodes that lock queues
+// ignore. Inspect lists both (give them different names).
 //
 // Proclaim is a Put guarded by the key's create revision (the key gone:
-// distlock.ErrNotLeader); it does not hand leadership over, since waiters
-// wait for deletions only. Resign is the guarded delete; a second Resign,
-// or one after leadership was lost, wraps distlock.ErrNotLeader. Leader is
-// one linearizable read of the oldest candidate; Observe reads the
-// candidates, then follows them with one watch from the next revision,
-// reading again after compaction, member failure or a reconnect, and sends
-// every change, "no leader" (the zero distlock.LeaderInfo) included, in
-// order.
+// distlock.ErrNotLeader); it does not hand leadership over. Leader is one
+// linearizable range read of the candidates and the record; Observe reads
+// them, then follows them with one watch from the next revision, reading
+// again after compaction, member failure or a reconnect, and sends every
+// change, "no leader" (the zero distlock.LeaderInfo) included, in order.
 //
-// Compared with etcd's concurrency.Election: an uncontended Campaign is one
-// write round trip, where etcd's needs two; a waiting candidate watches
-// only its predecessor, from the current revision (no 100 ms catch-up
-// delay at handover); a Campaign that fails or is cancelled deletes its
-// key before returning; Observe reports "no leader" too.
+// Compared with etcd's concurrency.Election: a graceful handoff is one
+// Txn after one read, with the successor chosen (by value, or by
+// priority) and its term begun by that Txn, where etcd's Resign deletes
+// and the next candidate then reads; a candidate of a higher priority can
+// preempt the leader through a revocation record; a Campaign that fails
+// or is cancelled deletes its key before returning; Observe reports "no
+// leader" too. After a leader's session ends, the successor's claim is
+// one write more than etcd's failover, which needs none: a term that
+// begins by a write is what keeps tokens growing when the successor is
+// not the oldest candidate.
 //
 // # One member failing
 //

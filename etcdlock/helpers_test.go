@@ -2,6 +2,7 @@ package etcdlock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,12 +109,18 @@ func queueKeys(t *testing.T, cli *clientv3.Client, name string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := make([]string, len(resp.Kvs))
-	for i, kv := range resp.Kvs {
-		keys[i] = string(kv.Key)
+	var keys []string
+	for _, kv := range resp.Kvs {
+		if !isTermRecord(kv.Key) {
+			keys = append(keys, string(kv.Key))
+		}
 	}
 	return keys
 }
+
+// isTermRecord reports whether key is an election's term record, which
+// is no entry of a queue.
+func isTermRecord(key []byte) bool { return strings.HasSuffix(string(key), "/@l") }
 
 // queueWatcher reports every entry put into a lock's queue, so a test can
 // wait for a waiter to have enqueued instead of sleeping.
@@ -145,7 +152,7 @@ func (w *queueWatcher) nextPut() string {
 				w.t.Fatal("queue watch closed")
 			}
 			for _, ev := range r.Events {
-				if ev.Type == clientv3.EventTypePut {
+				if ev.Type == clientv3.EventTypePut && !isTermRecord(ev.Kv.Key) {
 					return string(ev.Kv.Key)
 				}
 			}

@@ -180,48 +180,63 @@ func (m *RWMutex) Name() string { return m.q.Name() }
 func (m *RWMutex) Dir() string { return m.q.Dir() }
 
 // Campaign enqueues a candidate whose value is value and waits until it
-// leads: it puts one key Dir() + "e" + lease + "_" + counter, bound to the
-// session's lease, in the same Txn that reads the candidates ahead, and
-// watches only the candidate just ahead. The oldest candidate leads; its
-// term's fencing token is its key's create revision, so successive
-// leaders' tokens only grow. Candidates are a queue of their own: an
-// Election and a Mutex of the same name never wait for each other.
+// leads: it puts one key Dir() + "e" + lease + "_" + counter (with
+// "p" + priority + "." before the lease for a priority other than 0),
+// bound to the session's lease, and follows the election with one watch on
+// its candidates and term record.
 //
-// An uncontended Campaign is the one enqueue Txn; a candidate that waited
-// confirms its key by one linearizable read before it returns, so there is
-// no phantom leader. It fails, leaving no key behind, when ctx ends (the
-// error wraps ctx's cause), when the session ends
-// (distlock.ErrSessionExpired, distlock.ErrSessionClosed; once it has
-// ended every Campaign fails: campaign again on a new Session) or when its
-// key is deleted by someone else (distlock.ErrEntryGone). Every call is a
-// candidate of its own, even on one Session.
+// A candidate leads while the election's term record names its key: the
+// record is the key Dir() + "l", whose value is the leader's key, bound to
+// the leader's lease, and the term's fencing token is the record's mod
+// revision: the revision of the write that began the term, so every term's
+// token is larger than all before it. A handoff (Resign, HandOff) writes
+// the record naming the successor in the write that deletes the leader's
+// key. When the leader's key goes otherwise (its session ended, it was
+// deleted), the term is vacant until the next in line (the highest
+// priority, then the oldest; see distlock.WithPriority) claims it with a
+// compare-and-set of the record guarded by its own key, so there is never
+// a phantom leader nor two terms at once. A waiting candidate of a higher
+// priority than the leader's asks it to step down through a revocation
+// record (see Admin.Revoke), and after the Election's preempt grace
+// (distlock.WithPreemptGrace) deletes its key. Candidates are a queue of
+// their own: an Election and a Mutex of the same name never wait for each
+// other. Every candidate follows the whole election, so a change wakes
+// each of them: elections are meant for tens of candidates, not thousands.
+//
+// An uncontended Campaign is the enqueue Txn and the claim Txn. It fails,
+// leaving no key behind, when ctx ends (the error wraps ctx's cause), when
+// the session ends (distlock.ErrSessionExpired, distlock.ErrSessionClosed;
+// once it has ended every Campaign fails: campaign again on a new Session)
+// or when its key is deleted by someone else (distlock.ErrEntryGone).
+// Every call is a candidate of its own, even on one Session.
 //
 // The returned Leadership ends (Done, Context) when the key goes, the
-// session ends, or Resign is called; its Err then says why. Its Proclaim
-// is a Put guarded by the key's create revision (the key gone:
-// distlock.ErrNotLeader) and does not hand leadership over; Resign is the
-// guarded delete, handing leadership to the next candidate at once, and a
-// second Resign, or one after leadership was lost, wraps
-// distlock.ErrNotLeader.
-func (e *Election) Campaign(ctx context.Context, value string) (distlock.Leadership, error) {
-	return e.q.Campaign(ctx, value)
+// session ends, or Resign or HandOff is called; its Err then says why. Its
+// Proclaim is a Put guarded by the key's create revision (the key gone:
+// distlock.ErrNotLeader) and does not hand leadership over. Its HandOff is
+// one Txn after one read; Resign is a HandOff to the next in line, or,
+// with nobody waiting, the guarded delete. A second Resign, or one after
+// leadership was lost, wraps distlock.ErrNotLeader.
+func (e *Election) Campaign(ctx context.Context, value string, opts ...distlock.CampaignOption) (distlock.Leadership, error) {
+	return e.q.Campaign(ctx, value, opts...)
 }
 
-// Leader returns the current leader's value and token, read fresh from
-// etcd: one linearizable read of the oldest candidate's key, so the answer
-// is at least as new as every write acknowledged before the call. That
-// candidate leads from the moment its predecessor's key went, possibly a
-// little before its Campaign returns. With no candidate at all the error
-// wraps distlock.ErrNoLeader.
+// Leader returns the current leader's value, token and priority, read
+// fresh from etcd: one linearizable range read of the candidates and the
+// term record, so the answer is at least as new as every write
+// acknowledged before the call. With no leader (no candidate, or a vacant
+// term not yet claimed) the error wraps distlock.ErrNoLeader.
 func (e *Election) Leader(ctx context.Context) (distlock.LeaderInfo, error) { return e.q.Leader(ctx) }
 
 // Observe streams the election's leader: first the current one (the zero
 // distlock.LeaderInfo if none), then every change in the order it
 // happened: a new leader (new token), a Proclaim (same token, new value),
-// and "no leader" when the last candidate goes. Consecutive equal values
-// are sent once. It reads the candidates, then follows them with one watch
-// from the next revision, reading again after compaction, a member's
-// failure or a reconnect.
+// and "no leader" while a term is vacant or when the last candidate goes.
+// Consecutive equal values are sent once; tokens only grow. It reads the
+// election, then follows it with one watch from the next revision, so it
+// sees every term; after compaction, a member's failure or a reconnect it
+// reads again, and a term that began and ended within such a gap is
+// missed.
 //
 // The channel is closed when ctx ends or the session's client is closed.
 // Receivers must keep up: Observe waits for each value to be taken.
@@ -276,8 +291,9 @@ func (s *Semaphore) Dir() string { return s.q.Dir() }
 // (QueueEntry.Holding says which hold). It is one linearizable range read
 // sorted by create revision, so the entries are a consistent snapshot. An
 // Election's candidates of the same name ("@e" keys, a queue of their own)
-// are listed too, as exclusive entries; other keys under the lock's queue
-// are ignored. An empty result means nobody holds or waits.
+// are listed too, as exclusive entries, the leader (the one the term
+// record names) alone Holding, with its term's token; other keys under the
+// lock's queue are ignored. An empty result means nobody holds or waits.
 //
 // Each entry's Token is its key's create revision (the fencing token it
 // has or will have), Owner the lease ID in hex, Holder the key's value;
@@ -299,13 +315,13 @@ func (a *Admin) WatchQueue(ctx context.Context, name string, f func([]distlock.Q
 }
 
 // Revoke asks the holders of the lock called name (a Mutex's or writer's
-// holder, every reader holding, every permit of a semaphore; not an
-// Election's leader) to let go: it records a revocation per holder (see
-// Admin), which revocable holders (WithRevocable) see as their Lease's
-// Done closing with a *distlock.RevokedError, and waits until they release
-// or r.Grace is over; then, with r.Force, deletes the keys of those still
-// there, each only if it is still that holder's (its key's create
-// revision). A forced holder sees distlock.ErrEntryGone.
+// holder, every reader holding, every permit of a semaphore, and the
+// leader of the Election of that name) to let go: it records a revocation
+// per holder (see Admin), which revocable holders (WithRevocable) see as
+// their Lease's Done closing with a *distlock.RevokedError, and waits
+// until they release or r.Grace is over; then, with r.Force, deletes the
+// keys of those still there, each only if it is still that holder's (its
+// key's create revision). A forced holder sees distlock.ErrEntryGone.
 //
 // It returns each holder's record with its outcome; none when the lock is
 // free. A holder revoked already is not asked again (its record has Again

@@ -192,49 +192,65 @@ func (m *RWMutex) Dir() string { return m.q.Dir() }
 
 // Campaign enqueues a candidate whose value is value and waits until it
 // leads: it creates one ephemeral sequential node "@e-<guid>-<seq>" in
-// Dir(), whose data is value, and waits with one data watch on the
-// candidate just ahead. The oldest candidate leads; its term's fencing
-// token is its node's czxid, so successive leaders' tokens only grow.
-// Candidates are a queue of their own: an Election and a Mutex of the same
-// name never wait for each other.
+// Dir() (with "p<priority>-" before the sequence for a priority other than
+// 0), whose data is value, and follows the election with a child watch on
+// Dir() and data watches on Dir() (the term record) and on the leader's
+// node.
 //
-// An uncontended Campaign is what Mutex.Lock costs; a candidate that
-// waited confirms its node by a read after a Sync before it returns, so
-// there is no phantom leader. It fails, leaving no node behind, when ctx
-// ends (the error wraps ctx's cause), when the session ends
-// (distlock.ErrSessionExpired, distlock.ErrSessionClosed; once it has
-// ended every Campaign fails: campaign again on a new Session) or when its
-// node is deleted by someone else (distlock.ErrEntryGone). Every call is a
-// candidate of its own, even on one Session.
+// A candidate leads while the election's term record names its node: the
+// record is the data of Dir() itself, the leader's node name, and the
+// term's fencing token is Dir()'s mzxid: the revision of the write that
+// began the term, so every term's token is larger than all before it. A
+// handoff (Resign, HandOff) writes the record naming the successor in the
+// write that deletes the leader's node. When the leader's node goes
+// otherwise (its session ended, it was deleted), the term is vacant until
+// the next in line (the highest priority, then the oldest; see
+// distlock.WithPriority) claims it with a compare-and-set of the record
+// guarded by its own node, so there is never a phantom leader nor two
+// terms at once. A waiting candidate of a higher priority than the
+// leader's asks it to step down through a revocation record (see
+// Admin.Revoke), and after the Election's preempt grace
+// (distlock.WithPreemptGrace) deletes its node. Candidates are a queue of
+// their own: an Election and a Mutex of the same name never wait for each
+// other. Every candidate follows the whole election, so a change wakes
+// each of them: elections are meant for tens of candidates, not thousands.
+//
+// An uncontended Campaign is the create, a listing and the claim's multi.
+// It fails, leaving no node behind, when ctx ends (the error wraps ctx's
+// cause), when the session ends (distlock.ErrSessionExpired,
+// distlock.ErrSessionClosed; once it has ended every Campaign fails:
+// campaign again on a new Session) or when its node is deleted by someone
+// else (distlock.ErrEntryGone). Every call is a candidate of its own, even
+// on one Session.
 //
 // The returned Leadership ends (Done, Context) when the node goes, the
-// session ends, or Resign is called; its Err then says why. Its Proclaim
-// is a SetData guarded by the node's version (the node gone:
-// distlock.ErrNotLeader) and does not hand leadership over; Resign deletes
-// the node by its exact path and version, handing leadership to the next
-// candidate at once, and a second Resign, or one after leadership was
-// lost, wraps distlock.ErrNotLeader.
-func (e *Election) Campaign(ctx context.Context, value string) (distlock.Leadership, error) {
-	return e.q.Campaign(ctx, value)
+// session ends, or Resign or HandOff is called; its Err then says why. Its
+// Proclaim is a SetData guarded by the node's version (the node gone:
+// distlock.ErrNotLeader) and does not hand leadership over. Its HandOff is
+// one multi after one read; Resign is a HandOff to the next in line, or,
+// with nobody waiting, the guarded delete. A second Resign, or one after
+// leadership was lost, wraps distlock.ErrNotLeader.
+func (e *Election) Campaign(ctx context.Context, value string, opts ...distlock.CampaignOption) (distlock.Leadership, error) {
+	return e.q.Campaign(ctx, value, opts...)
 }
 
-// Leader returns the current leader's value and token, read fresh from
-// ZooKeeper: it syncs, lists the election's directory and reads the oldest
-// candidate's node, so the answer is at least as new as every write
-// acknowledged before the call. That candidate leads from the moment its
-// predecessor's node went, possibly a little before its Campaign returns.
-// With no candidate at all the error wraps distlock.ErrNoLeader.
+// Leader returns the current leader's value, token and priority, read
+// fresh from ZooKeeper: it syncs, reads Dir()'s data and lists and reads
+// the candidates, so the answer is at least as new as every write
+// acknowledged before the call. With no leader (no candidate, or a vacant
+// term not yet claimed) the error wraps distlock.ErrNoLeader.
 func (e *Election) Leader(ctx context.Context) (distlock.LeaderInfo, error) { return e.q.Leader(ctx) }
 
 // Observe streams the election's leader: first the current one (the zero
 // distlock.LeaderInfo if none), then every change in the order it
 // happened: a new leader (new token), a Proclaim (same token, new value),
-// and "no leader" when the last candidate goes. Consecutive equal values
-// are sent once. It keeps a child watch on the election's directory and a
-// data watch on the leader's node, re-arms the one that fired and syncs
-// before listing; changes faster than a watch is re-armed are coalesced.
-// It needs only the connection, so it carries on across reconnects and
-// after the Session ended.
+// and "no leader" while a term is vacant or when the last candidate goes.
+// Consecutive equal values are sent once; tokens only grow. It keeps a
+// child watch on the election's directory and data watches on it and on
+// the leader's node, re-arming the one that fired; terms that follow each
+// other faster than a watch is re-armed are coalesced (an intermediate
+// leader may be skipped). It needs only the connection, so it carries on
+// across reconnects and after the Session ended.
 //
 // The channel is closed when ctx ends or the session's connection is
 // closed. Receivers must keep up: Observe waits for each value to be
@@ -294,9 +310,10 @@ func (s *Semaphore) Dir() string { return s.q.Dir() }
 // entries deleted between the listing and their read are left out, and
 // children that are not lock entries are ignored. An Election's candidates
 // ("@e-…" nodes) are listed the same way, as exclusive entries whose
-// Holder is the candidate's value; give a lock and an election different
-// names, or their entries are listed together. An empty result means
-// nobody holds or waits.
+// Holder is the candidate's value, the leader (the one the term record
+// names) alone Holding, with its term's token; give a lock and an election
+// different names, or their entries are listed together. An empty result
+// means nobody holds or waits.
 //
 // Each entry's Token is its node's czxid (the fencing token it has or will
 // have), Owner its ephemeral owner's session ID in hex, Holder its data,
@@ -316,13 +333,13 @@ func (a *Admin) WatchQueue(ctx context.Context, name string, f func([]distlock.Q
 }
 
 // Revoke asks the holders of the lock called name (a Mutex's or writer's
-// holder, every reader holding, every permit of a semaphore; not an
-// Election's leader) to let go: it records a revocation per holder (see
-// Admin), which revocable holders (WithRevocable) see as their Lease's
-// Done closing with a *distlock.RevokedError, and waits until they release
-// or r.Grace is over; then, with r.Force, deletes the nodes of those still
-// there, each only if it is still that holder's (its node's czxid). A
-// forced holder sees distlock.ErrEntryGone.
+// holder, every reader holding, every permit of a semaphore, and the
+// leader of the Election of that name) to let go: it records a revocation
+// per holder (see Admin), which revocable holders (WithRevocable) see as
+// their Lease's Done closing with a *distlock.RevokedError, and waits
+// until they release or r.Grace is over; then, with r.Force, deletes the
+// nodes of those still there, each only if it is still that holder's (its
+// node's czxid). A forced holder sees distlock.ErrEntryGone.
 //
 // It returns each holder's record with its outcome; none when the lock is
 // free. A holder revoked already is not asked again (its record has Again

@@ -32,7 +32,7 @@ var revokeCases = []struct {
 	{"RevokeRevokerStops", revokeRevokerStops},
 	{"RevokeAtOnce", revokeAtOnce},
 	{"RevokeForceRacesRelease", revokeForceRacesRelease},
-	{"RevokeNotElections", revokeNotElections},
+	{"RevokeElections", revokeElections},
 	{"RevokeForceShortensGrace", revokeForceShortensGrace},
 }
 
@@ -56,26 +56,38 @@ func revokeForceShortensGrace(t *testing.T, b Backend) {
 	}
 }
 
-// revokeNotElections: an election's leader is not a lock holder: Revoke
-// leaves it (and a semaphore's line) alone, and revokes the mutex of the
-// same name.
-func revokeNotElections(t *testing.T, b Backend) {
+// revokeElections: Revoke asks an election's leader to step down, as it
+// asks a lock's holder, beside the holder of the mutex of the same name;
+// the leader hears it on its Done, hands over, and the record says
+// released.
+func revokeElections(t *testing.T, b Backend) {
 	s := revocable(t, b)
 	ld := MustCampaign(t, election(t, s, "both"), "leader")
-	if rs, err := b.Revoke(Ctx(t), "both", distlock.RevokeRequest{Reason: "x", Force: true}); err != nil || len(rs) != 0 {
-		t.Fatalf("Revoke with only a leader: %+v, %v; want none", rs, err)
-	}
+	next := CampaignAsync(Ctx(t), election(t, b.Session(t), "both"), "next")
+	b.WaitEntries(t, "both", 2)
 	l := MustLock(t, mutex(t, b.Session(t), "both"))
-	rs, err := b.Revoke(Ctx(t), "both", distlock.RevokeRequest{Reason: "x", Force: true})
-	if err != nil || len(rs) != 1 || rs[0].Token != l.Token().String() || rs[0].Outcome != distlock.RevokeForced {
-		t.Fatalf("Revoke of the mutex beside a leader: %+v, %v; want the mutex holder's %s forced", rs, err, l.Token())
-	}
-	select {
-	case <-ld.Done():
-		t.Fatalf("the leader ended: %v", ld.Err())
-	default:
+	res := revokeAsync(Ctx(t), b, "both", distlock.RevokeRequest{Reason: "deploy", Grace: time.Minute, Force: true})
+	Recv(t, ld.Done(), "the leader's Done after the revocation")
+	var rerr *distlock.RevokedError
+	if !errors.As(ld.Err(), &rerr) || rerr.Revocation.Token != ld.Token().String() {
+		t.Fatalf("the revoked leader's Err: %v, want a *RevokedError for %s", ld.Err(), ld.Token())
 	}
 	MustResign(t, ld)
+	MustUnlock(t, l)
+	r := <-res
+	if r.err != nil || len(r.rs) != 2 {
+		t.Fatalf("Revoke of a leader and a holder: %+v, %v; want two records", r.rs, r.err)
+	}
+	for _, rv := range r.rs {
+		if rv.Outcome != distlock.RevokeReleased {
+			t.Fatalf("record %+v: want released", rv)
+		}
+	}
+	nl := Leads(t, next, "the next candidate after the revoked leader resigned")
+	if !nl.Token().Newer(ld.Token()) {
+		t.Fatalf("token %v not newer than %v", nl.Token(), ld.Token())
+	}
+	MustResign(t, nl)
 }
 
 // revocable returns a session whose holders follow revocations.

@@ -35,13 +35,56 @@ func NewAdmin(st AdminStore, holder string) *Admin { return &Admin{st: st, holde
 
 // Inspect returns lock name's queue.
 func (a *Admin) Inspect(ctx context.Context, name string) (q []distlock.QueueEntry, err error) {
-	err = a.do("inspect", name, func() error { q, err = a.st.Queue(ctx, name); return err })
+	err = a.do("inspect", name, func() error {
+		if q, err = a.st.Queue(ctx, name); err != nil {
+			return err
+		}
+		return a.markLeader(ctx, name, q)
+	})
 	return q, err
 }
 
 // WatchQueue calls f with lock name's queue now and after every change.
 func (a *Admin) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
-	return a.do("watch queue", name, func() error { return a.st.WatchQueue(ctx, name, f) })
+	return a.do("watch queue", name, func() error {
+		return a.st.WatchQueue(ctx, name, func(q []distlock.QueueEntry) error {
+			if err := a.markLeader(ctx, name, q); err != nil {
+				return err
+			}
+			return f(q)
+		})
+	})
+}
+
+// markLeader marks, among q's entries, the candidates of election name:
+// only the one the term record names holds, with its term's token.
+func (a *Admin) markLeader(ctx context.Context, name string, q []distlock.QueueEntry) error {
+	var (
+		es   ElectionState
+		read bool
+	)
+	for i := range q {
+		if q[i].Kind != distlock.Exclusive {
+			continue
+		}
+		if !read {
+			var err error
+			if es, err = a.st.ReadElection(ctx, name); err != nil {
+				return err
+			}
+			read = true
+		}
+		for _, c := range es.Contenders {
+			if c.Key != q[i].Key {
+				continue
+			}
+			q[i].Holding = c.Key == es.Leader
+			if q[i].Holding {
+				q[i].Seq, q[i].Token.Seq = c.Seq, es.Term
+			}
+		}
+	}
+	return nil
 }
 
 // do runs f, what on lock name, once the name is valid; f's error is the

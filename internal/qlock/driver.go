@@ -2,6 +2,7 @@ package qlock
 
 import (
 	"context"
+	"sync"
 
 	"github.com/distlock/distlock"
 )
@@ -22,6 +23,9 @@ type Request struct {
 	// Value is the entry's data: the session's holder, or a candidate's
 	// value.
 	Value []byte
+	// Priority is a candidate's priority (distlock.WithPriority), kept in
+	// its entry's key.
+	Priority int
 }
 
 // Node is one entry a store driver made for an acquisition, as the engine
@@ -50,6 +54,53 @@ type Node struct {
 	// cause says which.
 	alive context.Context
 	kill  context.CancelCauseFunc
+
+	// A loss held back (holdLoss) while the owner deletes the entry in a
+	// write that may fail (an election's handoff): reported if it does.
+	lossMu      sync.Mutex
+	lossHeld    bool
+	lossPending error
+}
+
+// lose ends n's life with cause: the driver's report that the entry was
+// deleted by someone else. While the loss is held back it is kept.
+func (n *Node) lose(cause error) {
+	n.lossMu.Lock()
+	if n.lossHeld {
+		if n.lossPending == nil {
+			n.lossPending = cause
+		}
+		n.lossMu.Unlock()
+		return
+	}
+	n.lossMu.Unlock()
+	n.kill(cause)
+}
+
+// holdLoss holds back reports of the entry's deletion until resumeLoss
+// (the owner's write did not delete it: report what came meanwhile) or
+// dropLoss (it did: end n's life with cause instead).
+func (n *Node) holdLoss() {
+	n.lossMu.Lock()
+	n.lossHeld = true
+	n.lossMu.Unlock()
+}
+
+func (n *Node) resumeLoss() {
+	n.lossMu.Lock()
+	p := n.lossPending
+	n.lossHeld, n.lossPending = false, nil
+	n.lossMu.Unlock()
+	if p != nil {
+		n.kill(p)
+	}
+}
+
+func (n *Node) dropLoss(cause error) {
+	n.lossMu.Lock()
+	n.lossHeld, n.lossPending = false, nil
+	n.lossMu.Unlock()
+	n.kill(cause)
 }
 
 // Alive returns a context that ends when the entry is deleted by anyone
@@ -145,16 +196,36 @@ type Slots interface {
 }
 
 // Elections is a store's part of an election beyond its candidate queue:
-// the leader's value, read and followed (election.go).
+// the term record, written by claims and handoffs, and the election's
+// state, read and followed (election.go). A candidate's entry is made by
+// Enqueue (Kind Candidate, with the Request's Priority in its key).
 type Elections interface {
+	// ReadElection reads election name's state, at least as new as every
+	// write acknowledged before the call, with every candidate's value.
+	ReadElection(ctx context.Context, name string) (ElectionState, error)
+	// WatchElection sends election name's state to ch, then the state
+	// after every change of the term record, of the candidates, or of the
+	// leader's value, until ctx ends or the connection is closed; it
+	// closes ch. The states it sends never go back; it may skip states
+	// that followed each other quickly (not on etcd, where it sends the
+	// state after every revision that changed it). Only the leader's
+	// value need be set.
+	WatchElection(ctx context.Context, name string, ch chan<- ElectionState)
+	// ClaimTerm writes the term record of n's election naming n's entry, if
+	// the record is still as in prev (prev.Version) and n's entry still
+	// exists, and returns the new term's token. If either is not so it
+	// writes nothing and returns an error wrapping ErrTermMoved.
+	ClaimTerm(ctx context.Context, n *Node, prev ElectionState) (term int64, err error)
+	// HandOff, in one write, deletes n's entry and writes the term
+	// record naming to's entry, if the record is still cur's (naming n)
+	// and to's entry still exists; it returns to's term. If not, it
+	// writes nothing and returns an error wrapping ErrTermMoved.
+	HandOff(ctx context.Context, n *Node, cur ElectionState, to Contender) (term int64, err error)
 	// Proclaim sets a leading candidate's value, only while its entry is
 	// still this acquisition's.
 	Proclaim(ctx context.Context, n *Node, value string) error
-	// Leader reads election name's leader.
-	Leader(ctx context.Context, name string) (distlock.LeaderInfo, error)
-	// Observe sends election name's leader to ch, then every change, until
-	// ctx ends; it closes ch.
-	Observe(ctx context.Context, name string, ch chan<- distlock.LeaderInfo)
+	// Revoker is the store's revocation records, for preemptions.
+	Revoker() RevokeStore
 }
 
 // RevokeFollower is how a held entry learns that an operator asked for it

@@ -1,57 +1,338 @@
 package qlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/distlock/distlock"
 )
 
-// Election is leader election on the queue lock: every Campaign enqueues
-// one candidate entry, whose value is the candidate's value, in the
-// election's own queue (candidates and lock entries of the same name never
-// wait for each other), and the oldest candidate leads. Its term's fencing
-// token is its entry's, so tokens of successive leaders only grow. An
-// Election is a handle, safe for concurrent use: every Campaign call is a
-// candidate of its own, even on one session.
-type Election struct{ lock }
+// An election is a queue of candidate entries beside a term record. The
+// term record names the leading candidate's entry; the revision at which
+// it was written (etcd mod revision, ZooKeeper mzxid) is the term's
+// fencing token. A candidate leads while the record names its entry and
+// the entry exists; when the named entry is gone (its session ended, it
+// was deleted) the term is vacant, and the best waiting candidate — the
+// highest priority, the oldest among equals — claims the next term by
+// writing the record. A handoff deletes the leader's entry and writes the
+// record naming the successor in one write, so the successor's term
+// starts at the very revision the leader's ends.
+//
+// Why a record and not "the oldest candidate leads": a handoff to a
+// chosen candidate, or one of higher priority, makes a leader of a
+// candidate that is not the oldest, and a term's token must be larger
+// than every earlier term's, which an entry's own position is not once
+// older candidates may lead after it. Every term therefore starts with a
+// write, and every write's revision is larger than all before it.
+//
+// Every write of the record is a compare-and-set on the record as the
+// writer read it, guarded by the named entry's existence, so no two terms
+// overlap and no candidate leads whose entry is gone (no phantom leader).
+
+// ErrTermMoved reports a ClaimTerm or HandOff whose compare failed: the term
+// record, or an entry it depends on, is not as the caller read it.
+var ErrTermMoved = errors.New("the election's term moved")
+
+// Contender is one candidate of an election as its state shows it.
+type Contender struct {
+	// Entry is the candidate's entry: its key and queue position.
+	Entry
+	// Priority is the candidate's priority (in its key).
+	Priority int
+	// Value is the candidate's value (see Elections for when it is set).
+	Value string
+	// Owner is the candidate's session: its etcd lease or ZooKeeper
+	// session ID.
+	Owner uint64
+}
+
+// ElectionState is one consistent view of an election.
+type ElectionState struct {
+	// Term is the term record's revision: the token of the term it
+	// names. 0 when there is no record.
+	Term int64
+	// Leader is the key of the entry the term record names; "" for none.
+	Leader string
+	// Version is what ClaimTerm and HandOff compare the record against (its
+	// mod revision on etcd, 0 for none; the directory's data version on
+	// ZooKeeper).
+	Version int64
+	// Contenders are the election's candidates.
+	Contenders []Contender
+}
+
+// leader returns the leading candidate: the one the term record names, if
+// its entry is still there.
+func (s ElectionState) leader() (Contender, bool) {
+	if s.Leader == "" {
+		return Contender{}, false
+	}
+	for _, c := range s.Contenders {
+		if c.Key == s.Leader {
+			return c, true
+		}
+	}
+	return Contender{}, false
+}
+
+// next returns the candidate that leads next: among the candidates other
+// than the entry with key but, if value is not empty, with that value,
+// the highest priority, the oldest among equals.
+func (s ElectionState) next(but string, value string) (Contender, bool) {
+	var best Contender
+	found := false
+	for _, c := range s.Contenders {
+		if c.Key == but || value != "" && c.Value != value {
+			continue
+		}
+		if !found || before(c, best) {
+			best, found = c, true
+		}
+	}
+	return best, found
+}
+
+// before reports whether candidate a leads before b.
+func before(a, b Contender) bool {
+	return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Seq, b.Seq)) < 0
+}
+
+// leaderEntry is leader l as a lock's holder (Inspect, Revoke).
+func (s ElectionState) leaderEntry(name string, l Contender) distlock.QueueEntry {
+	return distlock.QueueEntry{
+		Key: l.Key, Kind: distlock.Exclusive, Holding: true, Seq: l.Seq, Holder: l.Value,
+		Owner: strconv.FormatUint(l.Owner, 16),
+		Token: distlock.Token{Name: name, Seq: s.Term, Owner: l.Owner},
+	}
+}
+
+// info returns the leader as users see it, the zero LeaderInfo for none.
+func (s ElectionState) info(name string) distlock.LeaderInfo {
+	l, ok := s.leader()
+	if !ok {
+		return distlock.LeaderInfo{}
+	}
+	return distlock.LeaderInfo{Value: l.Value, Token: distlock.Token{Name: name, Seq: s.Term, Owner: l.Owner}, Priority: l.Priority}
+}
+
+// Election is leader election on a queue of candidates and a term record
+// (see above). An Election is a handle, safe for concurrent use: every
+// Campaign call is a candidate of its own, even on one session.
+type Election struct {
+	lock
+	cfg distlock.ElectionConfig
+}
 
 var _ distlock.Elector = (*Election)(nil)
 
 // NewElection returns the election called name on e's session.
-func NewElection(e *Engine, name string) (*Election, error) {
-	return newRecipe("election", e, name, func(l lock) *Election { return &Election{l} })
+func NewElection(e *Engine, name string, cfg distlock.ElectionConfig) (*Election, error) {
+	return newRecipe("election", e, name, func(l lock) *Election { return &Election{l, cfg} })
 }
 
 // Campaign enqueues a candidate with value as its value and waits until
-// it leads. It returns only once it knows its entry still exists (no
-// phantom leader), and fails, leaving no entry behind, when ctx ends (the
-// error wraps ctx's cause), when the session ends
-// (distlock.ErrSessionExpired, ErrSessionClosed) or when its entry is
-// deleted by someone else (distlock.ErrEntryGone). Once the session has
-// ended every Campaign fails: campaign again on a new session.
+// it leads. It returns only once the term record names its entry, written
+// while the entry existed (no phantom leader), and fails, leaving no
+// entry behind, when ctx ends (the error wraps ctx's cause), when the
+// session ends (distlock.ErrSessionExpired, ErrSessionClosed) or when its
+// entry is deleted by someone else (distlock.ErrEntryGone). Once the
+// session has ended every Campaign fails: campaign again on a new
+// session.
 //
 // The returned Leadership ends (Done, Context) when the entry goes, the
-// session ends, or Resign is called; its Err then says why.
-func (el *Election) Campaign(ctx context.Context, value string) (distlock.Leadership, error) {
-	n, lease, err := el.take(ctx, Request{Op: distlock.OpCampaign, Kind: Candidate, Value: []byte(value)})
+// session ends, or Resign or HandOff is called; its Err then says why.
+func (el *Election) Campaign(ctx context.Context, value string, opts ...distlock.CampaignOption) (distlock.Leadership, error) {
+	c := distlock.NewCampaignConfig(opts...)
+	if c.Priority > distlock.MaxPriority || c.Priority < -distlock.MaxPriority {
+		return nil, el.e.fail(el.name, distlock.OpCampaign, fmt.Errorf("priority %d is out of range [-%d, %d]", c.Priority, distlock.MaxPriority, distlock.MaxPriority))
+	}
+	r := Request{Op: distlock.OpCampaign, Kind: Candidate, Value: []byte(value), Priority: c.Priority}
+	l := &leadership{e: el.e, tel: el.tel, name: el.name, prio: c.Priority}
+	n, lease, err := el.takeWith(ctx, r, hooks{handedOff: &l.handedOff, ender: &l.endHold}, func(ctx context.Context) (*Node, queueStats, error) {
+		return el.campaign(ctx, r)
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &leadership{Lease: lease, e: el.e, n: n, tel: el.tel}, nil
+	l.Lease, l.n = lease, n
+	context.AfterFunc(n.alive, func() {
+		// A leader whose entry was deleted by someone else may still be
+		// named by the term record (etcd keeps it until the session
+		// ends): the cleanup of a failed acquisition clears it.
+		if !errors.Is(context.Cause(n.alive), distlock.ErrReleased) && el.e.st.Err() == nil {
+			el.e.d.Abandon(n)
+		}
+	})
+	return l, nil
+}
+
+// campaign makes r's candidate entry and waits until it leads, following
+// the election's state: it leads once the term record names its entry;
+// while the term is vacant and it is the next in line, it claims the
+// term; while a candidate of a lower priority leads and it is the next in
+// line, it asks that leader to step down (preempt).
+func (el *Election) campaign(ctx context.Context, r Request) (_ *Node, qs queueStats, _ error) {
+	e, name := el.e, el.name
+	ctx, done, fail, err := e.start(ctx, name, r.Op)
+	defer done()
+	if err != nil {
+		return nil, qs, err
+	}
+	n, _, _, err := e.d.Enqueue(ctx, name, r)
+	if err != nil {
+		return nil, qs, fail(err)
+	}
+	n.Name = name
+	e.follow(n)
+	qs.enqueued = true
+
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(n.alive, func() { cancel(context.Cause(n.alive)) })()
+	states := make(chan ElectionState)
+	go e.d.WatchElection(wctx, name, states)
+	defer func() {
+		cancel(nil)
+		for range states { // let the watch end
+		}
+	}()
+	var (
+		pre      preemption
+		st       ElectionState
+		claiming bool // the last state's claim failed without an answer
+	)
+	defer pre.stop()
+	for {
+		if claiming {
+			// A claim whose outcome is unknown: if it was made, the watch
+			// says so; if not, try again on the same state.
+			select {
+			case s, ok := <-states:
+				if !ok {
+					return nil, qs, el.campaignEnd(ctx, n, fail)
+				}
+				st = s
+			case <-wctx.Done():
+				return nil, qs, el.campaignEnd(ctx, n, fail)
+			case <-time.After(RetryDelay):
+			}
+		} else {
+			s, ok := <-states
+			if !ok {
+				return nil, qs, el.campaignEnd(ctx, n, fail)
+			}
+			st = s
+		}
+		claiming = false
+		lead, led := st.leader()
+		next, _ := st.next(st.Leader, "")
+		switch {
+		case led && lead.Key == n.Key:
+			n.Token = st.Term
+			n.Waited = true
+			return n, qs, nil
+		case led:
+			qs.waitedOn = 1
+			if next.Key == n.Key && r.Priority > lead.Priority {
+				pre.start(el, st.Term, lead, string(r.Value), r.Priority)
+			}
+		case next.Key == n.Key:
+			term, err := e.d.ClaimTerm(wctx, n, st)
+			switch {
+			case err == nil:
+				n.Token = term
+				return n, qs, nil
+			case errors.Is(err, ErrTermMoved):
+				// The watch brings the state that moved it.
+			case wctx.Err() != nil:
+				return nil, qs, el.campaignEnd(ctx, n, fail)
+			default:
+				e.st.log.Debug(e.st.backend.Pkg+": claim failed; trying again", "election", name, "err", err)
+				claiming = true
+			}
+		}
+	}
+}
+
+// campaignEnd is how a campaign that did not win ends: its entry is
+// deleted, and the error says why (its entry's end, ctx's, or the watch's).
+func (el *Election) campaignEnd(ctx context.Context, n *Node, fail func(error) error) error {
+	var err error
+	switch {
+	case n.alive.Err() != nil:
+		err = context.Cause(n.alive)
+	case ctx.Err() != nil:
+		err = context.Cause(ctx)
+	default:
+		err = fmt.Errorf("%w: the election's watch ended (connection closed)", distlock.ErrSessionClosed)
+	}
+	el.e.abandon(n, err)
+	return fail(err)
+}
+
+// preemption is a waiting candidate's request that a leader of a lower
+// priority step down: a revocation of the leader's term, forced after the
+// election's preempt grace, running until the candidate's campaign ends.
+type preemption struct {
+	term   int64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// start asks the leader lead of term to step down, once per term.
+func (p *preemption) start(el *Election, term int64, lead Contender, value string, prio int) {
+	if p.term == term {
+		return
+	}
+	p.stop()
+	ctx, cancel := context.WithCancel(el.e.st.Context())
+	p.term, p.cancel, p.done = term, cancel, make(chan struct{})
+	grace := el.cfg.PreemptGrace
+	req := distlock.RevokeRequest{
+		Reason: fmt.Sprintf("preempted by candidate %q of priority %d (the leader's is %d)", value, prio, lead.Priority),
+		By:     cmp.Or(el.e.st.holder, revokedBy()),
+		Grace:  max(grace, 0),
+		Force:  grace >= 0,
+	}
+	st := ElectionState{Term: term, Leader: lead.Key}
+	held := st.leaderEntry(el.name, lead)
+	el.e.st.log.Info(el.e.st.backend.Pkg+": preempting the leader", "election", el.name, "leader", lead.Value, "token", term, "grace", grace)
+	go func() {
+		defer close(p.done)
+		if _, err := revokeHolders(ctx, el.e.d.Revoker(), el.name, []distlock.QueueEntry{held}, req); err != nil && ctx.Err() == nil {
+			el.e.st.log.Info(el.e.st.backend.Pkg+": preemption failed", "election", el.name, "token", term, "err", err)
+		}
+	}()
+}
+
+// stop ends a running preemption: its leader is gone, or this candidate's
+// campaign is over.
+func (p *preemption) stop() {
+	if p.cancel != nil {
+		p.cancel()
+		<-p.done
+		p.cancel = nil
+	}
 }
 
 // Leader returns the current leader's value and token, read fresh from
 // the store (at least as new as every write acknowledged before the
-// call). That candidate leads from the moment its predecessor's entry
-// went, possibly a little before its Campaign returns. With no candidate
-// at all the error wraps distlock.ErrNoLeader.
+// call). With no leader (no candidate, or a term vacant until the next
+// candidate claims it) the error wraps distlock.ErrNoLeader.
 func (el *Election) Leader(ctx context.Context) (distlock.LeaderInfo, error) {
-	li, err := el.e.d.Leader(ctx, el.name)
+	st, err := el.e.d.ReadElection(ctx, el.name)
 	if err != nil {
 		return distlock.LeaderInfo{}, el.e.fail(el.name, distlock.OpLeader, err)
+	}
+	li := st.info(el.name)
+	if li.NoLeader() {
+		return li, el.e.fail(el.name, distlock.OpLeader, distlock.ErrNoLeader)
 	}
 	return li, nil
 }
@@ -59,25 +340,52 @@ func (el *Election) Leader(ctx context.Context) (distlock.LeaderInfo, error) {
 // Observe streams the election's leader: first the current one (the zero
 // LeaderInfo if none), then every change, in the order they happened: a
 // new leader (new token), a Proclaim (same token, new value), and "no
-// leader" (see LeaderInfo.NoLeader) when the last candidate goes.
-// Consecutive equal values are sent once. The channel is closed when ctx
-// ends or the session's client or connection is closed. Receivers must
-// keep up: Observe waits for each value to be taken.
+// leader" (see LeaderInfo.NoLeader) while a term is vacant or when the
+// last candidate goes. Consecutive equal values are sent once. The
+// channel is closed when ctx ends or the session's client or connection
+// is closed. Receivers must keep up: Observe waits for each value to be
+// taken.
 func (el *Election) Observe(ctx context.Context) <-chan distlock.LeaderInfo {
-	ch := make(chan distlock.LeaderInfo)
-	go el.e.d.Observe(ctx, el.name, ch)
-	return ch
+	out := make(chan distlock.LeaderInfo)
+	go func() {
+		defer close(out)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		states := make(chan ElectionState)
+		go el.e.d.WatchElection(ctx, el.name, states)
+		var last distlock.LeaderInfo
+		first := true
+		for st := range states {
+			li := st.info(el.name)
+			if !first && li == last {
+				continue
+			}
+			first, last = false, li
+			select {
+			case out <- li:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	return out
 }
 
 // leadership is a won campaign: the held entry's Lease, and the entry for
-// Proclaim.
+// Proclaim, Resign and HandOff.
 type leadership struct {
 	*distlock.Lease
-	e   *Engine
-	n   *Node
-	tel *lockTel
-	// mu serializes Proclaim and Resign: a driver may keep the entry's
-	// version in n, which Proclaim updates.
+	e    *Engine
+	n    *Node
+	tel  *lockTel
+	name string
+	prio int
+	// handedOff is set once a HandOff deleted the entry: the Lease's
+	// release then has nothing left to delete.
+	handedOff atomic.Bool
+	// endHold measures the hold's end (see hooks.ender).
+	endHold func(cause error)
+	// mu serializes Proclaim, Resign and HandOff: a driver may keep the
+	// entry's version in n, which Proclaim updates.
 	mu sync.Mutex
 }
 
@@ -88,6 +396,14 @@ func (l *leadership) fail(op distlock.Op, err error) error {
 	return l.e.fail(l.n.Name, op, err)
 }
 
+// endCause says why the leader's entry's life ended.
+func (l *leadership) endCause() error { return cmp.Or(l.Err(), context.Cause(l.n.alive)) }
+
+// notLeader is the error of an operation on a leadership that has ended.
+func (l *leadership) notLeader(op distlock.Op, err error) error {
+	return l.fail(op, fmt.Errorf("%w: %w", distlock.ErrNotLeader, inner(err)))
+}
+
 // Proclaim replaces the leader's value, only while this term's entry
 // still exists; otherwise (and, without writing, once this Leadership has
 // ended) it fails with an error wrapping distlock.ErrNotLeader. A Proclaim
@@ -96,7 +412,7 @@ func (l *leadership) Proclaim(ctx context.Context, value string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.Err(); err != nil {
-		return l.fail(distlock.OpProclaim, fmt.Errorf("%w: %w", distlock.ErrNotLeader, inner(err)))
+		return l.notLeader(distlock.OpProclaim, err)
 	}
 	if err := l.e.d.Proclaim(ctx, l.n, value); err != nil {
 		return l.fail(distlock.OpProclaim, err)
@@ -104,22 +420,118 @@ func (l *leadership) Proclaim(ctx context.Context, value string) error {
 	return nil
 }
 
-// Resign ends leadership: it deletes the entry only if it is still this
-// term's (the Lease's Unlock), which hands leadership to the next
-// candidate at once. If leadership had already been lost, or Resign was
-// called before, the error wraps distlock.ErrNotLeader (and ErrLost or
-// ErrReleased); if the delete could not be made, the error says so (the
-// entry is retried in the background and goes with the session at the
-// latest) — Resign never pretends.
+// Resign ends leadership: it hands over to the next in line as HandOff
+// does, or, when no candidate waits or the handoff fails, deletes the
+// entry if it is still this term's (the Lease's Unlock), which leaves the
+// term vacant for the next candidate to claim. If leadership had already
+// been lost, or Resign was called before, the error wraps
+// distlock.ErrNotLeader (and ErrLost or ErrReleased); if the delete could
+// not be made, the error says so (the entry is retried in the background
+// and goes with the session at the latest) — Resign never pretends.
 func (l *leadership) Resign(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ctx, span := l.tel.release(ctx, distlock.OpResign, l.n.Kind, l.n.Token)
 	defer span.End()
+	if l.n.alive.Err() == nil { // leading, or asked to step down
+		if _, err := l.handOff(ctx, ""); err == nil {
+			endSpan(span, nil)
+			return nil
+		}
+	}
 	err := l.Unlock(ctx)
 	if errors.Is(err, distlock.ErrLost) || errors.Is(err, distlock.ErrReleased) {
-		err = l.fail(distlock.OpResign, fmt.Errorf("%w: %w", distlock.ErrNotLeader, inner(err)))
+		err = l.notLeader(distlock.OpResign, err)
 	}
 	endSpan(span, err)
 	return err
+}
+
+// HandOff ends this term and starts the successor's in one write (see
+// distlock.Leadership). The successor is picked from a fresh read of the
+// election; if it leaves before the write, the next pick is made from a
+// new read.
+func (l *leadership) HandOff(ctx context.Context, to string) (distlock.LeaderInfo, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ctx, span := l.tel.release(ctx, distlock.OpHandOff, l.n.Kind, l.n.Token)
+	defer span.End()
+	li, err := l.handOff(ctx, to)
+	endSpan(span, err)
+	return li, err
+}
+
+// handoffTries bounds how often a HandOff picks a successor again after
+// the one it picked left before the write.
+const handoffTries = 8
+
+func (l *leadership) handOff(ctx context.Context, to string) (distlock.LeaderInfo, error) {
+	const op = distlock.OpHandOff
+	d, n := l.e.d, l.n
+	// A leader asked to step down (revoked, preempted) still leads until
+	// it hands over: its entry is alive though its Lease's Err is set.
+	if n.alive.Err() != nil {
+		return distlock.LeaderInfo{}, l.notLeader(op, l.endCause())
+	}
+	for try := 0; ; try++ {
+		st, err := d.ReadElection(ctx, l.name)
+		if err != nil {
+			return distlock.LeaderInfo{}, l.fail(op, err)
+		}
+		if st.Leader != n.Key || st.Term != n.Token {
+			// The record moved on: this term is over, whatever the
+			// entry's watch has told the Lease so far.
+			return distlock.LeaderInfo{}, l.notLeader(op, fmt.Errorf("%w: the term record no longer names entry %s", distlock.ErrLost, n.Key))
+		}
+		next, ok := st.next(n.Key, to)
+		if !ok {
+			what := "no other candidate waits"
+			if to != "" {
+				what = fmt.Sprintf("no waiting candidate has the value %q", to)
+			}
+			return distlock.LeaderInfo{}, l.fail(op, fmt.Errorf("%w: %s", distlock.ErrNoCandidate, what))
+		}
+		// The write deletes this entry: its follower must not take that
+		// for a loss. Held back, the loss is reported if the write did
+		// not happen.
+		n.holdLoss()
+		// Measured as ended before the write that starts the successor's
+		// hold; a write that then fails leaves this hold unmeasured.
+		l.endHold(distlock.ErrReleased)
+		term, err := d.HandOff(ctx, n, st, next)
+		if err != nil && !errors.Is(err, ErrTermMoved) {
+			// No answer: read whether it happened.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbandonTimeout)
+			if now, rerr := d.ReadElection(rctx, l.name); rerr == nil && now.Leader != n.Key && !slicesContainsKey(now.Contenders, n.Key) {
+				if _, ok := now.leader(); ok && now.Term > n.Token {
+					term, err = now.Term, nil
+				}
+			}
+			cancel()
+		}
+		if err == nil {
+			l.handedOff.Store(true)
+			n.dropLoss(distlock.ErrReleased)
+			_ = l.Unlock(ctx) // ends the Lease as released: nothing to delete
+			l.e.st.log.Debug(l.e.st.backend.Pkg+": handed off", "election", l.name, "token", n.Token, "to", next.Key, "term", term)
+			return distlock.LeaderInfo{Value: next.Value, Token: distlock.Token{Name: l.name, Seq: term, Owner: next.Owner}, Priority: next.Priority}, nil
+		}
+		n.resumeLoss()
+		if !errors.Is(err, ErrTermMoved) || try+1 >= handoffTries {
+			return distlock.LeaderInfo{}, l.fail(op, err)
+		}
+		if n.alive.Err() != nil {
+			return distlock.LeaderInfo{}, l.notLeader(op, l.endCause())
+		}
+	}
+}
+
+// slicesContainsKey reports whether a candidate of cs has key.
+func slicesContainsKey(cs []Contender, key string) bool {
+	for _, c := range cs {
+		if c.Key == key {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -133,7 +134,7 @@ func (e *Engine) follow(n *Node) {
 	if st.Err() != nil {
 		n.kill(st.Err())
 	}
-	e.d.Follow(n, n.kill)
+	e.d.Follow(n, n.lose)
 }
 
 // start begins an acquisition of lock name: it checks the session and
@@ -216,6 +217,13 @@ type hooks struct {
 	// released, if not nil, runs after the entry's release (Unlock),
 	// whatever its outcome.
 	released func(n *Node)
+	// handedOff, if not nil and set, says the entry was deleted by an
+	// election's handoff: the release (which the handoff calls to end the
+	// Lease) has nothing left to delete.
+	handedOff *atomic.Bool
+	// ender, if not nil, receives the function that measures the hold's
+	// end, for a handoff to call before its write starts the successor's.
+	ender *func(cause error)
 }
 
 // hold turns an acquired entry into a Lease that is lost when the entry is
@@ -229,6 +237,9 @@ func (e *Engine) hold(n *Node, lt *lockTel, h hooks) *distlock.Lease {
 	// one's end), or when the entry's life ends otherwise (a loss).
 	var once sync.Once
 	end := func(cause error) { once.Do(func() { lt.ended(n.Kind, start, n.Token, cause) }) }
+	if h.ender != nil {
+		*h.ender = end
+	}
 	release := func(ctx context.Context) error {
 		ctx, span := lt.release(ctx, distlock.OpUnlock, n.Kind, n.Token)
 		defer span.End()
@@ -237,6 +248,11 @@ func (e *Engine) hold(n *Node, lt *lockTel, h hooks) *distlock.Lease {
 			cause = context.Cause(n.alive) // lost before the Unlock
 		}
 		end(cause)
+		if h.handedOff != nil && h.handedOff.Load() {
+			n.kill(distlock.ErrReleased)
+			endSpan(span, nil)
+			return nil
+		}
 		err := e.release(ctx, n)
 		if h.released != nil {
 			h.released(n)

@@ -71,6 +71,8 @@ type RevokeStore interface {
 	// Inspect reads lock name's lock entries and semaphore permits, not
 	// its candidates or a semaphore's line.
 	Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error)
+	// ReadElection reads election name's state (see Elections).
+	ReadElection(ctx context.Context, name string) (ElectionState, error)
 	// Create stores record data for token seq if there is none, and then
 	// tells the holder (holders follow new records); it returns the
 	// existing record's data otherwise.
@@ -81,10 +83,10 @@ type RevokeStore interface {
 	List(ctx context.Context, name string) ([][]byte, error)
 	// Prune deletes all but the newest keep records of lock name.
 	Prune(ctx context.Context, name string, keep int) error
-	// WaitGone returns nil once entry e (its key with e's token) is gone,
-	// or ctx's error.
+	// WaitGone returns nil once entry e (its key at e's position, see
+	// Position) is gone, or ctx's error.
 	WaitGone(ctx context.Context, e distlock.QueueEntry) error
-	// Delete deletes entry e only if it is still e's (its token); gone
+	// Delete deletes entry e only if it is still e's (its position); gone
 	// reports that it was not there any more.
 	Delete(ctx context.Context, e distlock.QueueEntry) (gone bool, err error)
 }
@@ -112,8 +114,27 @@ func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeReques
 		return nil, fail(err)
 	}
 	// Who holds: a semaphore's permits, and the lock entries with no
-	// conflicting entry ahead (Inspect lists no candidates or waiters).
+	// conflicting entry ahead (Inspect lists no candidates or waiters),
+	// and the election's leader.
 	held := slices.DeleteFunc(entries, func(e distlock.QueueEntry) bool { return !e.Holding })
+	es, err := st.ReadElection(ctx, name)
+	if err != nil {
+		return nil, fail(err)
+	}
+	if l, ok := es.leader(); ok {
+		held = append(held, es.leaderEntry(name, l))
+	}
+	out, err := revokeHolders(ctx, st, name, held, r)
+	if err != nil {
+		return out, fail(err)
+	}
+	return out, nil
+}
+
+// revokeHolders records the revocation r of lock name's holders held,
+// waits until they have let go or its grace is over, and forces them if r
+// says so (Revoke, and a candidate's preemption of a leader).
+func revokeHolders(ctx context.Context, st RevokeStore, name string, held []distlock.QueueEntry, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
 	if len(held) == 0 {
 		return nil, nil
 	}
@@ -127,12 +148,12 @@ func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeReques
 		}
 		existing, err := st.Create(ctx, name, e.Token.Seq, record(rv))
 		if err != nil {
-			return out[:i], fail(fmt.Errorf("record the revocation of token %s: %w", e.Token, err))
+			return out[:i], fmt.Errorf("record the revocation of token %s: %w", e.Token, err)
 		}
 		if existing != nil {
 			old, err := parseRevocation(existing)
 			if err != nil {
-				return out[:i], fail(fmt.Errorf("revocation of token %s: %w", e.Token, err))
+				return out[:i], fmt.Errorf("revocation of token %s: %w", e.Token, err)
 			}
 			rv = old
 			rv.Again = true
@@ -157,10 +178,7 @@ func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeReques
 		}
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return out, fail(err)
-	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // settleRevocation waits out rv's grace period (or r's, made at now, if
@@ -237,6 +255,13 @@ func (a *Admin) Revocations(ctx context.Context, name string) ([]distlock.Revoca
 		for _, e := range entries {
 			live[e.Token.String()] = true
 		}
+		es, err := st.ReadElection(ctx, name)
+		if err != nil {
+			return nil, fail(err)
+		}
+		if l, ok := es.leader(); ok {
+			live[es.leaderEntry(name, l).Token.String()] = true
+		}
 		for i := range out {
 			if unsettled(out[i]) && !live[out[i].Token] {
 				out[i].Outcome = distlock.RevokeEnded
@@ -246,6 +271,10 @@ func (a *Admin) Revocations(ctx context.Context, name string) ([]distlock.Revoca
 	slices.SortStableFunc(out, func(a, b distlock.Revocation) int { return a.Requested.Compare(b.Requested) })
 	return out, nil
 }
+
+// Position is entry e's queue position: its create revision or czxid,
+// which a revocation's WaitGone and Delete compare the entry's key with.
+func Position(e distlock.QueueEntry) int64 { return cmp.Or(e.Seq, e.Token.Seq) }
 
 // unsettled reports whether rv's holder may still hold: pending or still
 // held.

@@ -171,22 +171,40 @@ Name returns the lock's name, as given to NewRWMutex.`},
 	{Type: "RWMutex", Name: "Dir", Results: "string", Doc: `{{template "dir" .}}`},
 
 	// Election.
-	{Type: "Election", Name: "Campaign", Params: "ctx context.Context, value string", Args: "ctx, value", Results: "(distlock.Leadership, error)", Doc: `
+	{Type: "Election", Name: "Campaign", Params: "ctx context.Context, value string, opts ...distlock.CampaignOption", Args: "ctx, value, opts...", Results: "(distlock.Leadership, error)", Doc: `
 Campaign enqueues a candidate whose value is value and waits until it
-leads: {{if .Etcd}}it puts one key Dir() + "e" + lease + "_" + counter,
-bound to the session's lease, in the same Txn that reads the candidates
-ahead, and watches only the candidate just ahead{{else}}it creates one
-ephemeral sequential node "@e-<guid>-<seq>" in Dir(), whose data is
-value, and waits with one data watch on the candidate just ahead{{end}}.
-The oldest candidate leads; its term's fencing token is
-{{template "token" .}}, so successive leaders' tokens only grow.
-Candidates are a queue of their own: an Election and a Mutex of the same
-name never wait for each other.
+leads: {{if .Etcd}}it puts one key Dir() + "e" + lease + "_" + counter
+(with "p" + priority + "." before the lease for a priority other than
+0), bound to the session's lease, and follows the election with one
+watch on its candidates and term record{{else}}it creates one ephemeral
+sequential node "@e-<guid>-<seq>" in Dir() (with "p<priority>-" before
+the sequence for a priority other than 0), whose data is value, and
+follows the election with a child watch on Dir() and data watches on
+Dir() (the term record) and on the leader's node{{end}}.
 
-An uncontended Campaign is {{if .Etcd}}the one enqueue Txn{{else}}what
-Mutex.Lock costs{{end}}; a candidate that waited confirms its
-{{.Entry}} {{if .Etcd}}by one linearizable read{{else}}by a read after a
-Sync{{end}} before it returns, so there is no phantom leader. It fails,
+A candidate leads while the election's term record names its
+{{.Entry}}: the record is {{if .Etcd}}the key Dir() + "l", whose value is
+the leader's key, bound to the leader's lease{{else}}the data of Dir()
+itself, the leader's node name{{end}}, and the term's fencing token is
+{{if .Etcd}}the record's mod revision{{else}}Dir()'s mzxid{{end}}: the
+revision of the write that began the term, so every term's token is
+larger than all before it. A handoff (Resign, HandOff) writes the record
+naming the successor in the write that deletes the leader's
+{{.Entry}}. When the leader's {{.Entry}} goes otherwise (its session
+ended, it was deleted), the term is vacant until the next in line (the
+highest priority, then the oldest; see distlock.WithPriority) claims it
+with a compare-and-set of the record guarded by its own {{.Entry}}, so
+there is never a phantom leader nor two terms at once. A waiting
+candidate of a higher priority than the leader's asks it to step down
+through a revocation record (see Admin.Revoke), and after the Election's
+preempt grace (distlock.WithPreemptGrace) deletes its {{.Entry}}.
+Candidates are a queue of their own: an Election and a Mutex of the same
+name never wait for each other. Every candidate follows the whole
+election, so a change wakes each of them: elections are meant for tens
+of candidates, not thousands.
+
+An uncontended Campaign is {{if .Etcd}}the enqueue Txn and the claim
+Txn{{else}}the create, a listing and the claim's multi{{end}}. It fails,
 leaving no {{.Entry}} behind, when ctx ends (the error wraps ctx's
 cause), when the session ends (distlock.ErrSessionExpired,
 distlock.ErrSessionClosed; once it has ended every Campaign fails:
@@ -195,35 +213,37 @@ someone else (distlock.ErrEntryGone). Every call is a candidate of its
 own, even on one Session.
 
 The returned Leadership ends (Done, Context) when the {{.Entry}} goes,
-the session ends, or Resign is called; its Err then says why. Its
-Proclaim {{if .Etcd}}is a Put guarded by the key's create revision{{else}}is
+the session ends, or Resign or HandOff is called; its Err then says why.
+Its Proclaim {{if .Etcd}}is a Put guarded by the key's create revision{{else}}is
 a SetData guarded by the node's version{{end}} (the {{.Entry}} gone:
-distlock.ErrNotLeader) and does not hand leadership over; Resign
-{{if .Etcd}}is the guarded delete{{else}}deletes the node by its exact
-path and version{{end}}, handing leadership to the next candidate at
-once, and a second Resign, or one after leadership was lost, wraps
+distlock.ErrNotLeader) and does not hand leadership over. Its HandOff is
+one {{if .Etcd}}Txn{{else}}multi{{end}} after one read; Resign is a
+HandOff to the next in line, or, with nobody waiting, the guarded
+delete. A second Resign, or one after leadership was lost, wraps
 distlock.ErrNotLeader.`},
 	{Type: "Election", Name: "Leader", Params: "ctx context.Context", Args: "ctx", Results: "(distlock.LeaderInfo, error)", Doc: `
-Leader returns the current leader's value and token, read fresh from
-{{if .Etcd}}etcd: one linearizable read of the oldest candidate's
-key{{else}}ZooKeeper: it syncs, lists the election's directory and reads
-the oldest candidate's node{{end}}, so the answer is at least as new as
-every write acknowledged before the call. That candidate leads from the
-moment its predecessor's {{.Entry}} went, possibly a little before its
-Campaign returns. With no candidate at all the error wraps
+Leader returns the current leader's value, token and priority, read
+fresh from {{if .Etcd}}etcd: one linearizable range read of the
+candidates and the term record{{else}}ZooKeeper: it syncs, reads Dir()'s
+data and lists and reads the candidates{{end}}, so the answer is at
+least as new as every write acknowledged before the call. With no leader
+(no candidate, or a vacant term not yet claimed) the error wraps
 distlock.ErrNoLeader.`},
 	{Type: "Election", Name: "Observe", Params: "ctx context.Context", Args: "ctx", Results: "<-chan distlock.LeaderInfo", Doc: `
 Observe streams the election's leader: first the current one (the zero
 distlock.LeaderInfo if none), then every change in the order it
 happened: a new leader (new token), a Proclaim (same token, new value),
-and "no leader" when the last candidate goes. Consecutive equal values
-are sent once. {{if .Etcd}}It reads the candidates, then follows them
-with one watch from the next revision, reading again after compaction,
-a member's failure or a reconnect.{{else}}It keeps a child watch on the
-election's directory and a data watch on the leader's node, re-arms the
-one that fired and syncs before listing; changes faster than a watch is
-re-armed are coalesced. It needs only the connection, so it carries on
-across reconnects and after the Session ended.{{end}}
+and "no leader" while a term is vacant or when the last candidate goes.
+Consecutive equal values are sent once; tokens only grow. {{if .Etcd}}It
+reads the election, then follows it with one watch from the next
+revision, so it sees every term; after compaction, a member's failure or
+a reconnect it reads again, and a term that began and ended within such
+a gap is missed.{{else}}It keeps a child watch on the election's
+directory and data watches on it and on the leader's node, re-arming the
+one that fired; terms that follow each other faster than a watch is
+re-armed are coalesced (an intermediate leader may be skipped). It
+needs only the connection, so it carries on across reconnects and after
+the Session ended.{{end}}
 
 The channel is closed when ctx ends or the session's {{.Client}} is
 closed. Receivers must keep up: Observe waits for each value to be
@@ -277,14 +297,16 @@ the holder first, then the waiters in the order they will hold
 (QueueEntry.Holding says which hold). {{if .Etcd}}It is one linearizable
 range read sorted by create revision, so the entries are a consistent
 snapshot. An Election's candidates of the same name ("@e" keys, a queue
-of their own) are listed too, as exclusive entries; other keys under the
-lock's queue are ignored.{{else}}It syncs the lock's directory with the
+of their own) are listed too, as exclusive entries, the leader (the one
+the term record names) alone Holding, with its term's token; other keys
+under the lock's queue are ignored.{{else}}It syncs the lock's directory with the
 leader, lists it, and reads every entry (the reads go out together);
 entries deleted between the listing and their read are left out, and
 children that are not lock entries are ignored. An Election's candidates
 ("@e-…" nodes) are listed the same way, as exclusive entries whose
-Holder is the candidate's value; give a lock and an election different
-names, or their entries are listed together.{{end}} An empty result means
+Holder is the candidate's value, the leader (the one the term record
+names) alone Holding, with its term's token; give a lock and an election
+different names, or their entries are listed together.{{end}} An empty result means
 nobody holds or waits.
 
 Each entry's Token is {{template "token" .}} (the fencing token it has or
@@ -305,8 +327,8 @@ connection fails. It is driven by a child watch on the lock's directory
 change is missed.{{end}}`},
 	{Type: "Admin", Name: "Revoke", Params: "ctx context.Context, name string, r distlock.RevokeRequest", Args: "ctx, name, r", Results: "([]distlock.Revocation, error)", Doc: `
 Revoke asks the holders of the lock called name (a Mutex's or writer's
-holder, every reader holding, every permit of a semaphore; not an
-Election's leader) to let go: it records a revocation per holder (see
+holder, every reader holding, every permit of a semaphore, and the leader
+of the Election of that name) to let go: it records a revocation per holder (see
 Admin), which revocable holders (WithRevocable) see as their Lease's Done
 closing with a *distlock.RevokedError, and waits until they release or
 r.Grace is over; then, with r.Force, deletes the {{.Entry}}s of those

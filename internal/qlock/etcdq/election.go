@@ -37,51 +37,75 @@ func (s *Session) Proclaim(ctx context.Context, n *qlock.Node, value string) err
 	return nil
 }
 
-// Leader reads the oldest candidate, by one linearizable read
+// The term record (qlock's election.go) is the key dir + termMark, whose
+// value is the leading candidate's key and whose mod revision is the
+// term's token. It is put with the leader's lease (a handoff puts it with
+// the successor's), so it goes with the leader's session; a Release of
+// the leader deletes it too. 'l' sorts after the candidates' 'e' and
+// before every other marker, so that one range, electionRange, holds the
+// candidates and the record and nothing else.
+const termMark = "l"
+
+// electionRange is the key range of election dir's candidates and term
+// record.
+func electionRange(dir string) (key, end string) { return dir + electionMark, dir + "m" }
+
+// ReadElection reads election name's state by one linearizable range read
 // (qlock.Elections).
-func (s *Session) Leader(ctx context.Context, name string) (distlock.LeaderInfo, error) {
-	resp, err := s.client.Get(ctx, s.Dir(name)+electionMark, clientv3.WithFirstCreate()...)
+func (s *Session) ReadElection(ctx context.Context, name string) (qlock.ElectionState, error) {
+	return s.Revoker().ReadElection(ctx, name)
+}
+
+// ReadElection reads election name's state (qlock.RevokeStore): its
+// candidates and term record, by one linearizable range read.
+func (r RevokeStore) ReadElection(ctx context.Context, name string) (qlock.ElectionState, error) {
+	dir := QueueDir(r.Prefix, name)
+	key, end := electionRange(dir)
+	resp, err := r.Client.Get(ctx, key, clientv3.WithRange(end))
 	if err != nil {
-		return distlock.LeaderInfo{}, err
+		return qlock.ElectionState{}, err
 	}
-	if len(resp.Kvs) == 0 {
-		return distlock.LeaderInfo{}, distlock.ErrNoLeader
-	}
-	return leaderOf(name, resp.Kvs[0]), nil
+	return electionState(dir, resp.Kvs), nil
 }
 
-// leaderOf is the leader whose entry is kv.
-func leaderOf(name string, kv *mvccpb.KeyValue) distlock.LeaderInfo {
-	return distlock.LeaderInfo{Value: string(kv.Value), Token: distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)}}
+// electionState is the state that election dir's keys kvs make.
+func electionState(dir string, kvs []*mvccpb.KeyValue) qlock.ElectionState {
+	var st qlock.ElectionState
+	for _, kv := range kvs {
+		key := string(kv.Key)
+		if key == dir+termMark {
+			st.Term, st.Version, st.Leader = kv.ModRevision, kv.ModRevision, string(kv.Value)
+			continue
+		}
+		if k, ok := entryKind(dir, key); ok && k == qlock.Candidate {
+			st.Contenders = append(st.Contenders, qlock.Contender{
+				Entry:    qlock.Entry{Key: key, Seq: kv.CreateRevision, Kind: qlock.Candidate},
+				Priority: candidatePriority(dir, key),
+				Value:    string(kv.Value),
+				Owner:    uint64(kv.Lease),
+			})
+		}
+	}
+	slices.SortFunc(st.Contenders, func(a, b qlock.Contender) int { return cmp.Compare(a.Seq, b.Seq) })
+	return st
 }
 
-// Observe follows the election's candidates (qlock.Elections). It reads them
-// once, then follows them with one watch from the revision after that
-// read, so nothing is missed between the two. When the watch fails —
-// compaction of the revisions it needs, a member failing or losing its
-// leader, a reconnect — it reads the candidates again and resumes from
-// there; a change that came and went entirely within such a gap is not
-// reported, but the state reported after it is the current one.
-func (s *Session) Observe(ctx context.Context, name string, ch chan<- distlock.LeaderInfo) {
+// WatchElection follows election name's candidates and term record
+// (qlock.Elections). It reads them once, then follows them with one watch
+// from the revision after that read, so nothing is missed between the
+// two, and sends the state after every revision that changed it. When the
+// watch fails — compaction of the revisions it needs, a member failing or
+// losing its leader, a reconnect — it reads again and resumes from there;
+// a change that came and went entirely within such a gap is not seen, but
+// the state sent after it is the current one.
+func (s *Session) WatchElection(ctx context.Context, name string, ch chan<- qlock.ElectionState) {
 	defer close(ch)
 	cli := s.client
-	dir := s.Dir(name) + electionMark
-	var (
-		last  distlock.LeaderInfo
-		first = true
-	)
-	// emit sends the leader of cands if it differs from the last one sent.
-	emit := func(cands []*mvccpb.KeyValue) bool {
-		var now distlock.LeaderInfo
-		if len(cands) > 0 {
-			now = leaderOf(name, slices.MinFunc(cands, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) }))
-		}
-		if !first && now == last {
-			return true
-		}
-		first, last = false, now
+	dir := s.Dir(name)
+	key, end := electionRange(dir)
+	send := func(kvs []*mvccpb.KeyValue) bool {
 		select {
-		case ch <- now:
+		case ch <- electionState(dir, kvs):
 			return true
 		case <-ctx.Done():
 			return false
@@ -91,10 +115,10 @@ func (s *Session) Observe(ctx context.Context, name string, ch chan<- distlock.L
 		if ctx.Err() != nil || cli.Ctx().Err() != nil {
 			return
 		}
-		resp, err := cli.Get(ctx, dir, clientv3.WithPrefix())
+		resp, err := cli.Get(ctx, key, clientv3.WithRange(end))
 		if err != nil {
-			s.Log().Debug("etcdlock: observe: read failed", "election", name, "err", err)
-		} else if !emit(resp.Kvs) || !s.followCandidates(ctx, name, dir, resp.Header.Revision, resp.Kvs, emit) {
+			s.Log().Debug("etcdlock: election: read failed", "election", name, "err", err)
+		} else if !send(resp.Kvs) || !s.followElection(ctx, name, key, end, resp.Header.Revision, resp.Kvs, send) {
 			return
 		}
 		if ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
@@ -103,40 +127,87 @@ func (s *Session) Observe(ctx context.Context, name string, ch chan<- distlock.L
 	}
 }
 
-// followCandidates applies the watch's events from revision rev+1 to
-// cands, emitting after each revision; it returns false when Observe must
-// end, true when the watch failed and the candidates must be read again.
-func (s *Session) followCandidates(ctx context.Context, name, dir string, rev int64, cands []*mvccpb.KeyValue, emit func([]*mvccpb.KeyValue) bool) bool {
+// followElection applies the watch's events from revision rev+1 to kvs,
+// sending the state after each revision; it returns false when the
+// watch's user is gone, true when the watch failed and the election must
+// be read again.
+func (s *Session) followElection(ctx context.Context, name, key, end string, rev int64, kvs []*mvccpb.KeyValue, send func([]*mvccpb.KeyValue) bool) bool {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range s.client.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+	for resp := range s.client.Watch(wctx, key, clientv3.WithRange(end), clientv3.WithRev(rev+1)) {
 		if err := resp.Err(); err != nil || resp.Canceled {
 			if errors.Is(err, rpctypes.ErrCompacted) {
-				s.Log().Debug("etcdlock: observe: compacted; reading again", "election", name, "rev", rev)
+				s.Log().Debug("etcdlock: election: compacted; reading again", "election", name, "rev", rev)
 			} else {
-				s.Log().Debug("etcdlock: observe: watch ended; reading again", "election", name, "err", err)
+				s.Log().Debug("etcdlock: election: watch ended; reading again", "election", name, "err", err)
 			}
 			return true
 		}
 		for i, ev := range resp.Events {
-			idx := slices.IndexFunc(cands, func(c *mvccpb.KeyValue) bool { return string(c.Key) == string(ev.Kv.Key) })
+			idx := slices.IndexFunc(kvs, func(c *mvccpb.KeyValue) bool { return string(c.Key) == string(ev.Kv.Key) })
 			switch {
 			case ev.Type == mvccpb.DELETE && idx >= 0:
-				cands = slices.Delete(cands, idx, idx+1)
+				kvs = slices.Delete(kvs, idx, idx+1)
 			case ev.Type == mvccpb.PUT && idx >= 0:
-				cands[idx] = ev.Kv
+				kvs[idx] = ev.Kv
 			case ev.Type == mvccpb.PUT:
-				cands = append(cands, ev.Kv)
+				kvs = append(kvs, ev.Kv)
 			}
-			// One Txn's events share a revision: report the state after
+			// One Txn's events share a revision: send the state after
 			// all of them.
 			if i+1 < len(resp.Events) && resp.Events[i+1].Kv.ModRevision == ev.Kv.ModRevision {
 				continue
 			}
-			if !emit(cands) {
+			if !send(kvs) {
 				return false
 			}
 		}
 	}
 	return ctx.Err() == nil
 }
+
+// ClaimTerm puts the term record naming n's key, with this session's
+// lease, in one Txn guarded by the record's mod revision as prev read it
+// and by n's create revision (qlock.Elections).
+func (s *Session) ClaimTerm(ctx context.Context, n *qlock.Node, prev qlock.ElectionState) (int64, error) {
+	term := s.Dir(n.Name) + termMark
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(term), "=", prev.Version),
+			clientv3.Compare(clientv3.CreateRevision(n.Key), "=", n.Seq)).
+		Then(clientv3.OpPut(term, n.Key, clientv3.WithLease(s.id))).
+		Commit()
+	if err != nil {
+		return 0, s.storeErr(err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("%w: claim by %s", qlock.ErrTermMoved, n.Key)
+	}
+	return resp.Header.Revision, nil
+}
+
+// HandOff deletes n's key and puts the term record naming to's, with to's
+// lease, in one Txn guarded by the record's mod revision and both keys'
+// create revisions (qlock.Elections).
+func (s *Session) HandOff(ctx context.Context, n *qlock.Node, cur qlock.ElectionState, to qlock.Contender) (int64, error) {
+	term := s.Dir(n.Name) + termMark
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(term), "=", cur.Version),
+			clientv3.Compare(clientv3.CreateRevision(n.Key), "=", n.Seq),
+			clientv3.Compare(clientv3.CreateRevision(to.Key), "=", to.Seq)).
+		Then(clientv3.OpDelete(n.Key), clientv3.OpPut(term, to.Key, clientv3.WithLease(clientv3.LeaseID(to.Owner)))).
+		Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return 0, fmt.Errorf("%w: the session of %s ended", qlock.ErrTermMoved, to.Key)
+	}
+	if err != nil {
+		return 0, s.storeErr(err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("%w: handoff from %s to %s", qlock.ErrTermMoved, n.Key, to.Key)
+	}
+	return resp.Header.Revision, nil
+}
+
+// Revoker returns the revocation records of this session's client and
+// prefix (qlock.Elections).
+func (s *Session) Revoker() qlock.RevokeStore { return RevokeStore{Client: s.client, Prefix: s.prefix} }

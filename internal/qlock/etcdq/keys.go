@@ -79,11 +79,50 @@ func entryKind(dir, key string) (k qlock.Kind, ok bool) {
 	default:
 		return 0, false
 	}
-	lease, n, ok := strings.Cut(rest[1:], "_")
+	rest = rest[1:]
+	if k == qlock.Candidate {
+		if _, tail, ok := cutPriority(rest); ok {
+			rest = tail
+		}
+	}
+	lease, n, ok := strings.Cut(rest, "_")
 	if !ok || !isHex(lease) || !isHex(n) {
 		return 0, false
 	}
 	return k, true
+}
+
+// A candidate of a priority other than 0 has it in its key, before the
+// lease: "e" + "p" + priority in decimal + "." + lease + "_" + counter.
+// 'p' is no hex digit, so a key without it is a priority-0 candidate's.
+
+// priorityTag is what r's key has between its kind's mark and its lease.
+func priorityTag(r qlock.Request) string {
+	if r.Kind != qlock.Candidate || r.Priority == 0 {
+		return ""
+	}
+	return "p" + strconv.Itoa(r.Priority) + "."
+}
+
+// cutPriority parses the priority at the start of a candidate key's rest
+// (after the kind's mark); ok is false when there is none.
+func cutPriority(rest string) (prio int, tail string, ok bool) {
+	tag, tail, found := strings.Cut(rest, ".")
+	if !found || !strings.HasPrefix(tag, "p") {
+		return 0, rest, false
+	}
+	p, err := strconv.Atoi(tag[1:])
+	if err != nil {
+		return 0, rest, false
+	}
+	return p, tail, true
+}
+
+// candidatePriority returns the priority in candidate key's name (dir is
+// its election's).
+func candidatePriority(dir, key string) int {
+	p, _, _ := cutPriority(strings.TrimPrefix(key, dir+electionMark))
+	return p
 }
 
 func isHex(s string) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +39,7 @@ func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error 
 		mu.Unlock()
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(n.Key), "=", n.Seq)).
-			Then(clientv3.OpDelete(n.Key)).
+			Then(deleteOps(n.Key)...).
 			Commit()
 		mu.Lock()
 		finished++
@@ -105,8 +106,23 @@ func (s *Session) Abandon(n *qlock.Node) {
 
 // deleteAt deletes key if its create revision is still rev.
 func (s *Session) deleteAt(ctx context.Context, key string, rev int64) error {
-	_, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
+	ops := deleteOps(key)
+	_, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(ops...).Else(ops[1:]...).Commit()
 	return err
+}
+
+// deleteOps deletes entry key and, if it is a candidate that the term
+// record names, the record (which would otherwise name a gone entry until
+// the session ends): the record's part is all but the first op.
+func deleteOps(key string) []clientv3.Op {
+	ops := []clientv3.Op{clientv3.OpDelete(key)}
+	if i := strings.LastIndex(key, "/@"); i >= 0 && strings.HasPrefix(key[i+2:], electionMark) {
+		term := key[:i+2] + termMark
+		ops = append(ops, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(term), "=", key)},
+			[]clientv3.Op{clientv3.OpDelete(term)}, nil))
+	}
+	return ops
 }
 
 // removeLater deletes key, created at revision rev, in the background,

@@ -156,7 +156,7 @@ func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error 
 			}
 			continue
 		}
-		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != e.Token.Seq {
+		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != qlock.Position(e) {
 			return nil
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
@@ -177,11 +177,12 @@ func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error 
 	}
 }
 
-// Delete deletes e's key only if its create revision is still e's token.
+// Delete deletes e's key only if its create revision is still e's
+// position (and, for an election's leader, the term record naming it).
 func (r RevokeStore) Delete(ctx context.Context, e distlock.QueueEntry) (gone bool, err error) {
 	resp, err := r.Client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.Key), "=", e.Token.Seq)).
-		Then(clientv3.OpDelete(e.Key)).Commit()
+		If(clientv3.Compare(clientv3.CreateRevision(e.Key), "=", qlock.Position(e))).
+		Then(deleteOps(e.Key)...).Commit()
 	if err != nil {
 		return false, err
 	}
