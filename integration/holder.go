@@ -40,6 +40,13 @@ type HolderSpec struct {
 	// the holder takes a permit (its token is the slot's, see
 	// distlock.Permit) instead of the Mutex.
 	Permits int
+	// Election makes Lock an election: the holder campaigns in it, with
+	// its pid as its value, and holds while it leads (its token is the
+	// term's); Unlock resigns. It excludes Permits.
+	Election bool
+	// Priority is the candidate's priority in an Election
+	// (distlock.WithPriority).
+	Priority int
 	// Logger logs the holder's steps, events and stderr (silent if nil).
 	Logger *slog.Logger
 	// TLS, for an etcd cluster started WithTLS, is its EtcdCluster.TLS:
@@ -129,6 +136,12 @@ func StartHolder(ctx context.Context, spec HolderSpec) (*Holder, error) {
 	}
 	if spec.Permits > 0 {
 		args = append(args, "-permits", strconv.Itoa(spec.Permits))
+	}
+	if spec.Election {
+		args = append(args, "-election")
+	}
+	if spec.Priority != 0 {
+		args = append(args, "-priority", strconv.Itoa(spec.Priority))
 	}
 	if spec.Prefix != "" {
 		args = append(args, "-prefix", spec.Prefix)

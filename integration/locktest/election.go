@@ -40,6 +40,15 @@ var electionCases = []struct {
 	{"ElectionCancelledCampaignLeavesNothing", electionCancelledCampaign},
 	{"ElectionAndMutexDoNotInterfere", electionAndMutex},
 	{"ElectionRunAsLeaderFenced", electionRunAsLeader},
+	{"ElectionHandOffNamed", electionHandOffNamed},
+	{"ElectionHandOffVanishedCandidate", electionHandOffVanished},
+	{"ElectionHandOffNobodyWaits", electionHandOffNobody},
+	{"ElectionHandOffRacesLeaderLoss", electionHandOffRacesLeaderLoss},
+	{"ElectionHandOffRacesSuccessorLoss", electionHandOffRacesSuccessorLoss},
+	{"ElectionPriorityOrder", electionPriorityOrder},
+	{"ElectionPreemptCooperative", electionPreemptCooperative},
+	{"ElectionPreemptForced", electionPreemptForced},
+	{"ElectionObserveHandOffs", electionObserveHandOffs},
 }
 
 func election(t *testing.T, s Session, name string) Elector {

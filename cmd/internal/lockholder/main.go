@@ -8,6 +8,11 @@
 // With -permits N it takes a permit of the semaphore of N permits called
 // -lock instead of the Mutex (its token is the permit's slot's).
 //
+// With -election it campaigns in the election called -lock instead, with
+// -value as its value (default: its pid) and -priority as its priority
+// (distlock.WithPriority): "acquired" then means leading, its token is the
+// term's, a deposed leader reports "lost", and "unlock" resigns.
+//
 // With -backend zk, -ttl is the session timeout asked of ZooKeeper (default
 // 4s; the servers may negotiate it into their bounds).
 //
@@ -48,6 +53,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -57,6 +63,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -98,6 +105,9 @@ func run() int {
 	ttl := flag.Duration("ttl", 0, "session TTL (etcd, default 2s) or session timeout (zk, default 4s)")
 	prefix := flag.String("prefix", "", "key prefix of the locks (default: the backend's)")
 	permits := flag.Int("permits", 0, "take a permit of a semaphore of this many permits instead of the Mutex")
+	elect := flag.Bool("election", false, "campaign in the election called -lock instead of taking the Mutex")
+	value := flag.String("value", "", "with -election: the candidate's value (default: the pid)")
+	priority := flag.Int("priority", 0, "with -election: the candidate's priority")
 	flag.Parse()
 
 	fail := func(err error) int {
@@ -113,20 +123,28 @@ func run() int {
 		return fail(errors.New("-endpoints is required"))
 	case *name == "":
 		return fail(errors.New("-lock is required"))
+	case *elect && *permits > 0:
+		return fail(errors.New("-election and -permits exclude each other"))
+	case !*elect && (*value != "" || *priority != 0):
+		return fail(errors.New("-value and -priority need -election"))
+	}
+	want := what{name: *name, permits: *permits}
+	if *elect {
+		want.campaign = &campaign{value: cmp.Or(*value, strconv.Itoa(os.Getpid())), priority: *priority}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
 	holderID := fmt.Sprintf("lockholder:%d", os.Getpid())
-	mu, cleanup, err := mutex(ctx, kind, strings.Split(*endpoints, ","), *name, *ttl, *prefix, holderID, *permits)
+	acquire, cleanup, err := open(ctx, kind, strings.Split(*endpoints, ","), want, *ttl, *prefix, holderID)
 	if err != nil {
 		return fail(err)
 	}
 	defer cleanup()
 
-	// Commands are read while Lock waits too, so that stdin EOF ends a
-	// holder that never acquires.
+	// Commands are read while Lock (or Campaign) waits too, so that stdin
+	// EOF ends a holder that never acquires.
 	cmds := make(chan string)
 	go func() {
 		sc := holderproto.NewScanner(os.Stdin)
@@ -141,10 +159,7 @@ func run() int {
 	lockCtx, cancelLock := context.WithCancel(ctx)
 	defer cancelLock()
 	locked := make(chan result, 1)
-	go func() {
-		l, err := mu.Lock(lockCtx)
-		locked <- result{l, err}
-	}()
+	go func() { locked <- acquire(lockCtx) }()
 
 	h := &holder{writes: make(chan event)}
 	defer func() { h.shutdown(cancelLock, locked) }() // locked as it is then
@@ -155,7 +170,7 @@ func run() int {
 			if r.err != nil {
 				return fail(r.err)
 			}
-			h.lease = r.lease
+			h.lease, h.release = r.lease, r.release
 			h.done = r.lease.Done()
 			emit(event{Event: "acquired", Token: r.lease.Token().String(), PID: os.Getpid()})
 		case <-h.done:
@@ -184,9 +199,24 @@ var (
 	keyFlag    = flag.String("key", "", "etcd: client key (PEM)")
 )
 
-// mutex connects and returns the Mutex (with permits, the semaphore) on a
-// session of its own; cleanup closes the session and the connection.
-func mutex(ctx context.Context, kind backend.Kind, endpoints []string, name string, ttl time.Duration, prefix, holderID string, permits int) (distlock.Locker, func(), error) {
+// what is what the holder takes: the Mutex called name, a permit of the
+// semaphore of that name (permits above 0), or the lead of the election of
+// that name (campaign set).
+type what struct {
+	name     string
+	permits  int
+	campaign *campaign
+}
+
+// campaign is an election candidate's value and priority.
+type campaign struct {
+	value    string
+	priority int
+}
+
+// open connects and returns how to take w on a session of its own;
+// cleanup closes the session and the connection.
+func open(ctx context.Context, kind backend.Kind, endpoints []string, w what, ttl time.Duration, prefix, holderID string) (func(context.Context) result, func(), error) {
 	tc, err := backend.LoadTLS(*cacertFlag, *certFlag, *keyFlag)
 	if err != nil {
 		return nil, nil, fmt.Errorf("TLS: %w", err)
@@ -210,30 +240,61 @@ func mutex(ctx context.Context, kind backend.Kind, endpoints []string, name stri
 		}
 		cli.Close()
 	}
+	if c := w.campaign; c != nil {
+		el, err := sess.Election(w.name)
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		return func(ctx context.Context) result {
+			ld, err := el.Campaign(ctx, c.value, distlock.WithPriority(c.priority))
+			if err != nil {
+				return result{err: err}
+			}
+			return result{lease: ld, release: ld.Resign}
+		}, cleanup, nil
+	}
 	var mu distlock.Locker
-	if permits > 0 {
-		mu, err = sess.SemaphoreLocker(name, permits)
+	if w.permits > 0 {
+		mu, err = sess.SemaphoreLocker(w.name, w.permits)
 	} else {
-		mu, err = sess.Mutex(name)
+		mu, err = sess.Mutex(w.name)
 	}
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	return mu, cleanup, nil
+	return func(ctx context.Context) result {
+		l, err := mu.Lock(ctx)
+		if err != nil {
+			return result{err: err}
+		}
+		return result{lease: l, release: l.Unlock}
+	}, cleanup, nil
 }
 
-// result is what Lock returned.
+// held is what the holder acquired: a Lease, or a Leadership, which has
+// the same surface.
+type held interface {
+	Token() distlock.Token
+	Done() <-chan struct{}
+	Err() error
+}
+
+// result is what Lock (or Campaign) returned, and how to give it up
+// (Unlock, or Resign).
 type result struct {
-	lease *distlock.Lease
-	err   error
+	lease   held
+	release func(context.Context) error
+	err     error
 }
 
 // holder is the state of the held lock, used by the main goroutine only.
 type holder struct {
-	lease    *distlock.Lease // nil until acquired
-	done     <-chan struct{} // lease.Done() until the loss is reported or the lease released
-	lost     bool            // "lost" was written
+	lease    held                        // nil until acquired
+	release  func(context.Context) error // lease's Unlock, or Resign
+	done     <-chan struct{}             // lease.Done() until the loss is reported or the lease released
+	lost     bool                        // "lost" was written
 	released bool
 	writes   chan event // answers of writes in flight, to be emitted
 }
@@ -284,7 +345,7 @@ func (h *holder) command(line string) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-		err := h.lease.Unlock(ctx)
+		err := h.release(ctx)
 		cancel()
 		h.released, h.done = true, nil
 		h.noteLost(err) // Unlock may be the first to find the entry gone
@@ -358,7 +419,7 @@ func (h *holder) shutdown(cancelLock context.CancelFunc, locked <-chan result) {
 	cancelLock()
 	if locked != nil {
 		if r := <-locked; r.err == nil {
-			h.lease = r.lease
+			h.lease, h.release = r.lease, r.release
 		}
 	}
 	if h.lease == nil || h.released {
@@ -366,7 +427,7 @@ func (h *holder) shutdown(cancelLock context.CancelFunc, locked <-chan result) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
-	if err := h.lease.Unlock(ctx); err != nil {
+	if err := h.release(ctx); err != nil {
 		log.Warn("lockholder: unlock at exit", "err", err)
 	}
 }
