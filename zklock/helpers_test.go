@@ -69,9 +69,17 @@ func newMutex(t *testing.T, s *zklock.Session, name string) *zklock.Mutex {
 }
 
 // isEntry reports whether a child of a lock's directory is an entry: a
-// lock's ("@w-", "@r-") or an election's candidate ("@e-").
+// lock's ("@w-", "@r-") or an election's candidate ("@e-", with
+// "p<prio>-" before its sequence number unless its priority is 0).
 func isEntry(child string) bool {
-	return (strings.HasPrefix(child, "@w-") || strings.HasPrefix(child, "@r-") || strings.HasPrefix(child, "@e-")) && len(child) == 3+32+1+10
+	const n = 3 + 32 + 1 + 10
+	switch {
+	case strings.HasPrefix(child, "@w-") || strings.HasPrefix(child, "@r-"):
+		return len(child) == n
+	case strings.HasPrefix(child, "@e-"):
+		return len(child) == n || len(child) > n && child[n-10] == 'p'
+	}
+	return false
 }
 
 // entries lists the lock entries in dir, oldest first, as the leader sees
