@@ -1,29 +1,34 @@
 package zkq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"path"
+	"slices"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/zkctx"
 	"github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
 )
 
-// Proclaim sets the leader's value (qlock.Elections): a SetData on the leader's node with
-// the version this leadership last wrote, so it succeeds only while the
-// node exists (and then this candidate leads: nothing older can come
-// back). When the node is gone, the session is over, the node belongs to
+// Proclaim sets the leader's value (qlock.Elections): a SetData on the
+// leader's node with the version this leadership last wrote, so it
+// succeeds only while the node exists (and then this candidate leads: the
+// term record moves on only once the node it names is gone). When the node is gone, the session is over, the node belongs to
 // another session or the leadership has ended, it fails with an error
 // wrapping distlock.ErrNotLeader. A bad version (a Proclaim of ours whose
 // answer a connection loss cut off, or a foreign write) is resolved by
 // reading the node again: only if it is still this session's is the value
 // written.
 //
-// A Proclaim does not hand leadership over: the next candidate sees the
-// data change, reads the node again, and keeps waiting while it exists.
+// A Proclaim does not hand leadership over: it changes the leader's
+// value, not the term record.
 func (s *Session) Proclaim(ctx context.Context, n *qlock.Node, value string) error {
 	e := state(n)
 	notLeader := func(err error) error { return fmt.Errorf("%w: %w", distlock.ErrNotLeader, err) }
@@ -70,175 +75,459 @@ func (s *Session) Proclaim(ctx context.Context, n *qlock.Node, value string) err
 	}
 }
 
-// Leader reads the current leader's value and token (qlock.Elections): the data and czxid
-// of the election's oldest node, read after a Sync with the ZooKeeper
-// leader (so it is at least as new as every write acknowledged before the
-// call). It returns an error wrapping distlock.ErrNoLeader when the
-// election has no candidate.
-func (s *Session) Leader(ctx context.Context, name string) (distlock.LeaderInfo, error) {
-	dir := s.Dir(name)
-	for {
-		children, err := syncedChildren(ctx, s.conn, dir)
-		if err != nil {
-			return distlock.LeaderInfo{}, err
-		}
-		p, ok := lowest(dir, children)
-		if !ok {
-			return distlock.LeaderInfo{}, distlock.ErrNoLeader
-		}
-		type read struct {
-			data []byte
-			stat *zk.Stat
-		}
-		r, err := retry(ctx, func() (read, error) {
-			d, st, err := s.conn.Get(p)
-			return read{d, st}, err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // gone since the listing: list again
-		}
-		if err != nil {
-			return distlock.LeaderInfo{}, err
-		}
-		return distlock.LeaderInfo{Value: string(r.data), Token: distlock.Token{Name: name, Seq: r.stat.Czxid, Owner: uint64(r.stat.EphemeralOwner)}}, nil
+// The term record of an election is the data of its directory znode: the
+// child name of the leading candidate's node. Its mzxid is the term's
+// token and its data version what ClaimTerm and HandOff compare; empty
+// data, or no directory, is no record. A candidate's position (Seq) is
+// its node's czxid, as a revocation compares it (qlock.Position); within
+// one directory it orders candidates as their sequence numbers do.
+
+// ClaimTerm writes the term record naming n's node, if the record is still
+// at prev's version and n's node exists, in one multi (qlock.Elections).
+func (s *Session) ClaimTerm(ctx context.Context, n *qlock.Node, prev qlock.ElectionState) (int64, error) {
+	dir := path.Dir(n.Key)
+	rs, err := zkctx.Call(ctx, func() ([]zk.MultiResponse, error) {
+		rs, err := s.conn.Multi(
+			&zk.SetDataRequest{Path: dir, Data: []byte(childName(n.Key)), Version: int32(prev.Version)},
+			&zk.CheckVersionRequest{Path: n.Key, Version: -1})
+		return rs, multiErr(rs, err)
+	})
+	if err != nil {
+		return 0, termErr(err, "claim the term for node "+n.Key)
 	}
+	return rs[0].Stat.Mzxid, nil
 }
 
-// Observe follows the election's leader (qlock.Elections). It keeps a child
-// watch on the election's directory (an existence watch while the
-// directory does not exist) and a data watch on the leader's node,
-// re-armed after each event, and reads after a Sync; it goes on across
-// reconnects, server failures and session expiries (it only reads, so it
-// needs the connection, not the session: it works after the session ended
-// too). Changes that follow each other faster than a watch is re-armed
-// are coalesced: an intermediate leader may be skipped, but what is sent
-// is never older than what was sent before, and the last value sent is the
-// current state once the election is quiet. The channel is closed when
-// ctx ends, or when the connection is closed.
-func (s *Session) Observe(ctx context.Context, name string, out chan<- distlock.LeaderInfo) {
-	defer close(out)
-	dir := s.Dir(name)
-	var (
-		childW  <-chan zk.Event // nil: list (again)
-		dataW   <-chan zk.Event // nil: read the leader (again), if any
-		leader  string          // the leader's node, "" for none
-		cur     distlock.LeaderInfo
-		sent    distlock.LeaderInfo
-		started bool
-	)
-	// pause is the wait after a failed request; false when ctx ended or
-	// the connection is closed.
+// HandOff deletes n's node and writes the term record naming to's node
+// in one multi, if the record is still at cur's version and to's node
+// exists (qlock.Elections).
+func (s *Session) HandOff(ctx context.Context, n *qlock.Node, cur qlock.ElectionState, to qlock.Contender) (int64, error) {
+	dir := path.Dir(n.Key)
+	rs, err := zkctx.Call(ctx, func() ([]zk.MultiResponse, error) {
+		rs, err := s.conn.Multi(
+			&zk.DeleteRequest{Path: n.Key, Version: -1},
+			&zk.SetDataRequest{Path: dir, Data: []byte(childName(to.Key)), Version: int32(cur.Version)},
+			&zk.CheckVersionRequest{Path: to.Key, Version: -1})
+		return rs, multiErr(rs, err)
+	})
+	if err != nil {
+		return 0, termErr(err, "hand node "+n.Key+"'s term to "+to.Key)
+	}
+	s.forget(n.Key)
+	return rs[1].Stat.Mzxid, nil
+}
+
+// termErr is the error of a failed claim or handoff: a compare that
+// failed (the record's version, a node gone) is qlock.ErrTermMoved, and
+// the multi wrote nothing; anything else is returned as it is, the write
+// maybe made.
+func termErr(err error, what string) error {
+	if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("%s: %w (%w)", what, qlock.ErrTermMoved, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Revoker returns the session's revocation records (qlock.Elections).
+func (s *Session) Revoker() qlock.RevokeStore { return s.revokeStore() }
+
+func (s *Session) revokeStore() RevokeStore {
+	return RevokeStore{Conn: s.conn, Prefix: s.prefix, ACL: s.acl}
+}
+
+// ReadElection reads election name's state (qlock.Elections).
+func (s *Session) ReadElection(ctx context.Context, name string) (qlock.ElectionState, error) {
+	return s.revokeStore().ReadElection(ctx, name)
+}
+
+// ReadElection reads election name's state after a Sync of its directory
+// (so it is at least as new as every write acknowledged before the call):
+// the term record first, then the candidates, each node read with its
+// value (the reads go out together). The record is read before the
+// listing so that a vacancy it shows is real: a node named by the record
+// and missing from a later listing is gone for good. Candidates deleted
+// between the listing and their read are left out.
+func (r RevokeStore) ReadElection(ctx context.Context, name string) (qlock.ElectionState, error) {
+	dir := r.Prefix + "/" + name
+	fail := func(op string, err error) (qlock.ElectionState, error) {
+		return qlock.ElectionState{}, fmt.Errorf("%s %s: %w", op, dir, err)
+	}
+	if err := synced(ctx, r.Conn, dir); err != nil {
+		return fail("sync", err)
+	}
+	type read struct {
+		data []byte
+		stat *zk.Stat
+	}
+	getNode := func(p string) (read, error) {
+		return retry(ctx, func() (read, error) {
+			d, st, err := r.Conn.Get(p)
+			return read{d, st}, err
+		})
+	}
+	rec, err := getNode(dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return qlock.ElectionState{}, nil
+	}
+	if err != nil {
+		return fail("read", err)
+	}
+	children, err := listChildren(ctx, r.Conn, dir)
+	if err != nil {
+		return fail("list", err)
+	}
+	cands := candidates(dir, children)
+	reads := make([]read, len(cands))
+	var g errgroup.Group
+	for i, c := range cands {
+		g.Go(func() error {
+			x, err := getNode(c.Key)
+			switch {
+			case errors.Is(err, zk.ErrNoNode):
+				// Gone since the listing.
+			case err != nil:
+				return fmt.Errorf("read %s: %w", c.Key, err)
+			default:
+				reads[i] = x
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return qlock.ElectionState{}, err
+	}
+	st := termState(dir, rec.data, rec.stat)
+	for i, c := range cands {
+		if x := reads[i]; x.stat != nil {
+			c.Seq, c.Owner, c.Value = x.stat.Czxid, uint64(x.stat.EphemeralOwner), string(x.data)
+			st.Contenders = append(st.Contenders, c)
+		}
+	}
+	sortContenders(st.Contenders)
+	return st, nil
+}
+
+// candidates returns the candidates among dir's children, with their key,
+// kind and priority: their positions and values are read from their nodes.
+func candidates(dir string, children []string) []qlock.Contender {
+	var out []qlock.Contender
+	for _, c := range children {
+		if _, prio, _, ok := parseElectionEntry(c); ok {
+			out = append(out, qlock.Contender{Entry: qlock.Entry{Key: dir + "/" + c, Kind: qlock.Candidate}, Priority: prio})
+		}
+	}
+	return out
+}
+
+// termState is the state of the election in dir as its directory's data
+// and Stat show it, without the candidates.
+func termState(dir string, data []byte, st *zk.Stat) qlock.ElectionState {
+	if st == nil {
+		return qlock.ElectionState{}
+	}
+	out := qlock.ElectionState{Version: int64(st.Version)}
+	if len(data) > 0 {
+		out.Term, out.Leader = st.Mzxid, dir+"/"+string(data)
+	}
+	return out
+}
+
+func sortContenders(cs []qlock.Contender) {
+	slices.SortFunc(cs, func(a, b qlock.Contender) int { return cmp.Compare(a.Seq, b.Seq) })
+}
+
+// WatchElection follows election name's state (qlock.Elections). It keeps
+// three watches: a data watch on the directory (the term record; an exists
+// watch while there is no directory), a child watch on it (the
+// candidates), and a data watch on the leader's node (its value), and
+// re-reads only what a watch fired for. A state is sent only when no
+// watch has fired since its reads were answered: the client delivers a
+// watch's event before the answers that follow it, so every part of the
+// state is then still as read, and the state is the election's at the
+// last answer. States therefore never go back, and no state is sent that
+// the election never was (such as a vacancy between a handoff's delete
+// and its record, which happen in one write). A candidate's position and
+// owner never change: each candidate's Stat is read once. It goes on
+// across reconnects and session expiries (it only reads: it needs the
+// connection, not the session), until ctx ends or the connection is
+// closed.
+func (s *Session) WatchElection(ctx context.Context, name string, ch chan<- qlock.ElectionState) {
+	defer close(ch)
+	w := &electionWatch{conn: s.conn, dir: s.Dir(name), stats: map[string]*zk.Stat{}}
+	// pause is the wait after a failure; false when ctx ended or the
+	// connection is closed.
 	pause := func(err error) bool {
 		if errors.Is(err, zk.ErrClosing) {
-			s.Log().Debug("zklock: observe: connection closed", "election", name)
+			s.Log().Debug("zklock: election watch: connection closed", "election", name)
 			return false
 		}
 		return ctxwait.Sleep(ctx, qlock.RetryDelay) == nil
 	}
+	var (
+		last qlock.ElectionState
+		sent bool
+	)
 	for ctx.Err() == nil {
-		if childW == nil {
-			type listing struct {
-				children []string
-				w        <-chan zk.Event
-				created  bool // no directory at the listing, one at the exists watch
+		if err := w.read(ctx); err != nil {
+			if !pause(err) {
+				return
 			}
-			l, err := zkctx.Call(ctx, func() (listing, error) {
-				if _, err := s.conn.Sync(dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
-					return listing{}, err
-				}
-				c, _, w, err := s.conn.ChildrenW(dir)
-				if errors.Is(err, zk.ErrNoNode) {
-					// No directory: no leader until it is created.
-					ok, _, w, err := s.conn.ExistsW(dir)
-					return listing{w: w, created: ok}, err
-				}
-				return listing{c, w, false}, err
-			})
-			if err == nil && l.created {
-				// Created meanwhile: list again, with a child watch.
-				// (This watch fires at the directory's deletion or
-				// data change into its buffered channel, unread.)
-				continue
-			}
-			if err != nil {
-				if !pause(err) {
-					return
-				}
-				continue
-			}
-			childW = l.w
-			if p, _ := lowest(dir, l.children); p != leader {
-				// The old leader's node is gone (the oldest node only
-				// changes by deletion), and so is its data watch.
-				leader, dataW, cur = p, nil, distlock.LeaderInfo{}
-			}
+			continue
 		}
-		quiet := false // nothing known to send: wait for the child watch
-		if leader != "" && dataW == nil {
-			w, err := zkctx.Call(ctx, func() (watched, error) {
-				d, st, ch, err := s.conn.GetW(leader)
-				return watched{ch, d, st}, err
-			})
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-				// Deleted since the listing (or the release's set-data):
-				// the child watch has fired or will (a watch's event
-				// comes before the answers after it). Who leads now, the
-				// next listing tells: "no leader" is not known.
-				leader, cur, quiet = "", distlock.LeaderInfo{}, true
-			case err != nil:
-				if !pause(err) {
-					return
-				}
-				continue
-			default:
-				dataW = w.ch
-				cur = distlock.LeaderInfo{Value: string(w.data), Token: distlock.Token{Name: name, Seq: w.stat.Czxid, Owner: uint64(w.stat.EphemeralOwner)}}
+		if fired, err := w.fired(); fired || !w.complete() {
+			// Part of what was read has changed since, or could not be
+			// read: read it again before anything is sent.
+			if (err != nil || !fired) && !pause(err) {
+				return
 			}
+			continue
 		}
-		if !quiet && (!started || cur != sent) {
+		if st := w.state(); !sent || !sameState(st, last) {
 			select {
-			case out <- cur:
-				sent, started = cur, true
+			case ch <- st:
+				last, sent = st, true
 			case <-ctx.Done():
 				return
 			}
 		}
+		var ev zk.Event
 		select {
 		case <-ctx.Done():
 			return
-		case ev := <-childW:
-			childW = nil
-			if ev.Type == zk.EventNotWatching {
-				// Session expired or connection closed: every watch is
-				// gone. Re-arm them all.
-				dataW = nil
-				if !pause(ev.Err) {
-					return
-				}
-			}
-		case ev := <-dataW:
-			dataW = nil
-			switch ev.Type {
-			case zk.EventNodeDeleted:
-				// The child watch fires too: go straight to it, with no
-				// leader in the meantime.
-				leader, cur = "", distlock.LeaderInfo{}
-				select {
-				case ev := <-childW:
-					childW = nil
-					if ev.Type == zk.EventNotWatching && !pause(ev.Err) {
-						return
-					}
-				case <-ctx.Done():
-					return
-				}
-			case zk.EventNotWatching:
-				childW = nil
-				if !pause(ev.Err) {
-					return
-				}
+		case ev = <-w.dirW:
+			w.dirW = nil
+		case ev = <-w.childW:
+			w.childW = nil
+		case ev = <-w.leaderW:
+			w.leaderW = nil
+		}
+		if ev.Type == zk.EventNotWatching {
+			w.reset()
+			if !pause(ev.Err) {
+				return
 			}
 		}
 	}
+}
+
+// electionWatch is what WatchElection has read, each part valid while its
+// watch has not fired (a nil watch: read it again).
+type electionWatch struct {
+	conn *zk.Conn
+	dir  string
+
+	dirW   <-chan zk.Event
+	record []byte   // the directory's data
+	rstat  *zk.Stat // nil while there is no directory
+
+	childW   <-chan zk.Event
+	children []string
+	statsDue bool // the listing's new candidates' Stats are still to be read
+
+	leaderW <-chan zk.Event
+	leader  string // the node the leader's value was read from
+	value   []byte
+
+	stats map[string]*zk.Stat // the listed candidates' Stats
+}
+
+// reset forgets every watch: the client has dropped them all (session
+// expiry), so everything is read again.
+func (w *electionWatch) reset() {
+	w.dirW, w.childW, w.leaderW = nil, nil, nil
+	w.statsDue = false
+}
+
+// fired takes the events of the watches that fired since they were set:
+// what they watched is read again. err is the cause when the client has
+// dropped every watch.
+func (w *electionWatch) fired() (fired bool, err error) {
+	for _, wch := range []*<-chan zk.Event{&w.dirW, &w.childW, &w.leaderW} {
+		if *wch == nil || len(*wch) == 0 {
+			continue
+		}
+		ev := <-*wch
+		*wch, fired = nil, true
+		if ev.Type == zk.EventNotWatching {
+			err = cmp.Or(ev.Err, zk.ErrSessionExpired)
+		}
+	}
+	if err != nil {
+		w.reset()
+	}
+	return fired, err
+}
+
+// complete reports whether every part of the state is read and watched.
+// A part that could not be read because its node was deleted meanwhile
+// is left unwatched, and then another watch has fired.
+func (w *electionWatch) complete() bool {
+	switch {
+	case w.dirW == nil:
+		return false
+	case w.rstat == nil: // no directory
+		return true
+	case w.childW == nil || w.statsDue:
+		return false
+	}
+	_, listed := w.stats[w.leaderKey()]
+	return !listed || w.leaderW != nil && w.leader == w.leaderKey()
+}
+
+// leaderKey is the node the term record names, "" for none.
+func (w *electionWatch) leaderKey() string {
+	if w.rstat == nil || len(w.record) == 0 {
+		return ""
+	}
+	return w.dir + "/" + string(w.record)
+}
+
+// read reads, with a watch, what is not known: the term record, the
+// candidates, each new candidate's Stat, and the leader's value.
+func (w *electionWatch) read(ctx context.Context) error {
+	for w.dirW == nil {
+		x, err := zkctx.Call(ctx, func() (watched, error) {
+			d, st, ch, err := w.conn.GetW(w.dir)
+			return watched{ch, d, st}, err
+		})
+		if err == nil {
+			w.dirW, w.record, w.rstat = x.ch, x.data, x.stat
+			break
+		}
+		if !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		type exists struct {
+			ok bool
+			ch <-chan zk.Event
+		}
+		e, err := zkctx.Call(ctx, func() (exists, error) {
+			ok, _, ch, err := w.conn.ExistsW(w.dir)
+			return exists{ok, ch}, err
+		})
+		if err != nil {
+			return err
+		}
+		if e.ok {
+			continue // created since the read
+		}
+		w.dirW, w.record, w.rstat = e.ch, nil, nil
+		w.childW, w.children, w.statsDue = nil, nil, false
+		w.leaderW, w.leader, w.value = nil, "", nil
+		clear(w.stats)
+		return nil
+	}
+	if w.rstat == nil {
+		return nil
+	}
+	if w.childW == nil {
+		type listing struct {
+			children []string
+			ch       <-chan zk.Event
+		}
+		l, err := zkctx.Call(ctx, func() (listing, error) {
+			c, _, ch, err := w.conn.ChildrenW(w.dir)
+			return listing{c, ch}, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil // deleted since the record's read: its watch has fired
+		}
+		if err != nil {
+			return err
+		}
+		w.childW, w.children, w.statsDue = l.ch, l.children, true
+	}
+	if w.statsDue {
+		if err := w.readStats(ctx); err != nil {
+			return err
+		}
+		w.statsDue = false
+	}
+	key := w.leaderKey()
+	if _, ok := w.stats[key]; !ok {
+		// Vacant: no leader's value to follow. The old leader's watch, if
+		// one is left, fires once, at its node's deletion.
+		w.leaderW, w.leader, w.value = nil, "", nil
+		return nil
+	}
+	if w.leaderW == nil || w.leader != key {
+		x, err := zkctx.Call(ctx, func() (watched, error) {
+			d, st, ch, err := w.conn.GetW(key)
+			return watched{ch, d, st}, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			// Deleted since the listing: the child watch has fired.
+			w.leaderW, w.leader, w.value = nil, "", nil
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		w.leaderW, w.leader, w.value = x.ch, key, x.data
+	}
+	return nil
+}
+
+// readStats reads the Stat of every listed candidate not read before, and
+// forgets those not listed any more. A candidate deleted since the listing
+// has no Stat: the child watch has fired.
+func (w *electionWatch) readStats(ctx context.Context) error {
+	listed := map[string]bool{}
+	var todo []string
+	for _, c := range candidates(w.dir, w.children) {
+		listed[c.Key] = true
+		if w.stats[c.Key] == nil {
+			todo = append(todo, c.Key)
+		}
+	}
+	maps.DeleteFunc(w.stats, func(k string, _ *zk.Stat) bool { return !listed[k] })
+	stats := make([]*zk.Stat, len(todo))
+	var g errgroup.Group
+	for i, p := range todo {
+		g.Go(func() error {
+			st, err := zkctx.Call(ctx, func() (*zk.Stat, error) {
+				ok, st, err := w.conn.Exists(p)
+				if !ok {
+					st = nil
+				}
+				return st, err
+			})
+			stats[i] = st
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for i, p := range todo {
+		if stats[i] != nil {
+			w.stats[p] = stats[i]
+		}
+	}
+	return nil
+}
+
+// state is the election's state as read.
+func (w *electionWatch) state() qlock.ElectionState {
+	st := termState(w.dir, w.record, w.rstat)
+	if w.rstat == nil {
+		return st
+	}
+	for _, c := range candidates(w.dir, w.children) {
+		cs := w.stats[c.Key]
+		if cs == nil {
+			continue
+		}
+		c.Seq, c.Owner = cs.Czxid, uint64(cs.EphemeralOwner)
+		if c.Key == w.leader {
+			c.Value = string(w.value)
+		}
+		st.Contenders = append(st.Contenders, c)
+	}
+	sortContenders(st.Contenders)
+	return st
+}
+
+func sameState(a, b qlock.ElectionState) bool {
+	return a.Term == b.Term && a.Leader == b.Leader && a.Version == b.Version && slices.Equal(a.Contenders, b.Contenders)
 }

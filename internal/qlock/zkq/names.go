@@ -3,18 +3,23 @@ package zkq
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"math"
 	"strconv"
+	"strings"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
 )
 
 // Entry names. A lock named N under the session's prefix P keeps its queue
 // in the directory P + "/" + N; each entry is one ephemeral sequential
 // child "@<kind>-<guid>-<seq>": kind "w" for exclusive entries, "r" for
-// readers, "e" for an Election's candidates. '@' cannot start a lock-name
-// segment, so entries are never mistaken for a sub-lock's directory. The
-// GUID lets a create cut off by a connection loss find its node again.
+// readers, "e" for an Election's candidates. A candidate of a priority
+// other than 0 is "@e-<guid>-p<prio>-<seq>" (prio in decimal, with its
+// sign if negative): the priority is in the name so that every watcher of
+// the election knows it from a listing, without reading the nodes. '@'
+// cannot start a lock-name segment, so entries are never mistaken for a
+// sub-lock's directory. The GUID lets a create cut off by a connection
+// loss find its node again.
 var (
 	exclusiveMark = qlock.Exclusive.Mark()
 	sharedMark    = qlock.Shared.Mark()
@@ -35,9 +40,14 @@ const guidLen = 32
 func (s *Session) Dir(name string) string { return s.prefix + "/" + name }
 
 // entryBase returns the name, without the sequence suffix the server
-// appends, of a new entry: "@w-<guid>-".
-func entryBase(k qlock.Kind, guid string) string {
-	return "@" + string(k.Mark()) + "-" + guid + "-"
+// appends, of a new entry of kind k: "@w-<guid>-", or for a candidate of
+// priority prio other than 0 "@e-<guid>-p<prio>-".
+func entryBase(k qlock.Kind, guid string, prio int) string {
+	b := "@" + string(k.Mark()) + "-" + guid + "-"
+	if k == qlock.Candidate && prio != 0 {
+		b += "p" + strconv.Itoa(prio) + "-"
+	}
+	return b
 }
 
 // parseEntry parses a lock entry's child name "@<kind>-<guid>-<seq>"
@@ -77,19 +87,38 @@ func parseEntry(child string) (kind qlock.Kind, guid string, seq int64, ok bool)
 	return kind, guid, seq, true
 }
 
-// parseElectionEntry parses an Election's child name "@e-<guid>-<seq>",
-// which has the layout of a lock entry's.
-func parseElectionEntry(child string) (guid string, seq int64, ok bool) {
-	if len(child) < 2 || child[0] != '@' || child[1] != electionMark {
-		return "", 0, false
+// parseElectionEntry parses an Election's child name, "@e-<guid>-<seq>"
+// (priority 0) or "@e-<guid>-p<prio>-<seq>". Only the canonical decimal
+// form of a priority in range is accepted, so that one candidate has one
+// name.
+func parseElectionEntry(child string) (guid string, prio int, seq int64, ok bool) {
+	const head = 3 + guidLen + 1 // "@e-<guid>-"
+	if len(child) < head || child[0] != '@' || child[1] != electionMark {
+		return "", 0, 0, false
 	}
-	_, guid, seq, ok = parseEntry("@" + string(exclusiveMark) + child[2:])
-	return guid, seq, ok
+	rest := child[head:]
+	if rest != "" && rest[0] == 'p' {
+		num, tail, found := strings.Cut(rest[1:], "-")
+		if num == "" { // a negative priority: its sign is the first '-'
+			num, tail, found = strings.Cut(tail, "-")
+			num = "-" + num
+		}
+		p, err := strconv.Atoi(num)
+		if !found || err != nil || p == 0 || p > distlock.MaxPriority || p < -distlock.MaxPriority || strconv.Itoa(p) != num {
+			return "", 0, 0, false
+		}
+		prio, rest = p, tail
+	}
+	_, guid, seq, ok = parseEntry("@" + string(exclusiveMark) + child[2:head] + rest)
+	if !ok {
+		return "", 0, 0, false
+	}
+	return guid, prio, seq, true
 }
 
 // parseAny parses a child name of either queue.
 func parseAny(child string) (kind qlock.Kind, guid string, seq int64, ok bool) {
-	if g, sq, ok := parseElectionEntry(child); ok {
+	if g, _, sq, ok := parseElectionEntry(child); ok {
 		return qlock.Candidate, g, sq, true
 	}
 	return parseEntry(child)
@@ -116,16 +145,9 @@ func entries(dir string, k qlock.Kind, children []string) []qlock.Entry {
 	return all
 }
 
-// lowest returns the oldest election entry among dir's children.
-func lowest(dir string, children []string) (string, bool) {
-	best, path := int64(math.MaxInt64), ""
-	for _, c := range children {
-		if _, sq, ok := parseElectionEntry(c); ok && sq < best {
-			best, path = sq, dir+"/"+c
-		}
-	}
-	return path, path != ""
-}
+// childName is the name of node p in its directory: what a term record
+// holds.
+func childName(p string) string { return p[strings.LastIndexByte(p, '/')+1:] }
 
 // queueOf names the queue an entry of kind k is in: lock entries (0),
 // candidates (1) or a semaphore's line (2).

@@ -246,7 +246,9 @@ func (r RevokeStore) Prune(ctx context.Context, name string, keep int) error {
 	return nil
 }
 
-// WaitGone returns once e's znode is gone or is another node.
+// WaitGone returns once e's znode is gone or is another node: its czxid is
+// not e's position (qlock.Position; an election leader's token is its
+// term's, not its node's).
 func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error {
 	for {
 		type exists struct {
@@ -264,7 +266,7 @@ func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error 
 			}
 			return err
 		}
-		if !x.ok || x.st.Czxid != e.Token.Seq {
+		if !x.ok || x.st.Czxid != qlock.Position(e) {
 			return nil
 		}
 		select {
@@ -275,15 +277,16 @@ func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error 
 	}
 }
 
-// Delete deletes e's znode only if it is still e's (its czxid): a look,
-// then a delete of the version looked at.
+// Delete deletes e's znode only if it is still e's (its czxid is e's
+// position, qlock.Position): a look, then a delete of the version looked
+// at.
 func (r RevokeStore) Delete(ctx context.Context, e distlock.QueueEntry) (gone bool, err error) {
 	for {
 		st, err := stat(ctx, r.Conn, e.Key)
 		if err != nil {
 			return false, err
 		}
-		if st == nil || st.Czxid != e.Token.Seq {
+		if st == nil || st.Czxid != qlock.Position(e) {
 			return true, nil
 		}
 		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, r.Conn.Delete(e.Key, st.Version) })
