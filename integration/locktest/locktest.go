@@ -108,6 +108,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	cases = append(cases, semaphoreCases...)
 	cases = append(cases, revokeCases...)
 	cases = append(cases, multiCases...)
+	cases = append(cases, runAsLeaderCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
 	}

@@ -236,6 +236,7 @@ func (el *Election) campaign(ctx context.Context, r Request) (_ *Node, qs queueS
 		case led && lead.Key == n.Key:
 			n.Token = st.Term
 			n.Waited = true
+			pre.finish()
 			return n, qs, nil
 		case led:
 			qs.waitedOn = 1
@@ -247,6 +248,7 @@ func (el *Election) campaign(ctx context.Context, r Request) (_ *Node, qs queueS
 			switch {
 			case err == nil:
 				n.Token = term
+				pre.finish()
 				return n, qs, nil
 			case errors.Is(err, ErrTermMoved):
 				// The watch brings the state that moved it.
@@ -311,8 +313,22 @@ func (p *preemption) start(el *Election, term int64, lead Contender, value strin
 	}()
 }
 
-// stop ends a running preemption: its leader is gone, or this candidate's
-// campaign is over.
+// finish lets a preemption whose leader has gone (this candidate won)
+// record its outcome, for a bounded time, then stops it.
+func (p *preemption) finish() {
+	if p.cancel != nil {
+		t := time.NewTimer(AbandonTimeout)
+		defer t.Stop()
+		select {
+		case <-p.done:
+		case <-t.C:
+		}
+	}
+	p.stop()
+}
+
+// stop ends a running preemption: this candidate gave up, or the leader
+// it asked changed (and a forced delete would hit the wrong term).
 func (p *preemption) stop() {
 	if p.cancel != nil {
 		p.cancel()
