@@ -6,8 +6,8 @@ import "time"
 type Kind uint8
 
 const (
-	// Exclusive entries (mutex holders, writers, election candidates)
-	// exclude every other entry of their queue.
+	// Exclusive entries (mutex holders, writers) exclude every other
+	// entry of their queue.
 	Exclusive Kind = iota
 	// Shared entries (readers) exclude only Exclusive entries.
 	Shared
@@ -15,15 +15,20 @@ const (
 	// QueueEntry.Permits and Slot) and its waiters, up to N of which
 	// hold at once.
 	Counted
+	// Candidate entries are an election's, a queue of their own: the one
+	// its term record names leads (Holding, with its term's token).
+	Candidate
 )
 
-// String returns "exclusive", "shared" or "counted".
+// String returns "exclusive", "shared", "counted" or "candidate".
 func (k Kind) String() string {
 	switch k {
 	case Shared:
 		return "shared"
 	case Counted:
 		return "counted"
+	case Candidate:
+		return "candidate"
 	}
 	return "exclusive"
 }

@@ -64,7 +64,7 @@ func (a *Admin) markLeader(ctx context.Context, name string, q []distlock.QueueE
 		read bool
 	)
 	for i := range q {
-		if q[i].Kind != distlock.Exclusive {
+		if q[i].Kind != distlock.Candidate {
 			continue
 		}
 		if !read {

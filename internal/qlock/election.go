@@ -106,7 +106,7 @@ func before(a, b Contender) bool {
 // leaderEntry is leader l as a lock's holder (Inspect, Revoke).
 func (s ElectionState) leaderEntry(name string, l Contender) distlock.QueueEntry {
 	return distlock.QueueEntry{
-		Key: l.Key, Kind: distlock.Exclusive, Holding: true, Seq: l.Seq, Holder: l.Value,
+		Key: l.Key, Kind: distlock.Candidate, Holding: true, Seq: l.Seq, Holder: l.Value,
 		Owner: strconv.FormatUint(l.Owner, 16),
 		Token: distlock.Token{Name: name, Seq: s.Term, Owner: l.Owner},
 	}

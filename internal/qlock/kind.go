@@ -21,14 +21,15 @@ const (
 )
 
 // View returns how the entry shows in a lock's queue view
-// (distlock.QueueEntry): shared for readers, counted for a semaphore's
-// entries, exclusive otherwise (candidates too).
+// (distlock.QueueEntry).
 func (k Kind) View() distlock.Kind {
 	switch k {
 	case Shared:
 		return distlock.Shared
 	case Counted:
 		return distlock.Counted
+	case Candidate:
+		return distlock.Candidate
 	}
 	return distlock.Exclusive
 }

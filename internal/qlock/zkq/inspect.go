@@ -28,8 +28,8 @@ func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEnt
 	if err != nil {
 		return nil, fail("list", err)
 	}
-	// An Election's candidates are listed too, as exclusive entries: the
-	// first one leads, Holder is its value.
+	// An Election's candidates are listed too, Holder being the value;
+	// which one leads, the Admin marks from the term record.
 	nodes := qlock.Ahead(qlock.Entry{Seq: math.MaxInt64}, append(entries(dir, qlock.Exclusive, children), entries(dir, qlock.Candidate, children)...))
 	// A semaphore's permits (the children of @permits, as holders, in
 	// slot order) and its line, oldest first.
