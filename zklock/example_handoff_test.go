@@ -1,0 +1,70 @@
+package zklock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/zklock"
+	"github.com/go-zookeeper/zk"
+)
+
+// An Election's leader hands over to a chosen candidate in one multi: in
+// a rolling deploy, to an instance already on the new version. The
+// election never goes without a leader, the other candidates keep
+// waiting, and the new term's token (the zxid of the handover) is larger.
+func ExampleElection_handOff() {
+	ctx := context.Background()
+	// instance campaigns on a connection of its own: one ZooKeeper
+	// session per process.
+	instance := func(value string) <-chan distlock.Leadership {
+		conn, _, err := zk.Connect(exampleServers(), 10*time.Second, zk.WithLogInfo(false))
+		if err != nil {
+			log.Fatal(err)
+		}
+		sess, err := zklock.NewSession(ctx, conn)
+		if err != nil {
+			log.Fatal(err)
+		}
+		el, err := zklock.NewElection(sess, "scheduler")
+		if err != nil {
+			log.Fatal(err)
+		}
+		ch := make(chan distlock.Leadership, 1)
+		go func() {
+			l, err := el.Campaign(ctx, value)
+			if err != nil {
+				log.Fatal(err)
+			}
+			ch <- l
+		}()
+		return ch
+	}
+
+	old := <-instance("v1-host1")
+	instance("v1-host2") // waits, and keeps waiting
+	v2 := instance("v2-host1")
+
+	for {
+		next, err := old.HandOff(ctx, "v2-host1")
+		if errors.Is(err, distlock.ErrNoCandidate) {
+			time.Sleep(10 * time.Millisecond) // not in the election yet: still leading
+			continue
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("handed over to", next.Value)
+		break
+	}
+	lead := <-v2
+	fmt.Println("old term ended:", errors.Is(old.Err(), distlock.ErrReleased))
+	fmt.Println("new token is larger:", lead.Token().Newer(old.Token()))
+	// Output:
+	// handed over to v2-host1
+	// old term ended: true
+	// new token is larger: true
+}
