@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -515,12 +516,16 @@ func (l *leadership) handOff(ctx context.Context, to string) (distlock.LeaderInf
 		// hold; a write that then fails leaves this hold unmeasured.
 		l.endHold(distlock.ErrReleased)
 		term, err := d.HandOff(ctx, n, st, next)
+		li := distlock.LeaderInfo{Value: next.Value, Token: distlock.Token{Name: l.name, Seq: term, Owner: next.Owner}, Priority: next.Priority}
 		if err != nil && !errors.Is(err, ErrTermMoved) {
-			// No answer: read whether it happened.
+			// No answer: read whether it happened. The entry gone and a
+			// newer term under way says it did (or that the entry was
+			// deleted by someone else meanwhile: either way this term is
+			// over), and who leads now.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbandonTimeout)
-			if now, rerr := d.ReadElection(rctx, l.name); rerr == nil && now.Leader != n.Key && !slicesContainsKey(now.Contenders, n.Key) {
+			if now, rerr := d.ReadElection(rctx, l.name); rerr == nil && now.Leader != n.Key && !slices.ContainsFunc(now.Contenders, func(c Contender) bool { return c.Key == n.Key }) {
 				if _, ok := now.leader(); ok && now.Term > n.Token {
-					term, err = now.Term, nil
+					li, err = now.info(l.name), nil
 				}
 			}
 			cancel()
@@ -529,8 +534,8 @@ func (l *leadership) handOff(ctx context.Context, to string) (distlock.LeaderInf
 			l.handedOff.Store(true)
 			n.dropLoss(distlock.ErrReleased)
 			_ = l.Unlock(ctx) // ends the Lease as released: nothing to delete
-			l.e.st.log.Debug(l.e.st.backend.Pkg+": handed off", "election", l.name, "token", n.Token, "to", next.Key, "term", term)
-			return distlock.LeaderInfo{Value: next.Value, Token: distlock.Token{Name: l.name, Seq: term, Owner: next.Owner}, Priority: next.Priority}, nil
+			l.e.st.log.Debug(l.e.st.backend.Pkg+": handed off", "election", l.name, "token", n.Token, "to", li.Value, "term", li.Token.Seq)
+			return li, nil
 		}
 		n.resumeLoss()
 		if !errors.Is(err, ErrTermMoved) || try+1 >= handoffTries {
@@ -540,14 +545,4 @@ func (l *leadership) handOff(ctx context.Context, to string) (distlock.LeaderInf
 			return distlock.LeaderInfo{}, l.notLeader(op, l.endCause())
 		}
 	}
-}
-
-// slicesContainsKey reports whether a candidate of cs has key.
-func slicesContainsKey(cs []Contender, key string) bool {
-	for _, c := range cs {
-		if c.Key == key {
-			return true
-		}
-	}
-	return false
 }
