@@ -27,6 +27,8 @@ import (
 // (distlock.WithPreemptGrace): the preemption cases need one. Session's
 // Election is ElectionWith with no options.
 type ElectionOpener interface {
+	// ElectionWith returns the election called name on this session,
+	// made with opts.
 	ElectionWith(name string, opts ...distlock.ElectionOption) (Elector, error)
 }
 
