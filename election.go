@@ -81,7 +81,12 @@ func NewElectionConfig(opts ...ElectionOption) ElectionConfig {
 // (a revocable session) hears the request at once; one that does not
 // learns of it when forced (its Done closes with ErrEntryGone). Fences
 // refuse whatever the forced leader writes after its successor has
-// written. Zero forces at once; a negative grace never forces.
+// written. Zero forces at once; a negative grace never forces. A
+// candidate whose Campaign ends (cancelled, its session lost) before the
+// grace is over does not force; a leader that was asked has been asked,
+// and hands over to the next in line when it steps down. A leader that
+// changes meanwhile (it handed over to someone else) is asked again only
+// if the new one's priority is lower too.
 func WithPreemptGrace(d time.Duration) ElectionOption {
 	return func(c *ElectionConfig) { c.PreemptGrace = d }
 }
