@@ -108,38 +108,36 @@
 //
 // # Election
 //
-// Election runs on the same queue mechanism with entries of its own kind,
-// "@e-<guid>-<seq>", whose data is the candidate's value; the oldest
-// leads, and its token is its node's czxid. Campaign costs what Lock
-// costs (the create, then the listing and the Stat read sent together),
-// returns only once the candidate knows its node still exists, and leaves
-// no node behind when it fails. Lock queues ignore election entries and
+// Election's candidates are ephemeral sequential nodes of their own kind,
+// "@e-<guid>-<seq>" ("@e-<guid>-p<priority>-<seq>" for a priority other
+// than 0), whose data is the candidate's value. The term record is the
+// data of the election's directory itself: the leading candidate's node
+// name. The leader's token is the directory's mzxid, the zxid of the
+// write that began its term. A candidate leads once the record names its
+// node; when the named node is gone the term is vacant, and the next in
+// line (the highest priority, then the oldest) claims it with one multi:
+// a set-data of the directory at the version it read and a check of its
+// own node, so no two terms overlap and no candidate leads whose node is
+// gone. Resign and HandOff delete the leader's node and set the record to
+// the successor's in one multi guarded the same way, so the successor's
+// term begins at the zxid the leader's ends. Campaign leaves no node
+// behind when it fails. Lock queues ignore election entries and
 // elections ignore lock entries, even in a directory of the same name
-// (Inspect lists both; give them different names): an Election and a
-// Mutex or RWMutex of the same name do not interfere, as with etcdlock,
-// whose candidates are "@e…" keys that lock queues do not wait for. A
-// second Resign, or one after leadership was lost, returns an error
-// wrapping distlock.ErrNotLeader on both backends.
+// (Inspect lists both; give them different names).
 //
-// The entries differ because a leader changes its node's data without
-// leaving: Proclaim is a SetData guarded by the node's version (the node
-// gone, or not this session's: distlock.ErrNotLeader). A Mutex waiter takes
-// a data change on its predecessor for a release; an election waiter only
-// learns from it that its predecessor led (nothing older is left) and
-// reads the node again: still there, it keeps waiting on it; gone, it
-// leads. So a Proclaim never hands leadership over, and the Mutex's wake
-// path costs no extra request. Resign is the Lease's release (the guarded
-// delete, or the set-data + delete transaction for a leader that waited),
-// and its errors say when the node could not be deleted.
+// Proclaim is a SetData on the leader's node guarded by its version (the
+// node gone, or not this session's: distlock.ErrNotLeader); it does not
+// hand leadership over. A second Resign, or one after leadership was
+// lost, returns an error wrapping distlock.ErrNotLeader.
 //
-// Leader syncs, lists the directory and reads the oldest entry. Observe
-// keeps a child watch on the directory (an existence watch while it does
-// not exist) and a data watch on the leader's node, re-arms the one that
-// fired, syncs before listing, and sends the leader after every change,
-// "no leader" (the zero distlock.LeaderInfo) included, in order; changes
-// faster than a watch is re-armed are coalesced. It needs only the
-// connection, so it carries on across reconnects, server failures and
-// session expiries.
+// Leader syncs, reads the record and lists and reads the candidates.
+// Observe keeps a child watch on the directory (an existence watch while
+// it does not exist) and data watches on it and on the leader's node,
+// re-arms what fired, and sends the leader after every change, "no
+// leader" (the zero distlock.LeaderInfo) included, in order; terms that
+// follow each other faster than a watch is re-armed are coalesced. It
+// needs only the connection, so it carries on across reconnects, server
+// failures and session expiries.
 //
 // # Failures
 //
