@@ -27,7 +27,7 @@ var exitTable = []exitDoc{
 		"run":    "COMMAND ran and exited 0",
 		"once":   "COMMAND ran and exited 0, or SLOT was done already (nothing ran)",
 		"status": "the queue was shown, free or held (--watch: until interrupted, or --changes shown)",
-		"revoke": "every holder released within the grace period or was forced, or the lock was free (nothing to do)",
+		"revoke": "every holder (an election's leader too) released within the grace period or was forced, or the lock was free (nothing to do)",
 		"demo":   "the demo ran to its end",
 	}},
 	{"N", "run, once: COMMAND's own exit code when it ran and failed (128+signal if a signal ended it)", map[string]string{

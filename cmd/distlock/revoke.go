@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(command{name: "revoke", summary: "ask a lock's holders to let go, then force it", run: revokeCmd})
+	register(command{name: "revoke", summary: "ask a lock's holders or leader to let go, then force it", run: revokeCmd})
 }
 
 const revokeUsage = `Usage:
@@ -24,16 +24,26 @@ const revokeUsage = `Usage:
 
 Takes the lock NAME from a holder that hangs, in two phases. First it
 asks: it records a revocation for each holder of NAME (the holder of a
-lock, every reader holding it, every permit of a semaphore), which
-revocable holders see at once. distlock run is revocable (unless run with
---revocable=false): it stops its command and releases the lock; a program
-using the library is revocable when its session opted in (WithRevocable)
-and releases when its Lease's Done closes with ErrRevoked. Then revoke
-waits, up to --grace, for each holder to release. A holder still there
-when the grace period is over keeps the lock, unless --force is given:
-then its entry is deleted (only if it is still that holder's), the holder
-loses the lock, and the next in line gets it with a larger fencing token,
-with which fences refuse whatever the forced holder writes late.
+lock, every reader holding it, every permit of a semaphore, and the leader
+of the election of that name), which revocable holders see at once.
+distlock run is revocable (unless run with --revocable=false): it stops
+its command and releases the lock; a program using the library is
+revocable when its session opted in (WithRevocable) and releases when its
+Lease's Done closes with ErrRevoked. Then revoke waits, up to --grace, for
+each holder to release. A holder still there when the grace period is
+over keeps the lock, unless --force is given: then its entry is deleted
+(only if it is still that holder's), the holder loses the lock, and the
+next in line gets it with a larger fencing token, with which fences refuse
+whatever the forced holder writes late.
+
+An election's leader is asked to step down: on a revocable session its
+Leadership's Done closes with ErrRevoked while it still leads, and it
+hands over (Resign or HandOff; RunAsLeader does it for you); it counts
+as released once its entry is gone. Forced, its entry is deleted and the
+next in line (the highest priority, the oldest among equals) claims the
+next term, whose token is larger. Its line says "(leader VALUE)", with
+its term's token (distlock status NAME shows it as the leader's).
+Waiting candidates, like a lock's waiters, are not revoked.
 
 Each holder's revocation is recorded beside the lock: who asked, why,
 when, the grace period and the outcome. Records are kept after the holder
@@ -55,6 +65,7 @@ Output, one line per holder on stdout:
   token backup@1042.694d9b1c2a3f4e01 (...): still held after the 30s grace period
   token backup@1042.694d9b1c2a3f4e01 (...): forced after the 30s grace period: its entry was deleted, the holder lost the lock
   token backup@1042.694d9b1c2a3f4e01 (...): already revoked by alice@ops1 pid 77 at 2026-11-30T10:00:00Z: "hung deploy", grace 30s; still held after that grace period
+  token scheduler@2210.694d9b1c2a3f4e10 (leader sched-host1): forced after the 0s grace period: its entry was deleted, the leader lost its term (the next in line leads)
 A free lock prints "lock NAME is free: nothing to revoke" and records
 nothing.
 
@@ -213,7 +224,13 @@ func revokeSignalExit(sig os.Signal, when, name string) error {
 func revocationLine(r distlock.Revocation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "token %s", r.Token)
-	if r.Holder != "" {
+	leader := electionKey(r.Key)
+	switch {
+	case leader && r.Holder != "":
+		fmt.Fprintf(&b, " (leader %s)", oneLine(r.Holder))
+	case leader:
+		b.WriteString(" (leader)")
+	case r.Holder != "":
 		fmt.Fprintf(&b, " (%s)", oneLine(r.Holder))
 	}
 	b.WriteString(": ")
@@ -229,7 +246,11 @@ func revocationLine(r distlock.Revocation) string {
 			fmt.Fprintf(&b, " %v after the request", r.Ended.Sub(r.Requested).Round(time.Millisecond))
 		}
 	case distlock.RevokeForced:
-		fmt.Fprintf(&b, "forced after %s%v grace period: its entry was deleted, the holder lost the lock", that, r.Grace)
+		lost := "the holder lost the lock"
+		if leader {
+			lost = "the leader lost its term (the next in line leads)"
+		}
+		fmt.Fprintf(&b, "forced after %s%v grace period: its entry was deleted, %s", that, r.Grace, lost)
 		if r.ForcedBy != "" {
 			fmt.Fprintf(&b, " (forced by %s: %q)", r.ForcedBy, r.ForceReason)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,7 +24,7 @@ import (
 )
 
 func init() {
-	register(command{name: "status", summary: "show a lock's holder and waiters", run: statusCmd})
+	register(command{name: "status", summary: "show a lock's holder and waiters (an election's candidates too)", run: statusCmd})
 }
 
 const statusUsage = `Usage:
@@ -38,6 +42,19 @@ long it has been in the queue, and what the entry says about its holder
 from the store where it keeps one (ZooKeeper), else from the "since
 TIME" in the entry; "-" when neither is known. A lock nobody holds
 prints "lock NAME: free (no holder, no waiters)".
+
+An election of that name (etcdlock or zklock NewElection) shows too,
+after the lock's entries if there are any, under a line of its own
+("election NAME: led (1 leader, 2 waiting)", or "no leader" while a
+term is vacant, until the next in line claims it). Its candidates have
+kind "candidate" ("candidate pP" in the table for a priority P other than
+0, see WithPriority): first the leader, the candidate the election's term
+record names, with role "leader" in the table ("holder" in JSON) and its
+term's token (the revision of the write that began its term, what it
+fences with; not its entry's position); then the waiting candidates in
+the order they would lead next: the highest priority first, the oldest
+among equals. A waiting candidate has no token yet ("-"): its term's
+is made when it leads. HOLDER is a candidate's value (Campaign, Proclaim).
 
 An entry of a multi-lock (distlock run with several --lock, or a
 MultiMutex: one acquisition of several locks, all or none) is marked
@@ -63,10 +80,13 @@ A lock that has been revoked (distlock revoke) also shows its revocation
 records: each pending one, whose holder still holds the lock, prominently
 under the first line ("REVOKED: token TOKEN asked to let go by WHO at TIME:
 REASON; grace G, ends TIME", or "still holds after its grace period
-ended" when it was not forced); then, at the end, how many are recorded
-and the newest three past ones with their outcome (released, forced,
-still-held, or ended: the holder went but its revoker did not record
-how). Records outlive their holders, so a free lock shows them too.
+ended" when it was not forced; for an election's leader, revoked or
+preempted by a candidate of a higher priority, "REVOKED: leader token
+TOKEN asked to step down ..." or "still leads ..."); then, at the end,
+how many are recorded and the newest three past ones with their outcome
+(released, forced, still-held, or ended: the holder went but its revoker
+did not record how). Records outlive their holders, so a free lock shows
+them too.
 
 The read is one consistent snapshot (etcd: one range read; ZooKeeper: a
 sync, the listing, then each entry; entries gone meanwhile are left out).
@@ -79,7 +99,8 @@ resource), "behind" when the fence's is older (the holder has written
 nothing through the fence yet, or writes without it), "ahead" when it is
 newer than the holder's (a token from outside this queue: a restored or
 rebuilt cluster?), "none" when the fence has admitted nothing, and "free"
-when nobody holds the lock.
+when nobody holds the lock. The holder is the lock's, else the
+election's leader, with its term's token.
 
 With --watch the command stays and shows the queue again after every
 change of it (an entry joined, left, or became the holder). It is driven
@@ -107,6 +128,12 @@ Text output:
   ...
   multi: entry 2 waits for backup+db together: one acquisition of 2 locks, all or none (the same SEQ and OWNER in each lock's token)
 
+  election scheduler: led (1 leader, 2 waiting)
+  POS  ROLE     KIND          TOKEN                            OWNER                   AGE  HOLDER
+  1    leader   candidate p5  scheduler@2210.694d9b1c2a3f4e10  lease 694d9b1c2a3f4e10  -    sched-host1
+  2    waiting  candidate p3  -                                lease 694d9b1c2a3f4e17  -    sched-host3
+  3    waiting  candidate     -                                lease 694d9b1c2a3f4e12  -    sched-host2
+
 JSON output (--json), one object; fields are never removed or renamed:
   {
     "lock":    "backup",            the lock's name
@@ -125,15 +152,20 @@ JSON output (--json), one object; fields are never removed or renamed:
                                     "pending" (grace running) or "still-held" (over, not forced); oldest first
       "past":    [ REVOCATION ]     the newest 3 others, newest first
     },
-    "entries": [                    holder(s) first, then waiters in queue order; [] when free
+    "entries": [                    holder(s) first, then waiters in queue order; [] when free;
+                                    an election's candidates after them, leader first, then
+                                    in the order they would lead (see above)
       {
-        "position":    1,           1-based place in the queue
-        "role":        "holder",    "holder" or "waiting"
-        "kind":        "exclusive", "exclusive", "shared", "counted" (a semaphore's waiter)
-                                    or "slot K" (the holder of a semaphore's permit K)
+        "position":    1,           1-based place in the queue (in entries)
+        "role":        "holder",    "holder" or "waiting" (an election's leader: "holder")
+        "kind":        "exclusive", "exclusive", "shared", "counted" (a semaphore's waiter),
+                                    "slot K" (the holder of a semaphore's permit K)
+                                    or "candidate" (an election's, leader or waiting)
         "key":         "/distlock/backup/@w694d9b1c2a3f4e01_1",  etcd key or znode path
-        "token":       "backup@1042.694d9b1c2a3f4e01",  the fencing token (DISTLOCK_TOKEN of its holder)
-        "seq":         1042,        the token's number
+        "token":       "backup@1042.694d9b1c2a3f4e01",  the fencing token (DISTLOCK_TOKEN of its holder;
+                                    a leader's: its term's); "" for a waiting candidate
+        "seq":         1042,        the token's number (0 for a waiting candidate)
+        "priority":    5,           only for a candidate: its priority (WithPriority; 0 by default)
         "owner":       "694d9b1c2a3f4e01",  etcd lease / ZooKeeper session id, hex
         "holder":      "web1 pid 4711 distlock run since 2026-11-30T10:00:00Z",
         "created":     "2026-11-30T10:00:00Z",  RFC 3339, or null when unknown
@@ -356,6 +388,18 @@ type statusRevocation struct {
 	Holding bool `json:"holding"`
 }
 
+// leader reports whether the revoked holder is an election's leader
+// (asked to step down by distlock revoke, or by a candidate of a higher
+// priority: a preemption).
+func (r statusRevocation) leader() bool { return electionKey(r.Key) }
+
+// electionKey reports whether key is an election candidate's entry (etcd
+// ".../@e...", ZooKeeper ".../@e-..."); lock entries, readers, a
+// semaphore's line and slots have other marks.
+func electionKey(key string) bool {
+	return strings.HasPrefix(path.Base(key), "@e")
+}
+
 // revocationsShown is how many past revocations status shows.
 const revocationsShown = 3
 
@@ -396,13 +440,17 @@ func (st *lockStatus) readRevocations(ctx context.Context, b *backend.Client, q 
 func (rs *revocationsStatus) writePending(w io.Writer) {
 	for _, r := range rs.Pending {
 		asked := fmt.Sprintf("by %s at %s: %q", r.By, rfc3339UTC(r.Requested), r.Reason)
+		what, holds, letGo, takes := "token", "holds", "let go", "takes it"
+		if r.leader() {
+			what, holds, letGo, takes = "leader token", "leads", "step down", "deposes it"
+		}
 		if r.Outcome == distlock.RevokeStillHeld || !rs.now.Before(r.GraceEnds) {
-			fmt.Fprintf(w, "REVOKED: token %s still holds after its grace period ended at %s (%s ago); asked %s; 'distlock revoke --force' takes it\n",
-				r.Token, rfc3339UTC(r.GraceEnds), rs.now.Sub(r.GraceEnds).Round(time.Second), asked)
+			fmt.Fprintf(w, "REVOKED: %s %s still %s after its grace period ended at %s (%s ago); asked %s; 'distlock revoke --force' %s\n",
+				what, r.Token, holds, rfc3339UTC(r.GraceEnds), rs.now.Sub(r.GraceEnds).Round(time.Second), asked, takes)
 			continue
 		}
-		fmt.Fprintf(w, "REVOKED: token %s asked to let go %s; grace %v, ends %s (in %v)\n",
-			r.Token, asked, r.Grace, rfc3339UTC(r.GraceEnds), r.GraceEnds.Sub(rs.now).Round(time.Second))
+		fmt.Fprintf(w, "REVOKED: %s %s asked to %s %s; grace %v, ends %s (in %v)\n",
+			what, r.Token, letGo, asked, r.Grace, rfc3339UTC(r.GraceEnds), r.GraceEnds.Sub(rs.now).Round(time.Second))
 	}
 }
 
@@ -429,7 +477,11 @@ func (rs *revocationsStatus) writePast(w io.Writer) {
 		if r.Force {
 			force = ", force"
 		}
-		fmt.Fprintf(w, "  token %s: %s; asked by %s at %s: %q, grace %v%s\n", r.Token, outcome, r.By, rfc3339UTC(r.Requested), r.Reason, r.Grace, force)
+		what := "token"
+		if r.leader() {
+			what = "leader token"
+		}
+		fmt.Fprintf(w, "  %s %s: %s; asked by %s at %s: %q, grace %v%s\n", what, r.Token, outcome, r.By, rfc3339UTC(r.Requested), r.Reason, r.Grace, force)
 	}
 }
 
@@ -536,6 +588,7 @@ type statusEntry struct {
 	Owner      string     `json:"owner"`
 	Holder     string     `json:"holder"`
 	Slot       *int       `json:"slot,omitempty"`
+	Priority   *int       `json:"priority,omitempty"` // an election candidate's (WithPriority); only candidates have one
 	Created    *time.Time `json:"created"`
 	AgeSeconds *int64     `json:"age_seconds"`
 	// Multi is set for an entry of a multi-lock (run with several
@@ -561,13 +614,8 @@ func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time
 	if kind != backend.Etcd {
 		st.Backend, ownerKind = "zookeeper", "session"
 	}
-	holding := make([]bool, len(q))
-	for i, e := range q {
-		holding[i] = e.Holding
-	}
-	for i, e := range q {
+	for _, e := range electionOrder(q) {
 		se := statusEntry{
-			Position:  i + 1,
 			Role:      "waiting",
 			Kind:      e.Kind.String(),
 			Key:       e.Key,
@@ -583,7 +631,17 @@ func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time
 			se.Slot = &slot
 			se.Kind = fmt.Sprintf("slot %d", slot)
 		}
-		if holding[i] {
+		if e.Kind == distlock.Candidate {
+			prio := candidatePriority(e.Key)
+			se.Priority = &prio
+			if !e.Holding {
+				// A waiting candidate has no token yet: its term's,
+				// when it leads, is the revision of the write that
+				// begins the term, not its entry's position.
+				se.Token, se.Seq = "", 0
+			}
+		}
+		if e.Holding {
 			se.Role = "holder"
 			st.Holders++
 		} else {
@@ -599,10 +657,78 @@ func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time
 			age := int64(max(now.Sub(created), 0) / time.Second)
 			se.AgeSeconds = &age
 		}
+		se.Position = len(st.Entries) + 1
 		st.Entries = append(st.Entries, se)
 	}
 	return st
 }
+
+// electionOrder returns q (a queue as Inspect reads it) with the
+// election's candidates, if any, after the lock's entries (which keep
+// their order) and in the order they lead: the leader first, then the
+// waiting candidates in the order the next terms would go to them, the
+// highest priority first, the oldest among equals (q lists them oldest
+// first).
+func electionOrder(q []distlock.QueueEntry) []distlock.QueueEntry {
+	out := make([]distlock.QueueEntry, 0, len(q))
+	var cands []distlock.QueueEntry
+	for _, e := range q {
+		if e.Kind == distlock.Candidate {
+			cands = append(cands, e)
+		} else {
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b distlock.QueueEntry) int {
+		if a.Holding != b.Holding {
+			if a.Holding {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(candidatePriority(b.Key), candidatePriority(a.Key))
+	})
+	return append(out, cands...)
+}
+
+// candidatePriority returns the priority (distlock.WithPriority) of the
+// election candidate whose entry is key, as the key says it: etcd
+// "PREFIX/NAME/@ep<PRIO>.<lease>_<n>", ZooKeeper
+// "PREFIX/NAME/@e-<guid>-p<PRIO>-<seq>"; a candidate of priority 0 has
+// none in its key ("@e<lease>_<n>", "@e-<guid>-<seq>"). Both are the
+// stores' own formats (internal/qlock/etcdq/keys.go, zkq/names.go), which
+// every candidate reads to know whom it waits for, so they do not change
+// lightly; QueueEntry has no priority of its own.
+func candidatePriority(key string) int {
+	rest, ok := strings.CutPrefix(path.Base(key), "@e")
+	if !ok {
+		return 0
+	}
+	var num string
+	switch {
+	case strings.HasPrefix(rest, "p"): // etcd: "p<PRIO>." before the lease
+		num, _, ok = strings.Cut(rest[1:], ".")
+	case strings.HasPrefix(rest, "-"): // ZooKeeper: "-<guid>-p<PRIO>-<seq>"
+		_, tail, found := strings.Cut(rest[1:], "-")
+		tail, ok = strings.CutPrefix(tail, "p")
+		if !found || !ok {
+			return 0
+		}
+		i := strings.LastIndex(tail, "-") // before the sequence number
+		if i < 0 {
+			return 0
+		}
+		num = tail[:i]
+	}
+	p, err := strconv.Atoi(num)
+	if !ok || err != nil {
+		return 0
+	}
+	return p
+}
+
+// candidateKind is an election candidate's kind in status.
+var candidateKind = distlock.Candidate.String()
 
 // sinceIn returns the time in the "since RFC3339" that distlock's own
 // entries carry (see holderValue), or the zero time.
@@ -632,14 +758,37 @@ func (st *lockStatus) writeText(w io.Writer) {
 		fmt.Fprintf(w, "lock %s: free (no holder, no waiters)\n", st.Lock)
 		return
 	}
-	state := "held"
-	if st.Holders == 0 { // cannot happen with a non-empty queue; be plain
-		state = "not held"
+	// The lock's entries and the election's candidates of the name, each
+	// with a line of its own (an election and a lock of one name do not
+	// interfere).
+	var holders, waiters, leaders, candidates int
+	for _, e := range st.Entries {
+		switch {
+		case e.Kind == candidateKind && e.Role == "holder":
+			leaders++
+		case e.Kind == candidateKind:
+			candidates++
+		case e.Role == "holder":
+			holders++
+		default:
+			waiters++
+		}
 	}
-	if st.Permits > 0 {
-		fmt.Fprintf(w, "semaphore %s: %d of %d permits held, %d waiting\n", st.Lock, st.Holders, st.Permits, st.Waiters)
-	} else {
-		fmt.Fprintf(w, "lock %s: %s (%d %s, %d waiting)\n", st.Lock, state, st.Holders, plural(st.Holders, "holder", "holders"), st.Waiters)
+	switch {
+	case st.Permits > 0:
+		fmt.Fprintf(w, "semaphore %s: %d of %d permits held, %d waiting\n", st.Lock, holders, st.Permits, waiters)
+	case holders+waiters > 0:
+		state := "held"
+		if holders == 0 { // cannot happen with a non-empty queue; be plain
+			state = "not held"
+		}
+		fmt.Fprintf(w, "lock %s: %s (%d %s, %d waiting)\n", st.Lock, state, holders, plural(holders, "holder", "holders"), waiters)
+	}
+	switch {
+	case leaders > 0:
+		fmt.Fprintf(w, "election %s: led (%d %s, %d waiting)\n", st.Lock, leaders, plural(leaders, "leader", "leaders"), candidates)
+	case candidates > 0:
+		fmt.Fprintf(w, "election %s: no leader (%d waiting; the next in line claims the term)\n", st.Lock, candidates)
 	}
 	if st.Revocations != nil {
 		st.Revocations.writePending(w)
@@ -655,7 +804,19 @@ func (st *lockStatus) writeText(w io.Writer) {
 		if holder == "" {
 			holder = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%s\t%s\n", e.Position, e.Role, e.Kind, e.Token, e.ownerKind, e.Owner, age, oneLine(holder))
+		role, kind, token := e.Role, e.Kind, e.Token
+		if e.Kind == candidateKind {
+			if e.Role == "holder" {
+				role = "leader"
+			}
+			if *e.Priority != 0 {
+				kind += fmt.Sprintf(" p%d", *e.Priority)
+			}
+		}
+		if token == "" {
+			token = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%s\t%s\n", e.Position, role, kind, token, e.ownerKind, e.Owner, age, oneLine(holder))
 	}
 	tw.Flush()
 	for _, e := range st.Entries {
@@ -792,7 +953,7 @@ func sameQueue(a, b []distlock.QueueEntry) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].Key != b[i].Key || a[i].Holding != b[i].Holding || a[i].Holder != b[i].Holder {
+		if a[i].Key != b[i].Key || a[i].Holding != b[i].Holding || a[i].Holder != b[i].Holder || a[i].Token != b[i].Token {
 			return false
 		}
 	}

@@ -321,7 +321,10 @@ func parseStatus(t *testing.T, r result) lockStatus {
 }
 
 var (
-	statusRow = regexp.MustCompile(`^(\d+)\s+(holder|waiting)\s+(exclusive|shared|counted|slot \d+)\s+\S+@\d+\.[0-9a-f]+\s+(?:lease|session) [0-9a-f]+\s+(\S+)\s+(.*)$`)
+	// A row of status's table: POS, ROLE ("leader" for an election's),
+	// KIND ("candidate pP" for a candidate of priority P), TOKEN ("-" for
+	// a waiting candidate), OWNER, AGE, HOLDER.
+	statusRow = regexp.MustCompile(`^(\d+)\s+(holder|waiting|leader)\s+(exclusive|shared|counted|slot \d+|candidate(?: p-?\d+)?)\s+(?:\S+@\d+\.[0-9a-f]+|-)\s+(?:lease|session) [0-9a-f]+\s+(\S+)\s+(.*)$`)
 	rfc3339   = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 )
 
