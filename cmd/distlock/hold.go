@@ -318,6 +318,7 @@ func zkHolder(b *backend.Client, names []string, timeout time.Duration) string {
 	defer cancel()
 	for _, name := range names {
 		q, err := b.Inspect(ctx, name)
+		q = lockEntries(q)
 		if err != nil || len(q) == 0 || q[0].Holder == "" {
 			continue
 		}

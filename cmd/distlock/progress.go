@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,8 +67,15 @@ func showProgress(b *backend.Client, names []string, holder string, stderr io.Wr
 	}
 }
 
+// lockEntries is q without an election's candidates of the same name,
+// which a lock's waiters neither wait for nor are held up by.
+func lockEntries(q []distlock.QueueEntry) []distlock.QueueEntry {
+	return slices.DeleteFunc(slices.Clone(q), func(e distlock.QueueEntry) bool { return e.Kind == distlock.Candidate })
+}
+
 // progressLine is the waiting line for queue q at now.
 func progressLine(name, holder string, q []distlock.QueueEntry, start, now time.Time) string {
+	q = lockEntries(q)
 	return fmt.Sprintf("waiting for lock %s: %s; waited %v", name, queuePlace(holder, q, now), now.Sub(start).Truncate(time.Second))
 }
 
@@ -77,6 +85,7 @@ func progressLine(name, holder string, q []distlock.QueueEntry, start, now time.
 func multiProgressLine(names []string, holder string, queues [][]distlock.QueueEntry, start, now time.Time) string {
 	at := "holding them all"
 	for i, name := range names {
+		queues[i] = lockEntries(queues[i])
 		if pos := ownEntry(holder, queues[i]); pos < 0 || !queues[i][pos].Holding {
 			at = "lock " + name + " " + queuePlace(holder, queues[i], now)
 			break

@@ -74,14 +74,11 @@ func (a *Admin) markLeader(ctx context.Context, name string, q []distlock.QueueE
 			}
 			read = true
 		}
-		for _, c := range es.Contenders {
-			if c.Key != q[i].Key {
-				continue
-			}
-			q[i].Holding = c.Key == es.Leader
-			if q[i].Holding {
-				q[i].Seq, q[i].Token.Seq = c.Seq, es.Term
-			}
+		// Only the candidate the record names leads; one gone since the
+		// queue's read does not (the two reads are not one snapshot).
+		q[i].Holding = false
+		if l, ok := es.leader(); ok && l.Key == q[i].Key {
+			q[i].Holding, q[i].Seq, q[i].Token.Seq = true, l.Seq, es.Term
 		}
 	}
 	return nil

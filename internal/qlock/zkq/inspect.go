@@ -142,6 +142,18 @@ func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlo
 		if err != nil {
 			return fmt.Errorf("watch %s/%s: %w", dir, permitsChild, err)
 		}
+		// An election's term record is the directory's data: a claim
+		// changes only that.
+		dch, err := retry(ctx, func() (<-chan zk.Event, error) {
+			_, _, ch, err := conn.GetW(dir)
+			if errors.Is(err, zk.ErrNoNode) {
+				return nil, nil
+			}
+			return ch, err
+		})
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", dir, err)
+		}
 		q, err := s.Queue(ctx, name)
 		if err != nil {
 			return err
@@ -150,6 +162,10 @@ func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlo
 			return err
 		}
 		select {
+		case ev := <-dch:
+			if ev.Type == zk.EventNotWatching {
+				return fmt.Errorf("watch %s: %w", dir, ev.Err)
+			}
 		case ev := <-ch:
 			if ev.Type == zk.EventNotWatching {
 				return fmt.Errorf("watch %s: %w", dir, ev.Err)
