@@ -105,6 +105,12 @@ func TestShort(t *testing.T) {
 					if c, _ := byName(res, "fifo", "lock"); c.Checked < 5 {
 						t.Errorf("only %d acquisitions in a fault-free run", c.Checked)
 					}
+					if w.Name() == "election" {
+						// The handoff checker must have had handoffs to check.
+						if c, _ := byName(res, "handoff-token", "election"); c.Checked == 0 {
+							t.Errorf("seed %d: no handoff in a fault-free election run: %s", res.Seed, c)
+						}
+					}
 				})
 			}
 

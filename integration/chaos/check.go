@@ -261,7 +261,8 @@ func acquisitions(ops []Op) []acquisition {
 // outside: the revoke nemesis records the tokens it forced, with the time
 // it started, and the process is the one that acquired with each), or its
 // etcd lease was revoked from outside (etcd-revoke-lease records the
-// lease; the processes are those that acquired with it).
+// lease; the processes are those that acquired with it), or, as an
+// election's leader, it was forced out by a preemption (addPreempted).
 func forcedExpiries(ops []Op) map[string][]int64 {
 	m := map[string][]int64{}
 	revoked := map[string][]int64{} // token: when forced
@@ -288,7 +289,85 @@ func forcedExpiries(ops []Op) map[string][]int64 {
 		}
 	}
 	addRevokedLeases(ops, m)
+	addPreempted(ops, m)
 	return m
+}
+
+// addPreempted adds to forced the election leaders that a preemption may
+// have forced out: a candidate of a higher priority, next in line, asks
+// the leader to step down and, once the election's preempt grace is over
+// (counted from the first such request of the term), deletes its entry
+// if the leader has not stepped down; the leader may not know yet (it
+// does not follow revocations, or its replies are held, or it is cut
+// off) while the preemptor's term begins. The fences decide then. A
+// leadership counts as forced out when it did not end by a Resign or
+// HandOff that succeeded, and a campaign of a higher priority by another
+// process was under way a grace (its own campaign's Grace) or more after
+// the first one began (and after this one's campaign began) and before
+// this leader learned of its loss (its lost event; its failed release or
+// handoff; or never). The time added is the acquisition's completion:
+// the whole hold counts as forced.
+func addPreempted(ops []Op, forced map[string][]int64) {
+	type ending struct {
+		clean bool  // a Resign or HandOff that succeeded
+		at    int64 // when the leader learned it had ended
+	}
+	ends := map[string]ending{} // process + token
+	for _, o := range ops {
+		k := o.Process + " " + o.Token
+		switch {
+		case o.Kind == KindLost:
+			if e, ok := ends[k]; !ok || !e.clean && o.Invoke < e.at {
+				ends[k] = ending{at: o.Invoke}
+			}
+		case o.Kind == KindRelease || o.Kind == KindHandOff && !o.Kept:
+			_, ok := ends[k]
+			switch {
+			case o.Outcome == OK:
+				ends[k] = ending{clean: true}
+			case !ok:
+				ends[k] = ending{at: max(o.Complete, o.Invoke)}
+			}
+		}
+	}
+	var camps []Op
+	for _, o := range ops {
+		if o.Kind == KindAcquire && o.Mode == "leader" {
+			camps = append(camps, o)
+		}
+	}
+	for _, op := range camps {
+		if op.Outcome != OK || op.Grace <= 0 {
+			continue
+		}
+		end, ok := ends[op.Process+" "+op.Token]
+		if ok && end.clean {
+			continue
+		}
+		if !ok || end.at == 0 {
+			end.at = math.MaxInt64
+		}
+		// The first request to step down came at the earliest when a
+		// campaign of a higher priority was under way during this
+		// leadership's campaign or hold.
+		first := int64(math.MaxInt64)
+		for _, c := range camps {
+			if c.Process != op.Process && c.Priority > op.Priority && c.Invoke < end.at && (c.Complete == 0 || c.Complete > op.Invoke) {
+				first = min(first, max(c.Invoke, op.Invoke))
+			}
+		}
+		if first == math.MaxInt64 || first+op.Grace > end.at {
+			continue
+		}
+		// A preemptor under way at the force, a grace after the first
+		// request and before the leader learned of its loss.
+		for _, c := range camps {
+			if c.Process != op.Process && c.Priority > op.Priority && c.Invoke < end.at && (c.Complete == 0 || c.Complete >= first+op.Grace) {
+				forced[op.Process] = append(forced[op.Process], op.Complete)
+				break
+			}
+		}
+	}
 }
 
 // checkLostFirst checks that of two successive holders, the earlier one

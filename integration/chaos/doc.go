@@ -34,10 +34,23 @@
 // queue saw it, and one token per name, all of one sequence, per
 // acquisition.
 //
+// ElectionWorkload campaigns with priorities (worker 0 always the
+// highest, the others drawn at each campaign) in an election with a short
+// preempt grace, on sessions mostly revocable. Each term reads and writes
+// back plus one the same three registers with its term's token, then
+// ends at random by Resign, by HandOff to the next in line, by HandOff to
+// a named worker (ErrNoCandidate leaves it leading; it resigns), or by
+// holding until preempted (then handing off) — or, stubborn, until forced
+// out, writing with its stale token after its successor. Checked: the
+// register checks, one leader at a time outside forced expiries (leaders
+// forced out by a preemption included), one leader per term, terms'
+// tokens strictly increasing by real time, each handoff's returned term
+// newer and the very token its successor's Campaign returned, observers
+// seeing terms strictly in order with no "no leader" inside a handoff.
+//
 // More workloads exercise the other recipes: RWWorkload (no writer
-// overlaps anyone, readers may overlap), ElectionWorkload (one leader per
-// term, leaderships never overlap, Observe reports terms in order) and
-// SemaphoreWorkload (no slot held twice, at most N holds at once).
+// overlaps anyone, readers may overlap) and SemaphoreWorkload (no slot
+// held twice, at most N holds at once).
 // Every run also checks liveness after the last heal, that no queue entry
 // is left once every session closed, and FIFO order on fault-free runs.
 //

@@ -35,7 +35,22 @@ const (
 	KindFault   = "fault"   // a nemesis fault: invoke = injected, complete = healed
 	KindObserve = "observe" // an election observer saw a leader (Token; "" for none)
 	KindOrphans = "orphans" // the entries left once every session closed
+	// KindHandOff is a leader's Leadership.HandOff: Token is its own
+	// term's, To the value asked for ("" for the next in line), and, when
+	// ok, Next and Leader the successor's term and value. Kept marks one
+	// that found no candidate (distlock.ErrNoCandidate): the leader kept
+	// leading. Any other handoff ends the leader's hold, like a release.
+	KindHandOff = "handoff"
+	// KindRevoked is a leader's (or holder's) Done closing with a
+	// *distlock.RevokedError: asked to step down (a preemption by a
+	// candidate of a higher priority, or an operator's Revoke); it still
+	// leads until it hands off, resigns or is forced out.
+	KindRevoked = "revoked"
 )
+
+// faultEntryGone is a lost event's Fault when the loss says the entry was
+// deleted by someone else (distlock.ErrEntryGone): forced out.
+const faultEntryGone = "entry-gone"
 
 // Op is one operation of a history.
 type Op struct {
@@ -47,7 +62,9 @@ type Op struct {
 	// Kind is one of the Kind constants.
 	Kind string `json:"kind"`
 	// Mode is how an acquisition holds: "write" (Mutex, RWMutex.Lock),
-	// "read" (RWMutex.RLock), "leader" (Election.Campaign).
+	// "read" (RWMutex.RLock), "leader" (Election.Campaign); how a leader
+	// ends its term: "resign" (a release), "next" or "named" (a handoff
+	// to the next in line, or to the candidate of value To).
 	Mode string `json:"mode,omitempty"`
 	// Locks are the names a multi-lock acquisition holds (Token is then
 	// the first one's token; the others carry the same sequence and
@@ -79,6 +96,22 @@ type Op struct {
 	Target string `json:"target,omitempty"`
 	// Error is the error text, if any.
 	Error string `json:"error,omitempty"`
+	// Priority is a campaign's priority (distlock.WithPriority).
+	Priority int `json:"priority,omitempty"`
+	// Grace is a campaign's election's preempt grace
+	// (distlock.WithPreemptGrace), in nanoseconds.
+	Grace int64 `json:"grace,omitempty"`
+	// To is the value a handoff asked for ("" for the next in line).
+	To string `json:"to,omitempty"`
+	// Next is the token of the term a handoff started (the LeaderInfo it
+	// returned).
+	Next string `json:"next,omitempty"`
+	// Leader is a leader's value: the successor a handoff returned, or
+	// the leader an observer saw.
+	Leader string `json:"leader,omitempty"`
+	// Kept marks a handoff that found no candidate: the leader kept
+	// leading.
+	Kept bool `json:"kept,omitempty"`
 }
 
 // History records operations from many goroutines.

@@ -24,7 +24,8 @@ import (
 //   - at a random moment, the lease of a random waiter or a random holder
 //     of the lock's queue;
 //   - just before a release: a random waiter is picked, and when a worker
-//     is next about to release (the history's hook, see History.SetHook)
+//     is next about to release or hand off leadership (the history's
+//     hook, see History.SetHook)
 //     the waiter's lease is revoked (the releasing holder's own if nobody
 //     waited), and the release goes out 0–10 ms after the revocation was
 //     applied. A waiter whose entry went just before the entry ahead of it
@@ -192,7 +193,9 @@ func revokeBeforeRelease(ctx context.Context, env *Env, cli *clientv3.Client) (s
 	var armed atomic.Bool
 	armed.Store(true)
 	env.History.SetHook(func(rel Op) {
-		if rel.Kind != KindRelease || !armed.CompareAndSwap(true, false) {
+		// A handoff is a release too: it ends the leader's term and
+		// starts a waiter's, whose lease may be the one revoked.
+		if rel.Kind != KindRelease && rel.Kind != KindHandOff || !armed.CompareAndSwap(true, false) {
 			return
 		}
 		f := fired{lease: waiter}

@@ -66,7 +66,7 @@ type Store interface {
 // Client is one client connection with its own sessions.
 type Client interface {
 	// NewSession opens a lock session on the connection.
-	NewSession(ctx context.Context) (Session, error)
+	NewSession(ctx context.Context, opts ...SessionOption) (Session, error)
 	// Register returns the store-fenced register called name, guarded
 	// by lock.
 	Register(ctx context.Context, name, lock string) (Register, error)
@@ -88,7 +88,9 @@ type Session interface {
 	// (etcdlock.NewMultiMutex, zklock.NewMultiMutex).
 	MultiMutex(names ...string) (distlock.Locker, error)
 	RWMutex(name string) (rw RW, err error)
-	Election(name string) (Election, error)
+	// Election is the election called name (etcdlock.NewElection,
+	// zklock.NewElection), with opts (distlock.WithPreemptGrace).
+	Election(name string, opts ...distlock.ElectionOption) (Election, error)
 	Semaphore(name string, n int) (Semaphore, error)
 	Done() <-chan struct{}
 	Close(ctx context.Context) error
@@ -120,8 +122,29 @@ type Semaphore interface {
 
 // Election is an election of either backend.
 type Election interface {
-	Campaign(ctx context.Context, value string) (distlock.Leadership, error)
+	Campaign(ctx context.Context, value string, opts ...distlock.CampaignOption) (distlock.Leadership, error)
 	Observe(ctx context.Context) <-chan distlock.LeaderInfo
+}
+
+// SessionOption configures a session opened by Client.NewSession.
+type SessionOption func(*sessionConfig)
+
+type sessionConfig struct {
+	revocable bool
+}
+
+// Revocable opens a revocable session (etcdlock.WithRevocable,
+// zklock.WithRevocable): a revocation of one of its holders or leaders
+// closes the Lease's or Leadership's Done with a *distlock.RevokedError
+// before any force.
+func Revocable() SessionOption { return func(c *sessionConfig) { c.revocable = true } }
+
+func newSessionConfig(opts []SessionOption) sessionConfig {
+	var c sessionConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
 }
 
 // zkClientFaults are the per-client faults only ZooKeeper's harness has.
@@ -217,8 +240,12 @@ type etcdClient struct {
 
 func (c *etcdClient) Close() error { return nil } // closed with the cluster
 
-func (c *etcdClient) NewSession(ctx context.Context) (Session, error) {
-	s, err := etcdlock.NewSession(ctx, c.cli, etcdlock.WithTTL(etcdTTL))
+func (c *etcdClient) NewSession(ctx context.Context, opts ...SessionOption) (Session, error) {
+	o := []etcdlock.Option{etcdlock.WithTTL(etcdTTL)}
+	if newSessionConfig(opts).revocable {
+		o = append(o, etcdlock.WithRevocable())
+	}
+	s, err := etcdlock.NewSession(ctx, c.cli, o...)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +276,9 @@ func (s etcdSession) RWMutex(name string) (RW, error)            { return etcdlo
 func (s etcdSession) MultiMutex(names ...string) (distlock.Locker, error) {
 	return etcdlock.NewMultiMutex(s.s, names...)
 }
-func (s etcdSession) Election(name string) (Election, error) { return etcdlock.NewElection(s.s, name) }
+func (s etcdSession) Election(name string, opts ...distlock.ElectionOption) (Election, error) {
+	return etcdlock.NewElection(s.s, name, opts...)
+}
 func (s etcdSession) Semaphore(name string, n int) (Semaphore, error) {
 	return etcdlock.NewSemaphore(s.s, name, n)
 }
@@ -375,8 +404,12 @@ type zkClient struct {
 
 func (c *zkClient) Close() error { return nil } // closed with the ensemble
 
-func (c *zkClient) NewSession(ctx context.Context) (Session, error) {
-	s, err := zklock.NewSession(ctx, c.conn)
+func (c *zkClient) NewSession(ctx context.Context, opts ...SessionOption) (Session, error) {
+	var o []zklock.Option
+	if newSessionConfig(opts).revocable {
+		o = append(o, zklock.WithRevocable())
+	}
+	s, err := zklock.NewSession(ctx, c.conn, o...)
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +440,9 @@ func (s zkSession) RWMutex(name string) (RW, error)            { return zklock.N
 func (s zkSession) MultiMutex(names ...string) (distlock.Locker, error) {
 	return zklock.NewMultiMutex(s.s, names...)
 }
-func (s zkSession) Election(name string) (Election, error) { return zklock.NewElection(s.s, name) }
+func (s zkSession) Election(name string, opts ...distlock.ElectionOption) (Election, error) {
+	return zklock.NewElection(s.s, name, opts...)
+}
 func (s zkSession) Semaphore(name string, n int) (Semaphore, error) {
 	return zklock.NewSemaphore(s.s, name, n)
 }

@@ -14,7 +14,7 @@ type Scenario struct {
 
 // Workloads returns one of every workload.
 func Workloads() []Workload {
-	return []Workload{&RegisterWorkload{}, RWWorkload{}, ElectionWorkload{}, SemaphoreWorkload{}, &MultiWorkload{}}
+	return []Workload{&RegisterWorkload{}, RWWorkload{}, &ElectionWorkload{}, SemaphoreWorkload{}, &MultiWorkload{}}
 }
 
 // Scenarios returns the long suite's scenarios for a store: for every
@@ -32,9 +32,6 @@ func Scenarios(store string) []Scenario {
 			}
 			if n.Name() == NemHolderPause && !hooks {
 				continue
-			}
-			if n.Name() == NemRevoke && w.Name() == "election" {
-				continue // Revoke takes locks from holders, not leaders
 			}
 			all = append(all, n)
 			out = append(out, Scenario{Name: w.Name() + "/" + n.Name(), Config: Config{Workload: w, Nemeses: []Nemesis{n}}})
