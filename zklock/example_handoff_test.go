@@ -37,7 +37,7 @@ func ExampleElection_handOff() {
 		go func() {
 			l, err := el.Campaign(ctx, value)
 			if err != nil {
-				log.Fatal(err)
+				return // the client was closed while it waited
 			}
 			ch <- l
 		}()

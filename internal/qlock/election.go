@@ -495,10 +495,11 @@ func (l *leadership) handOff(ctx context.Context, to string) (distlock.LeaderInf
 		if err != nil {
 			return distlock.LeaderInfo{}, l.fail(op, err)
 		}
-		if st.Leader != n.Key || st.Term != n.Token {
-			// The record moved on: this term is over, whatever the
-			// entry's watch has told the Lease so far.
-			return distlock.LeaderInfo{}, l.notLeader(op, fmt.Errorf("%w: the term record no longer names entry %s", distlock.ErrLost, n.Key))
+		if _, ok := st.leader(); !ok || st.Leader != n.Key || st.Term != n.Token {
+			// The record moved on, or names an entry deleted by someone
+			// else (forced): this term is over, whatever the entry's
+			// watch has told the Lease so far.
+			return distlock.LeaderInfo{}, l.notLeader(op, fmt.Errorf("%w: the term record no longer names a live entry %s", distlock.ErrLost, n.Key))
 		}
 		next, ok := st.next(n.Key, to)
 		if !ok {
@@ -518,13 +519,14 @@ func (l *leadership) handOff(ctx context.Context, to string) (distlock.LeaderInf
 		term, err := d.HandOff(ctx, n, st, next)
 		li := distlock.LeaderInfo{Value: next.Value, Token: distlock.Token{Name: l.name, Seq: term, Owner: next.Owner}, Priority: next.Priority}
 		if err != nil && !errors.Is(err, ErrTermMoved) {
-			// No answer: read whether it happened. The entry gone and a
-			// newer term under way says it did (or that the entry was
-			// deleted by someone else meanwhile: either way this term is
-			// over), and who leads now.
+			// No answer: read whether it happened. This entry gone and
+			// the successor leading a newer term says it did (what came
+			// after it, if anything, did not undo it); anything else is
+			// reported as the error, and a loss meanwhile reaches the
+			// Lease through its follower.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbandonTimeout)
-			if now, rerr := d.ReadElection(rctx, l.name); rerr == nil && now.Leader != n.Key && !slices.ContainsFunc(now.Contenders, func(c Contender) bool { return c.Key == n.Key }) {
-				if _, ok := now.leader(); ok && now.Term > n.Token {
+			if now, rerr := d.ReadElection(rctx, l.name); rerr == nil && !slices.ContainsFunc(now.Contenders, func(c Contender) bool { return c.Key == n.Key }) {
+				if lead, ok := now.leader(); ok && lead.Key == next.Key && now.Term > n.Token {
 					li, err = now.info(l.name), nil
 				}
 			}
