@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,10 +55,7 @@ type ElectionWorkload struct {
 	grace time.Duration
 
 	stallPoint
-
-	mu       sync.Mutex
-	newest   distlock.Token // newest token of a write on "unfenced"
-	progress chan struct{}  // closed and replaced when newest grows
+	successors
 }
 
 // Name implements Workload.
@@ -77,9 +73,7 @@ func (w *ElectionWorkload) Setup(ctx context.Context, env *Env) error {
 	}
 	w.regs = []*loggedRegister{{Register: mem}, {Register: named{store, "store"}}, {Register: &unfencedRegister{}}}
 	w.grace = electionGrace(env.Store.TTL())
-	w.mu.Lock()
-	w.newest, w.progress = distlock.Token{}, make(chan struct{})
-	w.mu.Unlock()
+	w.resetSuccessors()
 	w.reset()
 	return nil
 }
@@ -87,37 +81,10 @@ func (w *ElectionWorkload) Setup(ctx context.Context, env *Env) error {
 // Close implements Workload.
 func (w *ElectionWorkload) Close() error { return nil }
 
-func (w *ElectionWorkload) noteWrite(reg string, t distlock.Token) {
-	// The unfenced register is the last one a term writes: once a
-	// successor wrote it, its whole critical section is done.
-	if reg != "unfenced" {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.newest.IsZero() || t.Newer(w.newest) {
-		w.newest = t
-		close(w.progress)
-		w.progress = make(chan struct{})
-	}
-}
-
 // WaitSuccessor waits until a term with a token newer than t wrote every
 // register, or ctx ends (staller).
 func (w *ElectionWorkload) WaitSuccessor(ctx context.Context, t distlock.Token) bool {
-	for {
-		w.mu.Lock()
-		newer, ch := w.newest.Newer(t), w.progress
-		w.mu.Unlock()
-		if newer {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		}
-	}
+	return w.waitNewer(ctx, t)
 }
 
 // electionPriority is worker i's priority for its next campaign.

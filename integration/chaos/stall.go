@@ -75,3 +75,52 @@ func (p *stallPoint) Stall(ctx context.Context, i int) (distlock.Token, func(), 
 		return distlock.Token{}, release, false
 	}
 }
+
+// successors tracks the newest token that finished a critical section
+// (wrote the "unfenced" register, the last one each writes), for a
+// stall nemesis to wait until a successor of the stalled holder did its
+// work. Reset it before use.
+type successors struct {
+	mu       sync.Mutex
+	newest   distlock.Token
+	progress chan struct{} // closed and replaced when newest grows
+}
+
+// resetSuccessors forgets every write.
+func (s *successors) resetSuccessors() {
+	s.mu.Lock()
+	s.newest, s.progress = distlock.Token{}, make(chan struct{})
+	s.mu.Unlock()
+}
+
+// noteWrite notes a write on register reg with token t.
+func (s *successors) noteWrite(reg string, t distlock.Token) {
+	if reg != "unfenced" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.newest.IsZero() || t.Newer(s.newest) {
+		s.newest = t
+		close(s.progress)
+		s.progress = make(chan struct{})
+	}
+}
+
+// waitNewer waits until a critical section with a token newer than t
+// finished, or ctx ends.
+func (s *successors) waitNewer(ctx context.Context, t distlock.Token) bool {
+	for {
+		s.mu.Lock()
+		newer, ch := s.newest.Newer(t), s.progress
+		s.mu.Unlock()
+		if newer {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}

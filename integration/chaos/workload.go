@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,10 +22,7 @@ type RegisterWorkload struct {
 	cs   atomic.Int64 // critical section numbers
 
 	stallPoint
-
-	mu       sync.Mutex
-	newest   distlock.Token // newest token of a write on "unfenced"
-	progress chan struct{}  // closed and replaced when newest grows
+	successors
 }
 
 // Name implements Workload.
@@ -43,9 +39,7 @@ func (w *RegisterWorkload) Setup(ctx context.Context, env *Env) error {
 		return fmt.Errorf("chaos: store register: %w", err)
 	}
 	w.regs = []*loggedRegister{{Register: mem}, {Register: named{store, "store"}}, {Register: &unfencedRegister{}}}
-	w.mu.Lock()
-	w.newest, w.progress = distlock.Token{}, make(chan struct{})
-	w.mu.Unlock()
+	w.resetSuccessors()
 	w.reset()
 	w.srv, err = newRegisterServer(w.regs)
 	return err
@@ -65,39 +59,6 @@ func (w *RegisterWorkload) Close() error {
 		return w.srv.Close()
 	}
 	return nil
-}
-
-func (w *RegisterWorkload) noteWrite(reg string, t distlock.Token) {
-	// The unfenced register is the last one of a critical section: once
-	// a successor wrote it, its whole critical section is done.
-	if reg != "unfenced" {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.newest.IsZero() || t.Newer(w.newest) {
-		w.newest = t
-		close(w.progress)
-		w.progress = make(chan struct{})
-	}
-}
-
-// waitNewer waits until a critical section with a token newer than t
-// completed (wrote the last register), or ctx ends.
-func (w *RegisterWorkload) waitNewer(ctx context.Context, t distlock.Token) bool {
-	for {
-		w.mu.Lock()
-		newer, ch := w.newest.Newer(t), w.progress
-		w.mu.Unlock()
-		if newer {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		}
-	}
 }
 
 // Worker implements Workload.
