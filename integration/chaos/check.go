@@ -13,10 +13,11 @@ import (
 	"github.com/distlock/distlock/integration"
 )
 
-// Check implements Workload: the register checks, then the lock checks.
-func (w *RegisterWorkload) Check(env *Env, ops []Op) []Check {
+// registerChecks are the checks of registers regs: linearizable, tokens
+// increasing, no stale admission; the unfenced ones' are controls.
+func registerChecks(env *Env, ops []Op, regs []*loggedRegister) []Check {
 	var out []Check
-	for _, r := range w.regs {
+	for _, r := range regs {
 		control := !r.Fenced()
 		for _, c := range []Check{
 			checkLinearizable(env, ops, r.Name()),
@@ -27,6 +28,12 @@ func (w *RegisterWorkload) Check(env *Env, ops []Op) []Check {
 			out = append(out, c)
 		}
 	}
+	return out
+}
+
+// Check implements Workload: the register checks, then the lock checks.
+func (w *RegisterWorkload) Check(env *Env, ops []Op) []Check {
+	out := registerChecks(env, ops, w.regs)
 	out = append(out, checkLostFirst(ops), checkForcedExpiry(ops))
 	return out
 }

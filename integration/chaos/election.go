@@ -382,19 +382,7 @@ func (lw *leaderWatch) stop() {
 
 // Check implements Workload.
 func (w *ElectionWorkload) Check(env *Env, ops []Op) []Check {
-	var out []Check
-	for _, r := range w.regs {
-		control := !r.Fenced()
-		for _, c := range []Check{
-			checkLinearizable(env, ops, r.Name()),
-			checkTokensIncrease(r.Name(), r.admitted.sorted()),
-			checkNoStale(ops, r.Name()),
-		} {
-			c.Control = control
-			out = append(out, c)
-		}
-	}
-	return append(out,
+	return append(registerChecks(env, ops, w.regs),
 		checkExclusion(ops, "election"),
 		checkOneLeaderPerTerm(ops),
 		checkTermsIncrease(ops),
