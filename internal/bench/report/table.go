@@ -12,6 +12,9 @@ var implLabels = map[string]map[string]string{
 	"mutex/etcd":      {"ours": "etcdlock.Mutex", "theirs": "concurrency.Mutex"},
 	"mutex/zookeeper": {"ours": "zklock.Mutex", "theirs": "zk.Lock"},
 	"election/etcd":   {"ours": "etcdlock.Election", "theirs": "concurrency.Election"},
+	// The ZooKeeper election's handoff has no go-zookeeper election to
+	// compare with: its reference is our own Mutex's Unlock, a row.
+	"election/zookeeper": {"ours": "zklock.Election"},
 	// The telemetry benchmark compares our lock with itself: with the
 	// OpenTelemetry SDK installed, and with none (the global providers).
 	"telemetry/etcd":      {"ours": "SDK, no-op exporter", "theirs": "no SDK"},
