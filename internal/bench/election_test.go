@@ -183,7 +183,7 @@ func failoverOurs(ctx context.Context, e *env, clis [2]*clientv3.Client, cands *
 		_, err := els[1].Campaign(ctx, "next")
 		return err
 	})
-	fr.failover, fr.revoke, err = e.failover(ctx, etcdlock.DefaultPrefix+name+"/@", ss[0].ID(), c, cands)
+	fr.failover, fr.revoke, err = e.failover(ctx, etcdlock.DefaultPrefix+name+"/@e", ss[0].ID(), c, cands)
 	return fr, err
 }
 

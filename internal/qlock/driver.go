@@ -208,8 +208,9 @@ type Elections interface {
 	// leader's value, until ctx ends or the connection is closed; it
 	// closes ch. The states it sends never go back; it may skip states
 	// that followed each other quickly (not on etcd, where it sends the
-	// state after every revision that changed it). Only the leader's
-	// value need be set.
+	// state after every revision that changed it). Every candidate's
+	// value is set: a leader picks its successor by value from the
+	// latest state (a waiting candidate's value never changes).
 	WatchElection(ctx context.Context, name string, ch chan<- ElectionState)
 	// ClaimTerm writes the term record of n's election naming n's entry, if
 	// the record is still as in prev (prev.Version) and n's entry still

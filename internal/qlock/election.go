@@ -156,7 +156,7 @@ func (el *Election) Campaign(ctx context.Context, value string, opts ...distlock
 	r := Request{Op: distlock.OpCampaign, Kind: Candidate, Value: []byte(value), Priority: c.Priority}
 	l := &leadership{e: el.e, tel: el.tel, name: el.name, prio: c.Priority}
 	n, lease, err := el.takeWith(ctx, r, hooks{handedOff: &l.handedOff, ender: &l.endHold}, func(ctx context.Context) (*Node, queueStats, error) {
-		return el.campaign(ctx, r)
+		return el.campaign(ctx, r, l)
 	})
 	if err != nil {
 		return nil, err
@@ -178,7 +178,7 @@ func (el *Election) Campaign(ctx context.Context, value string, opts ...distlock
 // while the term is vacant and it is the next in line, it claims the
 // term; while a candidate of a lower priority leads and it is the next in
 // line, it asks that leader to step down (preempt).
-func (el *Election) campaign(ctx context.Context, r Request) (_ *Node, qs queueStats, _ error) {
+func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *Node, qs queueStats, _ error) {
 	e, name := el.e, el.name
 	ctx, done, fail, err := e.start(ctx, name, r.Op)
 	defer done()
@@ -193,12 +193,21 @@ func (el *Election) campaign(ctx context.Context, r Request) (_ *Node, qs queueS
 	e.follow(n)
 	qs.enqueued = true
 
-	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	defer context.AfterFunc(n.alive, func() { cancel(context.Cause(n.alive)) })()
+	// The watch outlives a won campaign: the leader keeps the election's
+	// state from it for its HandOff (leadership.keep), until its entry's
+	// life ends. ctx ends it only while campaigning.
+	wctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stopAlive := context.AfterFunc(n.alive, func() { cancel(context.Cause(n.alive)) })
+	stopCtx := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	states := make(chan ElectionState)
 	go e.d.WatchElection(wctx, name, states)
+	won := false
 	defer func() {
+		stopCtx()
+		if won {
+			return
+		}
+		stopAlive()
 		cancel(nil)
 		for range states { // let the watch end
 		}
@@ -238,6 +247,8 @@ func (el *Election) campaign(ctx context.Context, r Request) (_ *Node, qs queueS
 			n.Token = st.Term
 			n.Waited = true
 			pre.finish()
+			won = true
+			l.keep(st, states)
 			return n, qs, nil
 		case led:
 			qs.waitedOn = 1
@@ -250,6 +261,8 @@ func (el *Election) campaign(ctx context.Context, r Request) (_ *Node, qs queueS
 			case err == nil:
 				n.Token = term
 				pre.finish()
+				won = true
+				l.keep(st, states)
 				return n, qs, nil
 			case errors.Is(err, ErrTermMoved):
 				// The watch brings the state that moved it.
@@ -401,6 +414,8 @@ type leadership struct {
 	handedOff atomic.Bool
 	// endHold measures the hold's end (see hooks.ender).
 	endHold func(cause error)
+	// state is the election's latest state the leader's watch saw (keep).
+	state atomic.Pointer[ElectionState]
 	// mu serializes Proclaim, Resign and HandOff: a driver may keep the
 	// entry's version in n, which Proclaim updates.
 	mu sync.Mutex
@@ -408,6 +423,18 @@ type leadership struct {
 
 // String names the leader's entry.
 func (l *leadership) String() string { return l.n.Key }
+
+// keep follows the election's states on the won campaign's watch until
+// it ends (with the entry's life), so that a HandOff can pick its
+// successor without reading first. won is the state the campaign won in.
+func (l *leadership) keep(won ElectionState, states <-chan ElectionState) {
+	l.state.Store(&won)
+	go func() {
+		for st := range states {
+			l.state.Store(&st)
+		}
+	}()
+}
 
 func (l *leadership) fail(op distlock.Op, err error) error {
 	return l.e.fail(l.n.Name, op, err)
@@ -490,19 +517,36 @@ func (l *leadership) handOff(ctx context.Context, to string) (distlock.LeaderInf
 	if n.alive.Err() != nil {
 		return distlock.LeaderInfo{}, l.notLeader(op, l.endCause())
 	}
+	// The first try works from the state the leader's watch last saw,
+	// which costs the handoff no read: its write compares everything it
+	// relies on. Whatever that state cannot settle (a candidate it may not
+	// have seen yet, a failed write) is decided on a fresh read.
+	cached := l.state.Load()
 	for try := 0; ; try++ {
-		st, err := d.ReadElection(ctx, l.name)
-		if err != nil {
-			return distlock.LeaderInfo{}, l.fail(op, err)
+		var st ElectionState
+		fresh := cached == nil || try > 0
+		if fresh {
+			var err error
+			if st, err = d.ReadElection(ctx, l.name); err != nil {
+				return distlock.LeaderInfo{}, l.fail(op, err)
+			}
+		} else {
+			st = *cached
+		}
+		next, found := st.next(n.Key, to)
+		if !fresh && !found {
+			continue
 		}
 		if _, ok := st.leader(); !ok || st.Leader != n.Key || st.Term != n.Token {
+			if !fresh {
+				continue
+			}
 			// The record moved on, or names an entry deleted by someone
 			// else (forced): this term is over, whatever the entry's
 			// watch has told the Lease so far.
 			return distlock.LeaderInfo{}, l.notLeader(op, fmt.Errorf("%w: the term record no longer names a live entry %s", distlock.ErrLost, n.Key))
 		}
-		next, ok := st.next(n.Key, to)
-		if !ok {
+		if !found {
 			what := "no other candidate waits"
 			if to != "" {
 				what = fmt.Sprintf("no waiting candidate has the value %q", to)

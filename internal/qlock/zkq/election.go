@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
@@ -155,10 +156,6 @@ func (r RevokeStore) ReadElection(ctx context.Context, name string) (qlock.Elect
 	if err := synced(ctx, r.Conn, dir); err != nil {
 		return fail("sync", err)
 	}
-	type read struct {
-		data []byte
-		stat *zk.Stat
-	}
 	getNode := func(p string) (read, error) {
 		return retry(ctx, func() (read, error) {
 			d, st, err := r.Conn.Get(p)
@@ -253,7 +250,7 @@ func sortContenders(cs []qlock.Contender) {
 // closed.
 func (s *Session) WatchElection(ctx context.Context, name string, ch chan<- qlock.ElectionState) {
 	defer close(ch)
-	w := &electionWatch{conn: s.conn, dir: s.Dir(name), stats: map[string]*zk.Stat{}}
+	w := &electionWatch{conn: s.conn, dir: s.Dir(name), stats: map[string]*zk.Stat{}, values: map[string]string{}}
 	// pause is the wait after a failure; false when ctx ended or the
 	// connection is closed.
 	pause := func(err error) bool {
@@ -276,9 +273,18 @@ func (s *Session) WatchElection(ctx context.Context, name string, ch chan<- qloc
 		}
 		if fired, err := w.fired(); fired || !w.complete() {
 			// Part of what was read has changed since, or could not be
-			// read: read it again before anything is sent.
-			if (err != nil || !fired) && !pause(err) {
-				return
+			// read: read it again before anything is sent. A part that
+			// could not be read went with a change whose event is on its
+			// way: wait for it, for a pause at most.
+			switch {
+			case err != nil:
+				if !pause(err) {
+					return
+				}
+			case !fired:
+				if !w.await(ctx, qlock.RetryDelay) {
+					return
+				}
 			}
 			continue
 		}
@@ -310,6 +316,36 @@ func (s *Session) WatchElection(ctx context.Context, name string, ch chan<- qloc
 	}
 }
 
+// await waits until one of w's watches fires (what it watched is read
+// again), or d has passed; false when ctx ended.
+func (w *electionWatch) await(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var ev zk.Event
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	case ev = <-w.dirW:
+		w.dirW = nil
+	case ev = <-w.childW:
+		w.childW = nil
+	case ev = <-w.leaderW:
+		w.leaderW = nil
+	}
+	if ev.Type == zk.EventNotWatching {
+		w.reset()
+	}
+	return true
+}
+
+// read is a node's data and Stat.
+type read struct {
+	data []byte
+	stat *zk.Stat
+}
+
 // electionWatch is what WatchElection has read, each part valid while its
 // watch has not fired (a nil watch: read it again).
 type electionWatch struct {
@@ -329,6 +365,9 @@ type electionWatch struct {
 	value   []byte
 
 	stats map[string]*zk.Stat // the listed candidates' Stats
+	// values are the listed candidates' values as read once: a waiting
+	// candidate's never changes (only a leader Proclaims).
+	values map[string]string
 }
 
 // reset forgets every watch: the client has dropped them all (session
@@ -415,6 +454,7 @@ func (w *electionWatch) read(ctx context.Context) error {
 		w.childW, w.children, w.statsDue = nil, nil, false
 		w.leaderW, w.leader, w.value = nil, "", nil
 		clear(w.stats)
+		clear(w.values)
 		return nil
 	}
 	if w.rstat == nil {
@@ -481,18 +521,19 @@ func (w *electionWatch) readStats(ctx context.Context) error {
 		}
 	}
 	maps.DeleteFunc(w.stats, func(k string, _ *zk.Stat) bool { return !listed[k] })
-	stats := make([]*zk.Stat, len(todo))
+	maps.DeleteFunc(w.values, func(k string, _ string) bool { return !listed[k] })
+	reads := make([]read, len(todo))
 	var g errgroup.Group
 	for i, p := range todo {
 		g.Go(func() error {
-			st, err := zkctx.Call(ctx, func() (*zk.Stat, error) {
-				ok, st, err := w.conn.Exists(p)
-				if !ok {
-					st = nil
-				}
-				return st, err
+			x, err := zkctx.Call(ctx, func() (read, error) {
+				d, st, err := w.conn.Get(p)
+				return read{d, st}, err
 			})
-			stats[i] = st
+			if errors.Is(err, zk.ErrNoNode) {
+				return nil
+			}
+			reads[i] = x
 			return err
 		})
 	}
@@ -500,8 +541,8 @@ func (w *electionWatch) readStats(ctx context.Context) error {
 		return err
 	}
 	for i, p := range todo {
-		if stats[i] != nil {
-			w.stats[p] = stats[i]
+		if reads[i].stat != nil {
+			w.stats[p], w.values[p] = reads[i].stat, string(reads[i].data)
 		}
 	}
 	return nil
@@ -518,9 +559,9 @@ func (w *electionWatch) state() qlock.ElectionState {
 		if cs == nil {
 			continue
 		}
-		c.Seq, c.Owner = cs.Czxid, uint64(cs.EphemeralOwner)
+		c.Seq, c.Owner, c.Value = cs.Czxid, uint64(cs.EphemeralOwner), w.values[c.Key]
 		if c.Key == w.leader {
-			c.Value = string(w.value)
+			c.Value = string(w.value) // a leader's Proclaims change it
 		}
 		st.Contenders = append(st.Contenders, c)
 	}
