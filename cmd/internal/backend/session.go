@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -97,6 +98,12 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 		zopts = append(zopts, zklock.WithRevocable())
 	}
 	s, err := zklock.NewSession(ctx, c.zk, zopts...)
+	for try := 0; errors.Is(err, distlock.ErrSessionExpired) && try < 3 && ctx.Err() == nil; try++ {
+		// The connection's ZooKeeper session expired while the Session
+		// was being made (a loaded machine, a server that restarted):
+		// the connection has a new one, which a new Session follows.
+		s, err = zklock.NewSession(ctx, c.zk, zopts...)
+	}
 	if err != nil {
 		return nil, err
 	}
