@@ -214,9 +214,11 @@ func (m *RWMutex) Dir() string { return m.q.Dir() }
 // session ends, or Resign or HandOff is called; its Err then says why. Its
 // Proclaim is a Put guarded by the key's create revision (the key gone:
 // distlock.ErrNotLeader) and does not hand leadership over. Its HandOff is
-// one Txn after one read; Resign is a HandOff to the next in line, or,
-// with nobody waiting, the guarded delete. A second Resign, or one after
-// leadership was lost, wraps distlock.ErrNotLeader.
+// one Txn, the successor picked from the election's state as the leader's
+// watch last saw it (a read first only when that state names no such
+// candidate, or the write found it stale); Resign is a HandOff to the next
+// in line, or, with nobody waiting, the guarded delete. A second Resign,
+// or one after leadership was lost, wraps distlock.ErrNotLeader.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...distlock.CampaignOption) (distlock.Leadership, error) {
 	return e.q.Campaign(ctx, value, opts...)
 }

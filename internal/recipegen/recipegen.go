@@ -217,9 +217,11 @@ the session ends, or Resign or HandOff is called; its Err then says why.
 Its Proclaim {{if .Etcd}}is a Put guarded by the key's create revision{{else}}is
 a SetData guarded by the node's version{{end}} (the {{.Entry}} gone:
 distlock.ErrNotLeader) and does not hand leadership over. Its HandOff is
-one {{if .Etcd}}Txn{{else}}multi{{end}} after one read; Resign is a
-HandOff to the next in line, or, with nobody waiting, the guarded
-delete. A second Resign, or one after leadership was lost, wraps
+one {{if .Etcd}}Txn{{else}}multi{{end}}, the successor picked from the
+election's state as the leader's watch last saw it (a read first only
+when that state names no such candidate, or the write found it stale);
+Resign is a HandOff to the next in line, or, with nobody waiting, the
+guarded delete. A second Resign, or one after leadership was lost, wraps
 distlock.ErrNotLeader.`},
 	{Type: "Election", Name: "Leader", Params: "ctx context.Context", Args: "ctx", Results: "(distlock.LeaderInfo, error)", Doc: `
 Leader returns the current leader's value, token and priority, read
