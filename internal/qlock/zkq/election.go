@@ -424,6 +424,28 @@ func (w *electionWatch) leaderKey() string {
 // read reads, with a watch, what is not known: the term record, the
 // candidates, each new candidate's Stat, and the leader's value.
 func (w *electionWatch) read(ctx context.Context) error {
+	type listing struct {
+		children []string
+		ch       <-chan zk.Event
+		err      error
+	}
+	list := func() listing {
+		l, err := zkctx.Call(ctx, func() (listing, error) {
+			c, _, ch, err := w.conn.ChildrenW(w.dir)
+			return listing{children: c, ch: ch}, err
+		})
+		l.err = err
+		return l
+	}
+	// When both the record and the candidates changed (a handoff, a
+	// claim after a leader left), both are read at once: the state is
+	// sent only if no watch fired after both answers, so the two need
+	// no order.
+	var listed chan listing
+	if w.dirW == nil && w.childW == nil {
+		listed = make(chan listing, 1)
+		go func() { listed <- list() }()
+	}
 	for w.dirW == nil {
 		x, err := zkctx.Call(ctx, func() (watched, error) {
 			d, st, ch, err := w.conn.GetW(w.dir)
@@ -461,19 +483,17 @@ func (w *electionWatch) read(ctx context.Context) error {
 		return nil
 	}
 	if w.childW == nil {
-		type listing struct {
-			children []string
-			ch       <-chan zk.Event
+		var l listing
+		if listed != nil {
+			l = <-listed
+		} else {
+			l = list()
 		}
-		l, err := zkctx.Call(ctx, func() (listing, error) {
-			c, _, ch, err := w.conn.ChildrenW(w.dir)
-			return listing{c, ch}, err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
+		if errors.Is(l.err, zk.ErrNoNode) {
 			return nil // deleted since the record's read: its watch has fired
 		}
-		if err != nil {
-			return err
+		if l.err != nil {
+			return l.err
 		}
 		w.childW, w.children, w.statsDue = l.ch, l.children, true
 	}
