@@ -48,18 +48,34 @@ func ExampleElection_handOff() {
 	instance("v1-host2") // waits, and keeps waiting
 	v2 := instance("v2-host1")
 
-	for {
-		next, err := old.HandOff(ctx, "v2-host1")
-		if errors.Is(err, distlock.ErrNoCandidate) {
-			time.Sleep(10 * time.Millisecond) // not in the election yet: still leading
-			continue
-		}
-		if err != nil {
-			log.Fatal(err)
-		}
-		fmt.Println("handed over to", next.Value)
-		break
+	// Wait until the new version's instance is in the election (the
+	// queue's watch says so), then hand over to it.
+	conn, _, err := zk.Connect(exampleServers(), 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		log.Fatal(err)
 	}
+	defer conn.Close()
+	admin, err := zklock.NewAdmin(conn, zklock.DefaultPrefix)
+	if err != nil {
+		log.Fatal(err)
+	}
+	errJoined := errors.New("v2-host1 joined")
+	err = admin.WatchQueue(ctx, "scheduler", func(q []distlock.QueueEntry) error {
+		for _, e := range q {
+			if e.Holder == "v2-host1" {
+				return errJoined
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, errJoined) {
+		log.Fatal(err)
+	}
+	next, err := old.HandOff(ctx, "v2-host1") // ErrNoCandidate if it had left: still leading
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("handed over to", next.Value)
 	lead := <-v2
 	fmt.Println("old term ended:", errors.Is(old.Err(), distlock.ErrReleased))
 	fmt.Println("new token is larger:", lead.Token().Newer(old.Token()))

@@ -282,7 +282,10 @@ func (s *Session) WatchElection(ctx context.Context, name string, ch chan<- qloc
 					return
 				}
 			case !fired:
-				if !w.await(ctx, qlock.RetryDelay) {
+				t := time.NewTimer(qlock.RetryDelay)
+				_, ok := w.next(ctx, t.C)
+				t.Stop()
+				if !ok {
 					return
 				}
 			}
@@ -296,37 +299,23 @@ func (s *Session) WatchElection(ctx context.Context, name string, ch chan<- qloc
 				return
 			}
 		}
-		var ev zk.Event
-		select {
-		case <-ctx.Done():
+		ev, ok := w.next(ctx, nil)
+		if !ok || ev.Type == zk.EventNotWatching && !pause(ev.Err) {
 			return
-		case ev = <-w.dirW:
-			w.dirW = nil
-		case ev = <-w.childW:
-			w.childW = nil
-		case ev = <-w.leaderW:
-			w.leaderW = nil
-		}
-		if ev.Type == zk.EventNotWatching {
-			w.reset()
-			if !pause(ev.Err) {
-				return
-			}
 		}
 	}
 }
 
-// await waits until one of w's watches fires (what it watched is read
-// again), or d has passed; false when ctx ended.
-func (w *electionWatch) await(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	var ev zk.Event
+// next waits until one of w's watches fires, and returns its event: what
+// it watched is to be read again (everything, after EventNotWatching). A
+// timeout that fires first (nil: none) returns the zero Event; ok is false
+// when ctx ended.
+func (w *electionWatch) next(ctx context.Context, timeout <-chan time.Time) (ev zk.Event, ok bool) {
 	select {
 	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+		return ev, false
+	case <-timeout:
+		return ev, true
 	case ev = <-w.dirW:
 		w.dirW = nil
 	case ev = <-w.childW:
@@ -337,7 +326,7 @@ func (w *electionWatch) await(ctx context.Context, d time.Duration) bool {
 	if ev.Type == zk.EventNotWatching {
 		w.reset()
 	}
-	return true
+	return ev, true
 }
 
 // read is a node's data and Stat.
