@@ -55,7 +55,12 @@ type Lease struct {
 // calls after the first, or after Unlock, do nothing. A reason is a loss
 // (the store packages make it match ErrLost), which Err reports from then
 // on, unless it matches ErrRevoked (a *RevokedError): a revocation closes
-// Done, and a loss may follow it. backend names the store in the
+// Done, and a loss may follow it; or unless it matches ErrReleased: the
+// holder's own end of the hold before its release is sent (an election's
+// handoff), which closes Done as Unlock does but leaves the release to a
+// later Unlock. A reason that is itself a *LockError is Done's cause as
+// it is (naming the operation that ended the hold); any other is wrapped
+// in one of OpHold. backend names the store in the
 // Lease's errors (LockError.Backend: "etcd", "zookeeper"; "" for none).
 //
 // The store packages make the Leases of their locks with it. A program's
@@ -87,8 +92,11 @@ func newLease(l *Lease) (*Lease, func(reason error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l.ctx, l.cancel = ctx, cancel
 	return l, func(reason error) {
-		err := l.fail(OpHold, reason)
-		if !errors.Is(reason, ErrRevoked) {
+		err, ok := reason.(*LockError)
+		if !ok {
+			err = l.fail(OpHold, reason)
+		}
+		if !errors.Is(reason, ErrRevoked) && !errors.Is(reason, ErrReleased) {
 			l.mu.Lock()
 			if l.lost == nil && !l.released {
 				l.lost = err

@@ -155,7 +155,7 @@ func (el *Election) Campaign(ctx context.Context, value string, opts ...distlock
 	}
 	r := Request{Op: distlock.OpCampaign, Kind: Candidate, Value: []byte(value), Priority: c.Priority}
 	l := &leadership{e: el.e, tel: el.tel, name: el.name, prio: c.Priority}
-	n, lease, err := el.takeWith(ctx, r, hooks{handedOff: &l.handedOff, ender: &l.endHold}, func(ctx context.Context) (*Node, queueStats, error) {
+	n, lease, err := el.takeWith(ctx, r, hooks{handedOff: &l.handedOff, ender: &l.endHold, loser: &l.lose}, func(ctx context.Context) (*Node, queueStats, error) {
 		return el.campaign(ctx, r, l)
 	})
 	if err != nil {
@@ -414,6 +414,9 @@ type leadership struct {
 	handedOff atomic.Bool
 	// endHold measures the hold's end (see hooks.ender).
 	endHold func(cause error)
+	// lose closes the Lease's Done (see hooks.loser): a step-down does
+	// before its write can start another term.
+	lose func(reason error)
 	// state is the election's latest state the leader's watch saw (keep).
 	state atomic.Pointer[ElectionState]
 	// mu serializes Proclaim, Resign and HandOff: a driver may keep the
@@ -464,8 +467,9 @@ func (l *leadership) Proclaim(ctx context.Context, value string) error {
 	return nil
 }
 
-// Resign ends leadership: it hands over to the next in line as HandOff
-// does, or, when no candidate waits or the handoff fails, deletes the
+// Resign ends leadership (see distlock.Leadership): its Done closes
+// first, then it hands over to the next in line as HandOff does, or, when
+// no candidate waits or every handoff it tries is refused, deletes the
 // entry if it is still this term's (the Lease's Unlock), which leaves the
 // term vacant for the next candidate to claim. If leadership had already
 // been lost, or Resign was called before, the error wraps
@@ -477,118 +481,220 @@ func (l *leadership) Resign(ctx context.Context) error {
 	defer l.mu.Unlock()
 	ctx, span := l.tel.release(ctx, distlock.OpResign, l.n.Kind, l.n.Token)
 	defer span.End()
-	if l.n.alive.Err() == nil { // leading, or asked to step down
-		if _, err := l.handOff(ctx, ""); err == nil {
-			endSpan(span, nil)
-			return nil
-		}
-	}
-	err := l.Unlock(ctx)
-	if errors.Is(err, distlock.ErrLost) || errors.Is(err, distlock.ErrReleased) {
-		err = l.notLeader(distlock.OpResign, err)
-	}
+	_, err := l.stepDown(ctx, distlock.OpResign, "", true)
 	endSpan(span, err)
 	return err
 }
 
 // HandOff ends this term and starts the successor's in one write (see
-// distlock.Leadership). The successor is picked from a fresh read of the
-// election; if it leaves before the write, the next pick is made from a
-// new read.
+// distlock.Leadership).
 func (l *leadership) HandOff(ctx context.Context, to string) (distlock.LeaderInfo, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ctx, span := l.tel.release(ctx, distlock.OpHandOff, l.n.Kind, l.n.Token)
 	defer span.End()
-	li, err := l.handOff(ctx, to)
+	li, err := l.stepDown(ctx, distlock.OpHandOff, to, false)
 	endSpan(span, err)
 	return li, err
 }
 
-// handoffTries bounds how often a HandOff picks a successor again after
-// the one it picked left before the write.
+// handoffTries bounds how often a handoff picks a successor again after
+// its write was refused (the one it picked left before the write).
 const handoffTries = 8
 
-func (l *leadership) handOff(ctx context.Context, to string) (distlock.LeaderInfo, error) {
-	const op = distlock.OpHandOff
-	d, n := l.e.d, l.n
+// steppedDown is the cause a leadership's Done closes with when its leader
+// ends the term (Resign, HandOff): it matches distlock.ErrReleased.
+type steppedDown struct{ how string }
+
+func (e *steppedDown) Error() string { return e.how }
+func (e *steppedDown) Unwrap() error { return distlock.ErrReleased }
+
+// stepDown is Resign (resign set) and HandOff(to). The rule it keeps: the
+// leader stops believing before anybody else can lead. Everything that
+// can keep it leading (no candidate to hand over to, a term record that
+// no longer names it) is decided before any write, from the state the
+// leader's watch last saw or a fresh read; then Done closes (its Err
+// saying so), and only then does the write that may start the
+// successor's term go out. A write refused or unanswered after that never
+// makes this Leadership lead again: the handoff is tried with a new pick
+// (HandOff to a value that left falls back to the next in line), and
+// failing that the entry is deleted, which leaves the term vacant for the
+// next candidate to claim.
+func (l *leadership) stepDown(ctx context.Context, op distlock.Op, to string, resign bool) (distlock.LeaderInfo, error) {
+	n := l.n
 	// A leader asked to step down (revoked, preempted) still leads until
 	// it hands over: its entry is alive though its Lease's Err is set.
 	if n.alive.Err() != nil {
-		return distlock.LeaderInfo{}, l.notLeader(op, l.endCause())
+		if !resign {
+			return distlock.LeaderInfo{}, l.notLeader(op, l.endCause())
+		}
+		// Lost (or resigned) before: Unlock removes what is left and
+		// reports it.
+		err := l.Unlock(ctx)
+		if errors.Is(err, distlock.ErrLost) || errors.Is(err, distlock.ErrReleased) {
+			err = l.notLeader(op, err)
+		}
+		return distlock.LeaderInfo{}, err
 	}
-	// The first try works from the state the leader's watch last saw,
-	// which costs the handoff no read: its write compares everything it
-	// relies on. Whatever that state cannot settle (a candidate it may not
-	// have seen yet, a failed write) is decided on a fresh read.
-	cached := l.state.Load()
-	for try := 0; ; try++ {
-		var st ElectionState
-		fresh := cached == nil || try > 0
-		if fresh {
-			var err error
-			if st, err = d.ReadElection(ctx, l.name); err != nil {
-				return distlock.LeaderInfo{}, l.fail(op, err)
-			}
-		} else {
-			st = *cached
-		}
-		next, found := st.next(n.Key, to)
-		if !fresh && !found {
-			continue
-		}
-		if _, ok := st.leader(); !ok || st.Leader != n.Key || st.Term != n.Token {
-			if !fresh {
-				continue
-			}
-			// The record moved on, or names an entry deleted by someone
-			// else (forced): this term is over, whatever the entry's
-			// watch has told the Lease so far.
-			return distlock.LeaderInfo{}, l.notLeader(op, fmt.Errorf("%w: the term record no longer names a live entry %s", distlock.ErrLost, n.Key))
-		}
-		if !found {
-			what := "no other candidate waits"
-			if to != "" {
-				what = fmt.Sprintf("no waiting candidate has the value %q", to)
-			}
-			return distlock.LeaderInfo{}, l.fail(op, fmt.Errorf("%w: %s", distlock.ErrNoCandidate, what))
-		}
-		// The write deletes this entry: its follower must not take that
-		// for a loss. Held back, the loss is reported if the write did
-		// not happen.
-		n.holdLoss()
-		// Measured as ended before the write that starts the successor's
-		// hold; a write that then fails leaves this hold unmeasured.
+	st, next, found, err := l.pick(ctx, op, to)
+	switch {
+	case err != nil && resign:
+		// Resign steps down all the same: without a pick, by deleting the
+		// entry (a no-op if it is gone already).
 		l.endHold(distlock.ErrReleased)
-		term, err := d.HandOff(ctx, n, st, next)
+		if errors.Is(err, distlock.ErrNotLeader) {
+			_ = l.vacate(ctx, op, "resigned: the term had ended", nil)
+			return distlock.LeaderInfo{}, err
+		}
+		return distlock.LeaderInfo{}, l.vacate(ctx, op, "resigned: the election could not be read to pick a successor; the term is left vacant", nil)
+	case err != nil:
+		return distlock.LeaderInfo{}, err
+	}
+	if !found && !resign {
+		what := "no other candidate waits"
+		if to != "" {
+			what = fmt.Sprintf("no waiting candidate has the value %q", to)
+		}
+		return distlock.LeaderInfo{}, l.fail(op, fmt.Errorf("%w: %s", distlock.ErrNoCandidate, what))
+	}
+	// From here this term is over, whatever the write does. Measured as
+	// ended before the write that starts the successor's hold.
+	l.endHold(distlock.ErrReleased)
+	if !found {
+		return distlock.LeaderInfo{}, l.vacate(ctx, op, "resigned: no other candidate waits, the term is left vacant", nil)
+	}
+	// The write deletes this entry: its follower must not take that for a
+	// loss. Held back, the loss is reported if the write did not happen.
+	n.holdLoss()
+	l.lose(l.fail(op, &steppedDown{fmt.Sprintf("handing leadership over to candidate %q", next.Value)}))
+	var instead error // set once HandOff(to)'s candidate left and the next in line was picked
+	for try := 1; ; try++ {
+		term, err := l.e.d.HandOff(ctx, n, st, next)
 		li := distlock.LeaderInfo{Value: next.Value, Token: distlock.Token{Name: l.name, Seq: term, Owner: next.Owner}, Priority: next.Priority}
+		unknown, read := false, false
 		if err != nil && !errors.Is(err, ErrTermMoved) {
-			// No answer: read whether it happened. This entry gone and
-			// the successor leading a newer term says it did (what came
-			// after it, if anything, did not undo it); anything else is
-			// reported as the error, and a loss meanwhile reaches the
-			// Lease through its follower.
+			// No answer: read whether it happened. This entry gone and the
+			// successor leading a newer term says it did (what came after
+			// it, if anything, did not undo it); this entry still named by
+			// the record says it did not.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbandonTimeout)
-			if now, rerr := d.ReadElection(rctx, l.name); rerr == nil && !slices.ContainsFunc(now.Contenders, func(c Contender) bool { return c.Key == n.Key }) {
-				if lead, ok := now.leader(); ok && lead.Key == next.Key && now.Term > n.Token {
-					li, err = now.info(l.name), nil
-				}
-			}
+			now, rerr := l.e.d.ReadElection(rctx, l.name)
 			cancel()
+			mine := rerr == nil && slices.ContainsFunc(now.Contenders, func(c Contender) bool { return c.Key == n.Key })
+			switch lead, ok := now.leader(); {
+			case rerr == nil && !mine && ok && lead.Key == next.Key && now.Term > n.Token:
+				li, err = now.info(l.name), nil
+			case rerr == nil && mine && now.Leader == n.Key && now.Term == n.Token:
+				// It did not happen: try again on this state.
+				st, read, err = now, true, fmt.Errorf("%w: %w", ErrTermMoved, err)
+			default:
+				unknown = true
+			}
 		}
 		if err == nil {
 			l.handedOff.Store(true)
 			n.dropLoss(distlock.ErrReleased)
 			_ = l.Unlock(ctx) // ends the Lease as released: nothing to delete
 			l.e.st.log.Debug(l.e.st.backend.Pkg+": handed off", "election", l.name, "token", n.Token, "to", li.Value, "term", li.Token.Seq)
+			if instead != nil {
+				return li, l.fail(op, fmt.Errorf("%w; handed over to the next in line, %q, instead", instead, li.Value))
+			}
 			return li, nil
 		}
-		n.resumeLoss()
-		if !errors.Is(err, ErrTermMoved) || try+1 >= handoffTries {
-			return distlock.LeaderInfo{}, l.fail(op, err)
+		if unknown {
+			// Whether the write happened is not known: the delete below
+			// is a no-op if it did, and ends the term if it did not.
+			n.dropLoss(distlock.ErrReleased)
+			return distlock.LeaderInfo{}, l.vacate(ctx, op, "", fmt.Errorf("the handoff to %q may not have been made: %w", next.Value, err))
 		}
-		if n.alive.Err() != nil {
-			return distlock.LeaderInfo{}, l.notLeader(op, l.endCause())
+		// Refused: the handoff provably did not happen.
+		if try >= handoffTries || ctx.Err() != nil {
+			n.resumeLoss()
+			return distlock.LeaderInfo{}, l.vacate(ctx, op, "", fmt.Errorf("the handoff to %q was refused %d times: %w", next.Value, try, cmp.Or(context.Cause(ctx), err)))
+		}
+		if !read {
+			if st, err = l.e.d.ReadElection(ctx, l.name); err != nil {
+				n.resumeLoss()
+				return distlock.LeaderInfo{}, l.vacate(ctx, op, "", fmt.Errorf("the handoff to %q was refused, and the election could not be read again: %w", next.Value, err))
+			}
+		}
+		if lead, ok := st.leader(); !ok || lead.Key != n.Key || st.Term != n.Token {
+			// Deposed meanwhile (forced out): the term ended without this
+			// leader's write.
+			n.resumeLoss()
+			_ = l.Unlock(ctx)
+			return distlock.LeaderInfo{}, l.notLeader(op, fmt.Errorf("%w: the term record no longer names a live entry %s", distlock.ErrLost, n.Key))
+		}
+		var found bool
+		if next, found = st.next(n.Key, to); !found && to != "" {
+			instead = fmt.Errorf("%w: no waiting candidate has the value %q any more (it left before the handoff's write)", distlock.ErrNoCandidate, to)
+			next, found = st.next(n.Key, "")
+		}
+		if !found {
+			n.resumeLoss()
+			return distlock.LeaderInfo{}, l.vacate(ctx, op, "", cmp.Or(instead, fmt.Errorf("%w: no other candidate waits any more", distlock.ErrNoCandidate)))
 		}
 	}
+}
+
+// pick decides, before any write, whom stepDown hands over to: from the
+// state the leader's watch last saw, which costs the handoff no read (its
+// write compares everything it relies on), or, when that state cannot
+// settle it (a candidate it may not have seen yet, a record it may not
+// have seen move), from a fresh read. found is false when no candidate
+// (with value to, if set) waits. The error wraps distlock.ErrNotLeader
+// when the term record no longer names this leader's live entry.
+func (l *leadership) pick(ctx context.Context, op distlock.Op, to string) (st ElectionState, next Contender, found bool, err error) {
+	n := l.n
+	cached := l.state.Load()
+	for try := 0; ; try++ {
+		fresh := cached == nil || try > 0
+		if fresh {
+			if st, err = l.e.d.ReadElection(ctx, l.name); err != nil {
+				return st, next, false, l.fail(op, err)
+			}
+		} else {
+			st = *cached
+		}
+		next, found = st.next(n.Key, to)
+		lead, ok := st.leader()
+		leads := ok && lead.Key == n.Key && st.Term == n.Token
+		if !fresh && (!found || !leads) {
+			continue
+		}
+		if !leads {
+			// The record moved on, or names an entry deleted by someone
+			// else (forced): this term is over, whatever the entry's
+			// watch has told the Lease so far.
+			return st, next, false, l.notLeader(op, fmt.Errorf("%w: the term record no longer names a live entry %s", distlock.ErrLost, n.Key))
+		}
+		return st, next, found, nil
+	}
+}
+
+// vacate ends the term by deleting the leader's entry (the Lease's Unlock,
+// which deletes it only if it is still this term's), leaving the term
+// vacant for the next candidate to claim: a Resign with nobody to hand
+// over to, and every handoff that could not be made once Done had closed.
+// how is Done's cause if Done is still open ("" says why). why, if not
+// nil, is why no handoff was made: a HandOff reports it; a Resign, whose
+// aim the delete reaches, reports only a delete that failed.
+func (l *leadership) vacate(ctx context.Context, op distlock.Op, how string, why error) error {
+	if how == "" {
+		how = fmt.Sprintf("stepped down: %v; the entry is deleted, the term left vacant", why)
+	}
+	l.lose(l.fail(op, &steppedDown{how}))
+	err := l.Unlock(ctx)
+	switch {
+	case err != nil && why != nil:
+		return l.fail(op, fmt.Errorf("%w; stepping down by deleting the entry instead failed too: %w", why, inner(err)))
+	case err != nil:
+		return l.fail(op, inner(err))
+	case why != nil && op != distlock.OpResign:
+		return l.fail(op, fmt.Errorf("%w; stepped down by deleting the entry instead (the term is vacant until the next candidate claims it)", why))
+	}
+	if why != nil {
+		l.e.st.log.Info(l.e.st.backend.Pkg+": resigned by deleting the entry", "election", l.name, "token", l.n.Token, "why", why)
+	}
+	return nil
 }

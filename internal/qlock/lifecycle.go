@@ -224,6 +224,10 @@ type hooks struct {
 	// ender, if not nil, receives the function that measures the hold's
 	// end, for a handoff to call before its write starts the successor's.
 	ender *func(cause error)
+	// loser, if not nil, receives the Lease's lose function, for a
+	// handoff to close Done before its write starts the successor's
+	// term.
+	loser *func(reason error)
 }
 
 // hold turns an acquired entry into a Lease that is lost when the entry is
@@ -261,6 +265,9 @@ func (e *Engine) hold(n *Node, lt *lockTel, h hooks) *distlock.Lease {
 		return err
 	}
 	l, lose := distlock.NewLease(e.st.backend.Name, t, release, e.st.Deadline)
+	if h.loser != nil {
+		*h.loser = lose
+	}
 	e.loseWith(n.alive, lose, end, n.Name, n.Token)
 	lock := n.Name
 	if h.revokeAs != "" {
@@ -322,6 +329,27 @@ func (e *Engine) release(ctx context.Context, n *Node) error {
 		}
 	}
 	e.st.log.Debug(e.st.backend.Pkg+": released", "lock", n.Name, "token", n.Token)
+	return nil
+}
+
+// pastDeadline is the last check before an acquisition is returned
+// (Lock, TryLock, RLock, Campaign, Acquire, a multi-lock's Lock): nil
+// while the session lives and its client-side deadline (on the boot
+// clock, see clock.go) lies ahead, else why not. A process stopped
+// (SIGSTOP, a long GC, a starved VM) while its entry waited can wake past
+// the deadline with the event that says it holds already read, before
+// the session's own timer has ended it: the store may have expired the
+// session meanwhile and granted the lock to a successor, so the entry's
+// holding cannot be trusted, and the acquisition fails instead.
+func (e *Engine) pastDeadline() error {
+	d := e.st.Deadline() // ends the session if a suspend put it past d
+	if err := e.st.Err(); err != nil {
+		return err
+	}
+	if now := time.Now(); !now.Before(d) {
+		return fmt.Errorf("%w: the session's client-side deadline %s had passed %v before the acquisition could return (the process was stopped or starved); the store may have expired the session meanwhile",
+			distlock.ErrSessionExpired, d.Format(time.RFC3339Nano), now.Sub(d).Round(time.Millisecond))
+	}
 	return nil
 }
 

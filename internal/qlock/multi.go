@@ -106,6 +106,15 @@ func (m *MultiMutex) take(ctx context.Context, try bool) (*distlock.Lease, error
 	}
 	tctx, a := m.tel.begin(ctx, r.Op, r.Kind)
 	ns, qs, err := m.e.acquireAll(tctx, m.label, m.names, r)
+	if err == nil {
+		if err = m.e.pastDeadline(); err != nil {
+			for _, n := range ns {
+				m.e.abandon(n, err)
+			}
+			err = m.e.fail(m.label, r.Op, err)
+			ns = nil
+		}
+	}
 	a.saw(qs)
 	var first *Node
 	if len(ns) > 0 {

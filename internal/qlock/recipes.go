@@ -60,6 +60,16 @@ func (l *lock) take(ctx context.Context, r Request) (*Node, *distlock.Lease, err
 func (l *lock) takeWith(ctx context.Context, r Request, h hooks, acquire func(ctx context.Context) (*Node, queueStats, error)) (*Node, *distlock.Lease, error) {
 	tctx, a := l.tel.begin(ctx, r.Op, r.Kind)
 	n, qs, err := acquire(tctx)
+	if err == nil {
+		if err = l.e.pastDeadline(); err != nil {
+			l.e.abandon(n, err)
+			if h.released != nil {
+				h.released(n)
+			}
+			err = l.e.fail(l.name, r.Op, err)
+			n = nil
+		}
+	}
 	a.saw(qs)
 	a.end(n, ctx.Err() != nil, err)
 	if err != nil {
