@@ -13,8 +13,10 @@ var (
 	// that no longer leads (deposed: its entry or session is gone).
 	ErrNotLeader = errors.New("not the leader")
 	// ErrNoCandidate reports a HandOff that found no candidate to hand
-	// over to: none waits, or none has the value asked for. The leader
-	// keeps leading.
+	// over to: none waits, or none has the value asked for. Found before
+	// any write, the leader keeps leading; found after (the candidate
+	// left just before the write), the leader has stepped down all the
+	// same (see Leadership).
 	ErrNoCandidate = errors.New("no such candidate")
 )
 
@@ -93,20 +95,59 @@ func WithPreemptGrace(d time.Duration) ElectionOption {
 
 // Leadership is a won election: the leader's entry is the holder of the
 // election's queue, so it has the same surface as a held lock — a fencing
-// token, Done/Err/Context that end when leadership is lost — and two
+// token, Done/Err/Context that end when leadership is lost — and
 // operations of its own.
+//
+// # Stepping down
+//
+// A leader stops believing before anybody else can lead. Resign and
+// HandOff (and RunAsLeader's stop, which resigns) first decide whatever
+// could keep this candidate leading — no candidate to hand over to (the
+// one ErrNoCandidate that leaves it leading), a term that has already
+// ended — from the state the leader's watch last saw or a fresh read,
+// with no write. Then Done closes, with an Err matching ErrReleased that
+// says the leader handed over or resigned, and Deadline turns to the zero
+// Time; only then is the write that can start another term sent. Work
+// that stops on Done (or on Context) has stopped, as far as this process
+// can tell it, before a successor's Campaign can return, however long the
+// write's answer takes or if it never comes.
+//
+// Once Done has closed, this Leadership never leads again, whatever the
+// write's outcome. A handoff the store refused (the chosen candidate left
+// just before, the term moved) is tried again with a new pick: HandOff to
+// a value that is no longer waiting goes to the next in line instead, and
+// says so with an error wrapping ErrNoCandidate beside the new leader's
+// LeaderInfo. With nobody left to hand over to, or when the write's
+// outcome cannot be learnt, the leader's entry is deleted (the Lease's
+// Unlock): the term is vacant until the next in line claims it. Resign
+// reports only what it could not do (the delete failed: the entry is
+// retried in the background and goes with the session at the latest);
+// HandOff reports every handoff it did not make as asked.
+//
+// A term ended by others — the session expired, the entry deleted by a
+// forced revocation or preemption — is heard by this Leadership when its
+// session or watch tells it (at the latest by the session's client-side
+// Deadline); a leader paused meanwhile cannot hear it. That is what the
+// fencing Token is for.
 type Leadership interface {
 	// Token is the fencing token of this term of leadership.
 	Token() Token
-	// Done is closed when leadership ends: lost or resigned.
+	// Done is closed when leadership ends: lost, or ended by this leader
+	// (Resign, HandOff: before the write that starts another term is
+	// sent), or when the leader is asked to step down (revoked, preempted;
+	// it still leads until it hands over or is forced out).
 	Done() <-chan struct{}
-	// Err is nil while leading; then it says why leadership ended.
+	// Err is nil while leading; then it says why leadership ended: an
+	// error matching ErrReleased once Resign or HandOff ended it, ErrLost
+	// when it was lost, ErrRevoked when asked to step down.
 	Err() error
-	// Context is cancelled when leadership ends.
+	// Context is cancelled when Done closes, with Err as its cause.
 	Context() context.Context
 	// Deadline is the time until which this candidate surely still leads
 	// (see Lease.Deadline): do not start a step as leader that cannot
-	// finish before it. The zero Time once leadership has ended.
+	// finish before it. The zero Time once Done has closed, which Resign
+	// and HandOff do before their write is sent: it never lies past the
+	// moment another candidate can lead.
 	Deadline() time.Time
 	// Proclaim updates the leader's value, only while this candidate
 	// still leads; otherwise it fails with an error wrapping
@@ -114,9 +155,11 @@ type Leadership interface {
 	Proclaim(ctx context.Context, value string) error
 	// Resign ends leadership and hands it on at once: to the candidate
 	// that HandOff(ctx, "") would choose, in the same single write,
-	// or, with no candidate waiting, by deleting the leader's entry. A
-	// Resign that fails does not pretend to have resigned: the error
-	// says so, and the entry goes with the session at the latest.
+	// or, with no candidate waiting (or no handoff possible, see
+	// Stepping down), by deleting the leader's entry. Done closes before
+	// anything is written. A Resign that fails does not pretend to have
+	// resigned: the error says so, and the entry goes with the session
+	// at the latest.
 	Resign(ctx context.Context) error
 	// HandOff ends this term and starts the next one with a chosen
 	// candidate, in one atomic write: the leader's entry is deleted and
@@ -126,9 +169,13 @@ type Leadership interface {
 	// value (the oldest of the highest priority among several with that
 	// value); empty means the next in line (the waiting candidate of the
 	// highest priority, the oldest among equals). It returns the new
-	// leader. If no such candidate waits, it fails with an error wrapping
-	// ErrNoCandidate and this candidate keeps leading; hand over to the
-	// next in line, or Resign, to step down anyway.
+	// leader. If no such candidate waits when HandOff looks, it fails
+	// with an error wrapping ErrNoCandidate, writes nothing, and this
+	// candidate keeps leading (Err is nil); hand over to the next in
+	// line, or Resign, to step down anyway. Otherwise Done closes before
+	// the write, and this candidate does not lead again, even when the
+	// handoff could not be made as asked (see Stepping down): after any
+	// HandOff, Err tells whether it still leads.
 	HandOff(ctx context.Context, to string) (LeaderInfo, error)
 }
 

@@ -143,7 +143,10 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 // ends there and Done closes (within a timer's scheduling delay). Use it
 // not to start a step that cannot finish before the deadline: a holder
 // that still works past it may be working alongside a successor, and only
-// a fence stops that. Once Done is closed, Deadline is the zero Time.
+// a fence stops that. Once Done is closed, Deadline is the zero Time:
+// Unlock (and an election's Resign or HandOff) closes Done before the
+// write that lets another holder start is sent, so Deadline never lies
+// past that moment.
 func (l *Lease) Deadline() time.Time {
 	if l.ctx.Err() != nil || l.deadline == nil {
 		return time.Time{}
