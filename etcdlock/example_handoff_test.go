@@ -67,7 +67,7 @@ func ExampleElection_handOff() {
 	if !errors.Is(err, errJoined) {
 		log.Fatal(err)
 	}
-	next, err := old.HandOff(ctx, "v2-host1") // ErrNoCandidate if it had left: still leading
+	next, err := old.HandOff(ctx, "v2-host1") // ErrNoCandidate if it had left: old.Err() == nil says still leading
 	if err != nil {
 		log.Fatal(err)
 	}
