@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock"
 )
@@ -250,3 +251,39 @@ func TestLeaseConcurrentUnlock(t *testing.T) {
 
 // lost is what the engine passes a Lease's lose: the reason, as a loss.
 func lost(reason error) error { return fmt.Errorf("%w: %w", distlock.ErrLost, reason) }
+
+// A reason matching ErrReleased is the holder's own end before its release
+// is sent (an election's handoff): Done closes, Err says released and not
+// lost, Deadline is zero, and the release is still Unlock's to run, once.
+func TestLeaseEndedByHolder(t *testing.T) {
+	var r releaseRecorder
+	l, lose := distlock.NewLease("etcd", tok, r.release, func() time.Time { return time.Now().Add(time.Hour) })
+	if l.Deadline().IsZero() {
+		t.Fatal("Deadline() zero while held")
+	}
+	ended := &distlock.LockError{Backend: "etcd", Name: tok.Name, Op: distlock.OpHandOff, Err: fmt.Errorf("%w: handing over", distlock.ErrReleased)}
+	lose(ended)
+	if !isClosed(l.Done()) {
+		t.Fatal("Done() open after the holder ended the hold")
+	}
+	if err := l.Err(); err != ended || errors.Is(err, distlock.ErrLost) {
+		t.Errorf("Err() = %v, want the holder's end %v as it is, not a loss", err, ended)
+	}
+	if d := l.Deadline(); !d.IsZero() {
+		t.Errorf("Deadline() = %v after the end, want the zero Time", d)
+	}
+	if n := r.calls.Load(); n != 0 {
+		t.Fatalf("release ran %d times before Unlock", n)
+	}
+	// A loss reported after the end is still a loss: Err says so.
+	lose(fmt.Errorf("%w: entry deleted", distlock.ErrLost))
+	if err := l.Err(); !errors.Is(err, distlock.ErrLost) {
+		t.Errorf("Err() = %v after a later loss, want ErrLost", err)
+	}
+	if err := l.Unlock(context.Background()); !errors.Is(err, distlock.ErrLost) {
+		t.Errorf("Unlock() = %v, want the loss", err)
+	}
+	if n := r.calls.Load(); n != 1 {
+		t.Errorf("release ran %d times, want 1", n)
+	}
+}
