@@ -2,14 +2,21 @@ package etcdlock_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	dlintegration "github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/tests/v3/framework/integration"
+	"go.uber.org/zap"
 )
 
 // TestContract runs the backend-neutral lock contract on a real 3-member
@@ -247,4 +254,118 @@ func (b *etcdBackend) DeletionOrder(t *testing.T, name string, keys []string) fu
 		}
 		return order, at
 	}
+}
+
+// RelayedSession makes etcdBackend a locktest.RelayBackend, for the
+// contract's step-down cases: a session on a client of its own that
+// reaches its member through an integration.ClientRelay (of this module), whose faults hit
+// this client alone. The relay dials TCP and the framework's members
+// listen on unix sockets, so a forwarder of this test stands between the
+// two; a connection the relay closes is closed at the member too.
+func (b *etcdBackend) RelayedSession(t *testing.T) (locktest.Session, locktest.ClientFaults) {
+	t.Helper()
+	m := b.clus.Members[b.n%3]
+	b.n++
+	relay, err := dlintegration.NewClientRelay([]string{unixForwarder(t, m.GRPCURL)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Close() })
+	cli, err := clientv3.New(clientv3.Config{Endpoints: relay.Addrs(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return &etcdSession{s: newSession(t, cli), admin: b.clus.Client(0)}, relayFaults{relay}
+}
+
+// relayFaults are a ClientRelay's faults as locktest.ClientFaults.
+type relayFaults struct{ r *dlintegration.ClientRelay }
+
+func (f relayFaults) HoldReplies() (func(), error) { return f.r.HoldReplies() }
+func (f relayFaults) Cut() (func(), error)         { return f.r.Cut() }
+func (f relayFaults) Reset() error                 { f.r.Reset(); return nil }
+
+// unixForwarder listens on a loopback TCP port and forwards every
+// connection to the unix socket of url ("unix://path"); it returns the
+// port's address. It closes, with every connection through it, when the
+// test ends; a connection closed on either side is closed on the other.
+func unixForwarder(t *testing.T, url string) string {
+	t.Helper()
+	path, ok := strings.CutPrefix(url, "unix://")
+	if !ok {
+		t.Fatalf("member URL %s: not a unix socket", url)
+	}
+	path, err := filepath.Abs(path) // the framework's tests change directory
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		conns  = map[net.Conn]struct{}{}
+		closed bool
+	)
+	track := func(cs ...net.Conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return false
+		}
+		for _, c := range cs {
+			conns[c] = struct{}{}
+		}
+		return true
+	}
+	forward := func(c net.Conn) {
+		defer wg.Done()
+		u, err := net.Dial("unix", path)
+		if err != nil {
+			c.Close()
+			return
+		}
+		if !track(c, u) {
+			c.Close()
+			u.Close()
+			return
+		}
+		done := make(chan struct{}, 2)
+		go func() { io.Copy(u, c); done <- struct{}{} }()
+		go func() { io.Copy(c, u); done <- struct{}{} }()
+		<-done
+		c.Close()
+		u.Close()
+		<-done
+		mu.Lock()
+		delete(conns, c)
+		delete(conns, u)
+		mu.Unlock()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go forward(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		closed = true
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
 }

@@ -49,6 +49,11 @@ var electionCases = []struct {
 	{"ElectionPreemptCooperative", electionPreemptCooperative},
 	{"ElectionPreemptForced", electionPreemptForced},
 	{"ElectionObserveHandOffs", electionObserveHandOffs},
+	{"ElectionStepDownDelayed", electionStepDownDelayed},
+	{"ElectionStepDownRefused", electionStepDownRefused},
+	{"ElectionStepDownDropped", electionStepDownDropped},
+	{"ElectionStepDownReplyLost", electionStepDownReplyLost},
+	{"ElectionStepDownDeadline1ms", electionStepDownDeadline},
 }
 
 func election(t *testing.T, s Session, name string) Elector {

@@ -1,0 +1,28 @@
+package zklock_test
+
+import (
+	"testing"
+
+	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/integration/locktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// RelayedSession makes zkBackend a locktest.RelayBackend, for the
+// contract's step-down cases: a session on a connection of its own, whose
+// faults (the ensemble's HoldReplies, CutClient and DropConnection) hit
+// this connection alone.
+func (b *zkBackend) RelayedSession(t *testing.T) (locktest.Session, locktest.ClientFaults) {
+	s := b.Session(t).(*zkSession)
+	return s, connFaults{ens: b.ens, conn: s.conn}
+}
+
+// connFaults are one connection's faults as locktest.ClientFaults.
+type connFaults struct {
+	ens  *integration.ZooKeeperEnsemble
+	conn *zk.Conn
+}
+
+func (f connFaults) HoldReplies() (func(), error) { return f.ens.HoldReplies(f.conn) }
+func (f connFaults) Cut() (func(), error)         { return f.ens.CutClient(f.conn) }
+func (f connFaults) Reset() error                 { return f.ens.DropConnection(f.conn) }
