@@ -53,6 +53,7 @@ type ElectionWorkload struct {
 	regs  []*loggedRegister
 	cs    atomic.Int64 // critical section numbers
 	grace time.Duration
+	terms *termLog // every term's Done interval
 
 	stallPoint
 	successors
@@ -73,6 +74,7 @@ func (w *ElectionWorkload) Setup(ctx context.Context, env *Env) error {
 	}
 	w.regs = []*loggedRegister{{Register: mem}, {Register: named{store, "store"}}, {Register: &unfencedRegister{}}}
 	w.grace = electionGrace(env.Store.TTL())
+	w.terms = newTermLog(env.History)
 	w.resetSuccessors()
 	w.reset()
 	return nil
@@ -126,11 +128,15 @@ func (w *ElectionWorkload) Worker(ctx context.Context, env *Env, i int) {
 		op := env.History.Invoke(Op{Process: proc, Kind: KindAcquire, Mode: "leader", Priority: prio, Grace: int64(w.grace)})
 		cctx, cancel := context.WithTimeout(ctx, 4*env.Store.TTL())
 		l, err := el.Campaign(cctx, proc, distlock.WithPriority(prio))
-		cancel()
 		if err != nil {
+			cancel()
 			env.History.Complete(op, Fail, err)
 			return
 		}
+		// First of all: every other term's Done must be closed by now.
+		term := w.terms.begin(proc, l)
+		defer w.terms.finish(term)
+		cancel()
 		env.History.Update(op, func(o *Op) { o.Token = l.Token().String() })
 		env.History.Complete(op, OK, nil)
 		env.SetHolder(i)
@@ -384,6 +390,7 @@ func (lw *leaderWatch) stop() {
 func (w *ElectionWorkload) Check(env *Env, ops []Op) []Check {
 	return append(registerChecks(env, ops, w.regs),
 		checkExclusion(ops, "election"),
+		checkDoneExclusion(ops, 2*env.Store.TTL()),
 		checkOneLeaderPerTerm(ops),
 		checkTermsIncrease(ops),
 		checkHandOffs(ops),

@@ -46,6 +46,11 @@ const (
 	// candidate of a higher priority, or an operator's Revoke); it still
 	// leads until it hands off, resigns or is forced out.
 	KindRevoked = "revoked"
+	// KindTerm is one election term as its Leadership's Done saw it:
+	// Invoke when its Campaign returned, Complete when its Done was seen
+	// closed (0 while open), Error Done's cause, Mode how it ended (see
+	// termEnd). Recorded by the election workload's termLog.
+	KindTerm = "term"
 )
 
 // faultEntryGone is a lost event's Fault when the loss says the entry was
@@ -150,6 +155,19 @@ func (h *History) Invoke(op Op) *Op {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	op.Invoke = h.Now()
+	op.Index = len(h.ops)
+	p := &op
+	h.ops = append(h.ops, p)
+	return p
+}
+
+// Record records op with the Invoke and Complete its caller set (times
+// from Now; Complete 0 while pending), without the hook: an interval
+// measured by the caller, e.g. an election term's Done (termLog). Update
+// and Complete change it later.
+func (h *History) Record(op Op) *Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	op.Index = len(h.ops)
 	p := &op
 	h.ops = append(h.ops, p)

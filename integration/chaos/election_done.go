@@ -1,0 +1,281 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// termLog records, for every term of the election workload, the interval
+// from its Campaign's return to its Leadership's Done closing, as KindTerm
+// operations of the history: every worker of the workload runs in this
+// process, so one monotonic clock (History.Now) times them all.
+//
+// Its mutex orders the two events that matter: a term begins (its
+// Campaign returned) and a term's Done is seen closed (by the term's
+// context.AfterFunc hook, by a later term's beginning, or by its worker
+// once the term is over). A term beginning first looks at every term still
+// open: one whose Done has closed is closed now, before the new term's
+// start is taken; one whose Done is still open was open after the new
+// term's Campaign had returned, and its close, timed under the same
+// mutex, comes after the new term's start. So two recorded intervals
+// overlap exactly when a Done was still open once another term's Campaign
+// had returned: a hook run late by the scheduler never makes an overlap
+// of its own. (A Done that closes in the microseconds between a Campaign's
+// return and that term taking the mutex is not seen as an overlap.)
+type termLog struct {
+	h *History
+
+	mu   sync.Mutex
+	open map[*termRec]bool
+}
+
+// termRec is one term of termLog.
+type termRec struct {
+	l      distlock.Leadership
+	op     *Op
+	closed bool
+}
+
+func newTermLog(h *History) *termLog { return &termLog{h: h, open: map[*termRec]bool{}} }
+
+// begin records the start of l's term, won by proc: call it as soon as
+// Campaign returns.
+func (t *termLog) begin(proc string, l distlock.Leadership) *termRec {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for r := range t.open {
+		select {
+		case <-r.l.Done():
+			t.closeLocked(r)
+		default:
+		}
+	}
+	r := &termRec{l: l}
+	r.op = t.h.Record(Op{Process: proc, Kind: KindTerm, Token: l.Token().String(), Invoke: t.h.Now()})
+	t.open[r] = true
+	context.AfterFunc(l.Context(), func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.closeLocked(r)
+	})
+	return r
+}
+
+// finish marks r's term over for its worker (it resigned, handed off or
+// was told it lost): Mode then says how the term ended, the loss that
+// may have followed a revocation included. A Done still open then is
+// closed later by the hook.
+func (t *termLog) finish(r *termRec) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-r.l.Done():
+		t.closeLocked(r)
+	default:
+		return
+	}
+	t.h.Update(r.op, func(o *Op) { o.Mode = termEnd(context.Cause(r.l.Context()), r.l.Err()) })
+}
+
+func (t *termLog) closeLocked(r *termRec) {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	delete(t.open, r)
+	cause := context.Cause(r.l.Context())
+	t.h.Update(r.op, func(o *Op) { o.Mode = termEnd(cause, r.l.Err()) })
+	t.h.Complete(r.op, OK, cause)
+}
+
+// endClass names what an error of a Leadership says about its end.
+func endClass(err error) string {
+	switch {
+	case err == nil:
+		return "open"
+	case errors.Is(err, distlock.ErrSessionExpired):
+		return "expired"
+	case errors.Is(err, distlock.ErrEntryGone):
+		return "entry-gone"
+	case errors.Is(err, distlock.ErrLost):
+		return "lost"
+	case errors.Is(err, distlock.ErrRevoked):
+		return "revoked"
+	case errors.Is(err, distlock.ErrReleased):
+		return "released"
+	}
+	return "other"
+}
+
+// termEnd is a KindTerm's Mode: the class of Done's cause, and, if its
+// Err says something else since, ">" and that (a revocation followed by
+// a loss: "revoked>entry-gone"; a step-down whose delete found the entry
+// gone: "released>lost").
+func termEnd(cause, err error) string {
+	a, b := endClass(cause), endClass(err)
+	if b == a || err == nil {
+		return a
+	}
+	return a + ">" + b
+}
+
+// termLoss says whether a term's Mode says it ended by a loss (its
+// session expired, its entry deleted by someone else, lost), at Done or
+// after a revocation.
+func termLoss(mode string) bool {
+	for _, m := range strings.Split(mode, ">") {
+		switch m {
+		case "expired", "entry-gone", "lost":
+			return true
+		}
+	}
+	return false
+}
+
+// checkDoneExclusion checks the contract of Leadership.Done across the
+// election's workers: a leader's Done closes before the write that can
+// start another term is sent (Resign, HandOff, a revoked leader handing
+// over), so at most one term's Done is open at any instant. It sweeps the
+// KindTerm intervals (termLog) and classifies every overlap by the older
+// term's end:
+//
+//   - forced, counted apart: the older term's process was forced out
+//     inside its term by a nemesis (session expired, entry force-revoked,
+//     lease revoked: forcedExpiries) or by a preemption (addPreempted),
+//     from its campaign to the newer term's start; or it ended by a loss
+//     (session expired, entry gone, lost) while a fault was active (from
+//     slack before its campaign to the newer term's start);
+//   - a violation otherwise: it ended on purpose (Done's cause matches
+//     distlock.ErrReleased: Resign, HandOff; or a revocation it then
+//     stepped down from, with no loss after), by a loss that no fault or
+//     preemption explains, or its Done never closed.
+func checkDoneExclusion(ops []Op, slack time.Duration) Check {
+	c := Check{Name: "done-exclusion", Subject: "election"}
+	var terms []Op
+	camps := map[string]Op{} // process + token: the won campaign
+	var faults []Op
+	for _, op := range ops {
+		switch {
+		case op.Kind == KindTerm:
+			terms = append(terms, op)
+		case op.Kind == KindAcquire && op.Outcome == OK:
+			camps[op.Process+" "+op.Token] = op
+		case op.Kind == KindFault && op.Fault != "healed-all":
+			faults = append(faults, op)
+		}
+	}
+	c.Checked = len(terms)
+	if len(terms) == 0 {
+		c.OK, c.Skipped = true, true
+		return c
+	}
+	sort.SliceStable(terms, func(i, j int) bool { return terms[i].Invoke < terms[j].Invoke })
+	end := func(t Op) int64 {
+		if t.Complete == 0 {
+			return math.MaxInt64
+		}
+		return t.Complete
+	}
+	forced := forcedExpiries(ops)
+	preempted := map[string][]int64{}
+	addPreempted(ops, preempted)
+	within := func(ts []int64, from, to int64) bool {
+		for _, t := range ts {
+			if t >= from && t <= to {
+				return true
+			}
+		}
+		return false
+	}
+	faultIn := func(from, to int64) string {
+		for _, f := range faults {
+			fe := f.Complete
+			if fe == 0 {
+				fe = math.MaxInt64
+			}
+			if f.Invoke <= to && fe >= from {
+				return f.Fault
+			}
+		}
+		return ""
+	}
+	at := func(t int64) string {
+		if t == math.MaxInt64 {
+			return "never"
+		}
+		return time.Duration(t).Round(time.Microsecond).String()
+	}
+	describe := func(t Op) string {
+		cause := t.Error
+		if len(cause) > 160 {
+			cause = cause[:160] + "…"
+		}
+		return fmt.Sprintf("%s %s (campaign returned %s, Done closed %s, %s: %q)", t.Process, t.Token, at(t.Invoke), at(end(t)), t.Mode, cause)
+	}
+	inOverlap := make([]bool, len(terms))
+	byPreempt, byNemesis, byFault := 0, 0, 0
+	var bad, apart []string
+	for j, b := range terms {
+		for i, a := range terms[:j] {
+			if end(a) <= b.Invoke {
+				continue
+			}
+			inOverlap[i], inOverlap[j] = true, true
+			from := a.Invoke
+			if camp, ok := camps[a.Process+" "+a.Token]; ok {
+				from = min(from, camp.Invoke)
+			}
+			why := ""
+			switch {
+			case within(preempted[a.Process], from, b.Invoke):
+				byPreempt++
+				why = "forced out by a preemption"
+			case within(forced[a.Process], from, b.Invoke):
+				byNemesis++
+				why = "forced out by a nemesis"
+			case termLoss(a.Mode):
+				if f := faultIn(from-int64(slack), b.Invoke); f != "" {
+					byFault++
+					why = "lost during " + f
+				}
+			}
+			if why != "" {
+				apart = append(apart, fmt.Sprintf("apart (%s): %s still open when %s %s's campaign returned at %s", why, describe(a), b.Process, b.Token, at(b.Invoke)))
+				continue
+			}
+			what := "ended on purpose"
+			switch {
+			case a.Complete == 0:
+				what = "never closed"
+			case termLoss(a.Mode):
+				what = "lost, with no fault or preemption to explain it"
+			case !strings.HasPrefix(a.Mode, "released") && !strings.HasPrefix(a.Mode, "revoked"):
+				what = "ended (" + a.Mode + ")"
+			}
+			c.Violations++
+			bad = append(bad, fmt.Sprintf("%s: %s was still open when %s's campaign returned at %s (for %v more); newer: %s",
+				what, describe(a), b.Process, at(b.Invoke), time.Duration(end(a)-b.Invoke).Round(time.Microsecond), describe(b)))
+		}
+	}
+	clean := 0
+	for _, o := range inOverlap {
+		if !o {
+			clean++
+		}
+	}
+	if len(apart) > 2 {
+		apart = apart[:2]
+	}
+	c.OK = c.Violations == 0
+	c.Detail = limit(append(append([]string{fmt.Sprintf("%d terms, %d clean (in no overlap); %d overlaps counted apart (%d forced by a preemption, %d by a nemesis, %d losses during a fault); %d violations",
+		len(terms), clean, byPreempt+byNemesis+byFault, byPreempt, byNemesis, byFault, c.Violations)}, bad...), apart...))
+	return c
+}
