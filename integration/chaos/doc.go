@@ -43,10 +43,13 @@
 // holding until preempted (then handing off) — or, stubborn, until forced
 // out, writing with its stale token after its successor. Checked: the
 // register checks, one leader at a time outside forced expiries (leaders
-// forced out by a preemption included), one leader per term, terms'
-// tokens strictly increasing by real time, each handoff's returned term
-// newer and the very token its successor's Campaign returned, observers
-// seeing terms strictly in order with no "no leader" inside a handoff.
+// forced out by a preemption included), at most one Leadership's Done open
+// at any instant (each term timed in process from its Campaign's return
+// to its Done's close; overlaps after forced ends counted apart), one
+// leader per term, terms' tokens strictly increasing by real time, each
+// handoff's returned term newer and the very token its successor's
+// Campaign returned, observers seeing terms strictly in order with no "no
+// leader" inside a handoff.
 //
 // More workloads exercise the other recipes: RWWorkload (no writer
 // overlaps anyone, readers may overlap) and SemaphoreWorkload (no slot

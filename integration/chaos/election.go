@@ -42,8 +42,12 @@ func electionGrace(ttl time.Duration) time.Duration { return min(ttl/4, time.Sec
 // Checked: the register checks (the unfenced control is reported, not
 // asserted); at most one leader at a time outside forced expiries
 // (sessions expired or leases revoked from outside, forced revocations,
-// and leaders a preemption may have forced out: see addPreempted); one leader
-// per term; terms' tokens strictly increase by real time; every handoff
+// and leaders a preemption may have forced out: see addPreempted); at
+// most one term's Done open at any instant, each term timed in this
+// process from its Campaign's return to its Done's close (termLog; an
+// overlap after a forced end is counted apart, one after a Resign, a
+// HandOff or a revocation stepped down from is a violation: see
+// checkDoneExclusion); one leader per term; terms' tokens strictly increase by real time; every handoff
 // returned a newer term, of the candidate asked for, equal to the token
 // the successor's Campaign returned; every observer saw terms strictly in
 // order, never a term twice with another report between, and no "no
