@@ -42,6 +42,10 @@ type termRec struct {
 	l      distlock.Leadership
 	op     *Op
 	closed bool
+	// lingered: its Done was still open when its worker's term was over
+	// (lead returned, which it does only after a Resign or HandOff
+	// returned: either ends the term with Done closed).
+	lingered bool
 }
 
 func newTermLog(h *History) *termLog { return &termLog{h: h, open: map[*termRec]bool{}} }
@@ -69,10 +73,11 @@ func (t *termLog) begin(proc string, l distlock.Leadership) *termRec {
 	return r
 }
 
-// finish marks r's term over for its worker (it resigned, handed off or
-// was told it lost): Mode then says how the term ended, the loss that
-// may have followed a revocation included. A Done still open then is
-// closed later by the hook.
+// finish marks r's term over for its worker, once its last Resign or
+// HandOff returned: Mode then says how the term ended, the loss that may
+// have followed a revocation included. A Done still open then (which
+// neither may return with) is marked lingered ("lingered>" before its
+// Mode) and closed later by the hook.
 func (t *termLog) finish(r *termRec) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -80,9 +85,20 @@ func (t *termLog) finish(r *termRec) {
 	case <-r.l.Done():
 		t.closeLocked(r)
 	default:
+		r.lingered = true
+		t.h.Update(r.op, func(o *Op) { o.Mode = "lingered>open" })
 		return
 	}
-	t.h.Update(r.op, func(o *Op) { o.Mode = termEnd(context.Cause(r.l.Context()), r.l.Err()) })
+	t.h.Update(r.op, func(o *Op) { o.Mode = r.mode() })
+}
+
+// mode is r's Mode once its Done closed.
+func (r *termRec) mode() string {
+	m := termEnd(context.Cause(r.l.Context()), r.l.Err())
+	if r.lingered {
+		m = "lingered>" + m
+	}
+	return m
 }
 
 func (t *termLog) closeLocked(r *termRec) {
@@ -91,9 +107,9 @@ func (t *termLog) closeLocked(r *termRec) {
 	}
 	r.closed = true
 	delete(t.open, r)
-	cause := context.Cause(r.l.Context())
-	t.h.Update(r.op, func(o *Op) { o.Mode = termEnd(cause, r.l.Err()) })
-	t.h.Complete(r.op, OK, cause)
+	mode := r.mode()
+	t.h.Update(r.op, func(o *Op) { o.Mode = mode })
+	t.h.Complete(r.op, OK, context.Cause(r.l.Context()))
 }
 
 // endClass names what an error of a Leadership says about its end.
@@ -157,6 +173,9 @@ func termLoss(mode string) bool {
 //     distlock.ErrReleased: Resign, HandOff; or a revocation it then
 //     stepped down from, with no loss after), by a loss that no fault or
 //     preemption explains, or its Done never closed.
+//
+// A term whose Done was still open once its worker's Resign or HandOff
+// had returned (Mode "lingered>...") is a violation too, overlap or not.
 func checkDoneExclusion(ops []Op, slack time.Duration) Check {
 	c := Check{Name: "done-exclusion", Subject: "election"}
 	var terms []Op
@@ -265,6 +284,14 @@ func checkDoneExclusion(ops []Op, slack time.Duration) Check {
 				what, describe(a), b.Process, at(b.Invoke), time.Duration(end(a)-b.Invoke).Round(time.Microsecond), describe(b)))
 		}
 	}
+	lingered := 0
+	for _, t := range terms {
+		if strings.HasPrefix(t.Mode, "lingered>") {
+			lingered++
+			c.Violations++
+			bad = append(bad, fmt.Sprintf("Done still open when its worker's Resign or HandOff had returned: %s", describe(t)))
+		}
+	}
 	clean := 0
 	for _, o := range inOverlap {
 		if !o {
@@ -275,7 +302,7 @@ func checkDoneExclusion(ops []Op, slack time.Duration) Check {
 		apart = apart[:2]
 	}
 	c.OK = c.Violations == 0
-	c.Detail = limit(append(append([]string{fmt.Sprintf("%d terms, %d clean (in no overlap); %d overlaps counted apart (%d forced by a preemption, %d by a nemesis, %d losses during a fault); %d violations",
-		len(terms), clean, byPreempt+byNemesis+byFault, byPreempt, byNemesis, byFault, c.Violations)}, bad...), apart...))
+	c.Detail = limit(append(append([]string{fmt.Sprintf("%d terms, %d clean (in no overlap); %d overlaps counted apart (%d forced by a preemption, %d by a nemesis, %d losses during a fault); %d violations (%d Done open past its Resign or HandOff)",
+		len(terms), clean, byPreempt+byNemesis+byFault, byPreempt, byNemesis, byFault, c.Violations, lingered)}, bad...), apart...))
 	return c
 }

@@ -187,6 +187,16 @@ func TestTermLog(t *testing.T) {
 	if c := checkDoneExclusion(h.Ops(), 0); c.OK || c.Violations != 1 || !strings.Contains(c.Detail, "w1 l@2.") {
 		t.Errorf("overlap not flagged: %s", c)
 	}
+	// Still open once the term is over (Resign returned): lingered, a
+	// violation though nobody else led meanwhile.
+	e := newFakeLeadership(t, 5)
+	re := log.begin("w1", e)
+	log.finish(re)
+	e.stepDown("resigned late")
+	log.finish(re)
+	if c := checkDoneExclusion(h.Ops(), 0); c.Violations != 2 || !strings.Contains(c.Detail, "1 Done open past its Resign") {
+		t.Errorf("a Done open past its Resign not flagged: %s", c)
+	}
 	// The hook closes a Done nobody looks at.
 	d := newFakeLeadership(t, 4)
 	log.begin("w0", d)
@@ -197,7 +207,7 @@ func TestTermLog(t *testing.T) {
 		defer log.mu.Unlock()
 		return len(log.open)
 	}
-	for open() > 0 || terms(h)[3].Complete == 0 {
+	for open() > 0 || terms(h)[4].Complete == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the Done hook did not close the term")
 		}
