@@ -52,6 +52,13 @@ type HolderSpec struct {
 	// TLS, for an etcd cluster started WithTLS, is its EtcdCluster.TLS:
 	// the holder trusts its CA and presents the good client certificate.
 	TLS *TLSFiles
+	// Wait makes a waiting holder (the lockholder's -waiter): StartHolder
+	// returns once the holder's entry is in the lock's queue, acquired
+	// or not, and the holder reports its session's client-side deadline,
+	// how its Lock (or Campaign) returned, failed included, and its
+	// session's end (see Entry, Deadline, Result, SessionEnded). It
+	// excludes Permits.
+	Wait bool
 }
 
 // Holder is a lock holder in a process of its own (the lockholder command):
@@ -88,6 +95,8 @@ type Holder struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	wait *waitState // spec.Wait's reports (holder_wait.go)
 }
 
 // holderCloseTimeout is how long Close waits for the holder to exit on its
@@ -143,6 +152,9 @@ func StartHolder(ctx context.Context, spec HolderSpec) (*Holder, error) {
 	if spec.Priority != 0 {
 		args = append(args, "-priority", strconv.Itoa(spec.Priority))
 	}
+	if spec.Wait {
+		args = append(args, "-waiter")
+	}
 	if spec.Prefix != "" {
 		args = append(args, "-prefix", spec.Prefix)
 	}
@@ -178,13 +190,21 @@ func StartHolder(ctx context.Context, spec HolderSpec) (*Holder, error) {
 		replies:  make(chan struct{}, 1),
 		exited:   make(chan struct{}),
 		writes:   map[int64]*HolderWrite{},
+		wait:     newWaitState(),
 	}
 	h.log = spec.Logger.With("holder", h.pid, "lock", spec.Lock)
 	h.log.Info("integration: lock holder started", "argv", strings.Join(append([]string{filepath.Base(bin)}, args...), " "))
 	go h.read(stdout, stderr)
 
+	ready, failed := h.acquired, (<-chan struct{})(nil)
+	if spec.Wait {
+		ready, failed = h.wait.enqueued, h.wait.failed
+	}
 	select {
-	case <-h.acquired:
+	case <-failed:
+		h.Close()
+		return nil, h.errorf("start: Lock failed before the entry was seen in the queue: %s", h.wait.result().Err)
+	case <-ready:
 		h.mu.Lock()
 		err := h.badStart
 		h.mu.Unlock()

@@ -57,6 +57,9 @@ func (h *Holder) read(stdout, stderr io.Reader) {
 }
 
 func (h *Holder) handle(e holderEvent) {
+	if h.handleWait(e) {
+		return
+	}
 	h.log.Info("integration: lock holder event", "event", e.Event, "token", e.Token, "error", e.Error)
 	if e.Event == "sent" || e.Event == "written" {
 		h.handleWrite(e)

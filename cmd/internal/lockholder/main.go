@@ -16,6 +16,12 @@
 // With -backend zk, -ttl is the session timeout asked of ZooKeeper (default
 // 4s; the servers may negotiate it into their bounds).
 //
+// With -waiter it reports its wait too, for tests that stop it while it
+// waits (see Waiting events below): its session is made with etcdlock or
+// zklock directly (for its client-side deadline), a failed Lock (or
+// Campaign) is reported and the process stays, answering commands, until
+// it is told to exit. -waiter excludes -permits.
+//
 // It acquires the lock with Mutex.Lock, then speaks the line protocol of
 // internal/holderproto (which the distlock demo's worker speaks too). On
 // stdout it writes one JSON object per line, one per event, each with the
@@ -50,6 +56,24 @@
 // SIGINT it unlocks (best effort), closes its session and exits 0. Setup
 // errors, including a failed Lock, are reported as an error event and exit
 // 1. Diagnostics (etcdlock's log) go to stderr.
+//
+// # Waiting events
+//
+// With -waiter these come too (text carries the value; times are
+// RFC 3339 with nanoseconds):
+//
+//	{"event":"session","text":"694d7f0c8a1b2c3d"}                 the session's ID (etcd lease, ZooKeeper session) in hex, as the queue's entries name their owner, first
+//	{"event":"deadline","text":"2026-12-03T18:33:08.123456789Z"}   the session's client-side deadline (Session.Deadline), first when the session is made, then whenever it moves
+//	{"event":"enqueued","text":"/distlock/reports/daily/@..."}     an entry of the session (its key or znode path) is in the lock's queue, as the store lists it
+//	{"event":"failed","error":"...","cause":"ErrSessionExpired"}    Lock (Campaign) failed; cause names the distlock sentinel errors the error matches (errors.Is), comma-separated
+//	{"event":"ended","error":"..."}                                 the session ended (its Err)
+//
+// The deadline as it is when Lock returns is written (if it moved) before
+// "acquired" or "failed", so the last "deadline" before either is the one
+// the acquisition was judged by or later. "enqueued" may follow
+// "acquired" (the queue is read on a watch of its own). A failed Lock
+// does not end the process: it goes on answering ping ("held" false) until
+// "exit" or stdin EOF, then closes its session and exits 0.
 package main
 
 import (
@@ -65,13 +89,16 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/cmd/internal/backend"
+	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/internal/holderproto"
+	"github.com/distlock/distlock/zklock"
 )
 
 // writeTimeout bounds one write, including the time a test holds it in
@@ -108,6 +135,7 @@ func run() int {
 	elect := flag.Bool("election", false, "campaign in the election called -lock instead of taking the Mutex")
 	value := flag.String("value", "", "with -election: the candidate's value (default: the pid)")
 	priority := flag.Int("priority", 0, "with -election: the candidate's priority")
+	waiter := flag.Bool("waiter", false, "report the wait (enqueued, the session's deadline, a failed Lock without exiting, the session's end)")
 	flag.Parse()
 
 	fail := func(err error) int {
@@ -127,6 +155,8 @@ func run() int {
 		return fail(errors.New("-election and -permits exclude each other"))
 	case !*elect && (*value != "" || *priority != 0):
 		return fail(errors.New("-value and -priority need -election"))
+	case *waiter && *permits > 0:
+		return fail(errors.New("-waiter and -permits exclude each other"))
 	}
 	want := what{name: *name, permits: *permits}
 	if *elect {
@@ -137,11 +167,24 @@ func run() int {
 	defer stop()
 
 	holderID := fmt.Sprintf("lockholder:%d", os.Getpid())
-	acquire, cleanup, err := open(ctx, kind, strings.Split(*endpoints, ","), want, *ttl, *prefix, holderID)
+	var (
+		acquire func(context.Context) result
+		cleanup func()
+		w       *waitReport // with -waiter
+	)
+	if *waiter {
+		acquire, cleanup, w, err = openWaiter(ctx, kind, strings.Split(*endpoints, ","), want, *ttl, *prefix, holderID)
+	} else {
+		acquire, cleanup, err = open(ctx, kind, strings.Split(*endpoints, ","), want, *ttl, *prefix, holderID)
+	}
 	if err != nil {
 		return fail(err)
 	}
 	defer cleanup()
+	if w != nil {
+		stopReport := w.start(ctx)
+		defer stopReport()
+	}
 
 	// Commands are read while Lock (or Campaign) waits too, so that stdin
 	// EOF ends a holder that never acquires.
@@ -167,6 +210,12 @@ func run() int {
 		select {
 		case r := <-locked:
 			locked = nil
+			if w != nil {
+				w.returned(r.err)
+				if r.err != nil {
+					continue
+				}
+			}
 			if r.err != nil {
 				return fail(r.err)
 			}
@@ -430,4 +479,211 @@ func (h *holder) shutdown(cancelLock context.CancelFunc, locked <-chan result) {
 	if err := h.release(ctx); err != nil {
 		log.Warn("lockholder: unlock at exit", "err", err)
 	}
+}
+
+// waitSession is what the -waiter holder needs of its session, which both
+// etcdlock.Session and zklock.Session have: backend.Session does not show
+// Deadline.
+type waitSession interface {
+	Done() <-chan struct{}
+	Err() error
+	Deadline() time.Time
+	Close(ctx context.Context) error
+}
+
+// openWaiter is open for -waiter: the session is made with etcdlock or
+// zklock on the backend's connection, as backend.Client.NewSession makes
+// it, and kept for the report of the wait.
+func openWaiter(ctx context.Context, kind backend.Kind, endpoints []string, w what, ttl time.Duration, prefix, holderID string) (func(context.Context) result, func(), *waitReport, error) {
+	tc, err := backend.LoadTLS(*cacertFlag, *certFlag, *keyFlag)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("TLS: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	cli, err := backend.Dial(sctx, backend.Config{Kind: kind, Endpoints: endpoints, TLS: tc, Prefix: prefix, TTL: ttl, DialTimeout: stepTimeout, Logger: log})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	var (
+		sess     waitSession
+		owner    string // the session's ID, as QueueEntry.Owner writes it
+		mutex    func(name string) (distlock.Locker, error)
+		election func(name string) (distlock.Elector, error)
+	)
+	switch kind {
+	case backend.Etcd:
+		s, err := etcdlock.NewSession(sctx, cli.Etcd(), etcdlock.WithTTL(cmp.Or(ttl, etcdlock.MinTTL)),
+			etcdlock.WithPrefix(cli.Prefix()), etcdlock.WithHolder(holderID), etcdlock.WithLogger(log))
+		if err != nil {
+			cli.Close()
+			return nil, nil, nil, err
+		}
+		sess, owner = s, strconv.FormatInt(int64(s.ID()), 16)
+		mutex = func(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s, name) }
+		election = func(name string) (distlock.Elector, error) { return etcdlock.NewElection(s, name) }
+	default:
+		opts := []zklock.Option{zklock.WithPrefix(cli.Prefix()), zklock.WithHolder(holderID), zklock.WithACL(cli.ACL()), zklock.WithLogger(log)}
+		s, err := zklock.NewSession(sctx, cli.ZK(), opts...)
+		for try := 0; errors.Is(err, distlock.ErrSessionExpired) && try < 3 && sctx.Err() == nil; try++ {
+			// As backend.Client.NewSession: the ZooKeeper session expired
+			// while the Session was being made; follow the new one.
+			s, err = zklock.NewSession(sctx, cli.ZK(), opts...)
+		}
+		if err != nil {
+			cli.Close()
+			return nil, nil, nil, err
+		}
+		sess, owner = s, strconv.FormatInt(s.ID(), 16)
+		mutex = func(name string) (distlock.Locker, error) { return zklock.NewMutex(s, name) }
+		election = func(name string) (distlock.Elector, error) { return zklock.NewElection(s, name) }
+	}
+	cleanup := func() {
+		cctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+		defer cancel()
+		if err := sess.Close(cctx); err != nil {
+			log.Warn("lockholder: close session", "err", err)
+		}
+		cli.Close()
+	}
+	report := &waitReport{sess: sess, queue: cli, name: w.name, owner: owner}
+	if c := w.campaign; c != nil {
+		el, err := election(w.name)
+		if err != nil {
+			cleanup()
+			return nil, nil, nil, err
+		}
+		return func(ctx context.Context) result {
+			ld, err := el.Campaign(ctx, c.value, distlock.WithPriority(c.priority))
+			if err != nil {
+				return result{err: err}
+			}
+			return result{lease: ld, release: ld.Resign}
+		}, cleanup, report, nil
+	}
+	mu, err := mutex(w.name)
+	if err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	return func(ctx context.Context) result {
+		l, err := mu.Lock(ctx)
+		if err != nil {
+			return result{err: err}
+		}
+		return result{lease: l, release: l.Unlock}
+	}, cleanup, report, nil
+}
+
+// deadlinePoll is how often a -waiter holder reads its session's
+// deadline: a keepalive that moves it is reported within about this long.
+const deadlinePoll = 2 * time.Millisecond
+
+// waitReport writes -waiter's events (see Waiting events).
+type waitReport struct {
+	sess  waitSession
+	queue interface {
+		WatchQueue(context.Context, string, func([]distlock.QueueEntry) error) error
+	}
+	name  string // the lock's
+	owner string // the session's ID, as QueueEntry.Owner writes it
+
+	mu   sync.Mutex
+	last time.Time // the deadline last written
+}
+
+// deadline writes the session's deadline if it moved since last written.
+func (w *waitReport) deadline() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d := w.sess.Deadline(); !d.Equal(w.last) {
+		w.last = d
+		emit(event{Event: "deadline", Text: d.Format(time.RFC3339Nano)})
+	}
+}
+
+// start writes the session's ID and its deadline, then follows the deadline, the queue (until the
+// holder's entry is in it) and the session (until it ends) in the
+// background, until stop.
+func (w *waitReport) start(ctx context.Context) (stop func()) {
+	emit(event{Event: "session", Text: w.owner})
+	w.deadline()
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(deadlinePoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				w.deadline()
+			}
+		}
+	})
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-w.sess.Done():
+			w.deadline()
+			emit(event{Event: "ended", Error: fmt.Sprint(w.sess.Err())})
+		}
+	})
+	wg.Go(func() {
+		wctx, found := context.WithCancel(ctx)
+		defer found()
+		err := w.queue.WatchQueue(wctx, w.name, func(q []distlock.QueueEntry) error {
+			for _, e := range q {
+				if e.Owner == w.owner && wctx.Err() == nil {
+					emit(event{Event: "enqueued", Text: e.Key})
+					found()
+				}
+			}
+			return wctx.Err()
+		})
+		if err != nil && wctx.Err() == nil {
+			log.Warn("lockholder: watch queue", "err", err)
+			emit(event{Event: "error", Error: "watch queue: " + err.Error()})
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// returned reports that Lock (or Campaign) returned err: the deadline as
+// it is now, then, if err is not nil, "failed". The main loop writes
+// "acquired".
+func (w *waitReport) returned(err error) {
+	w.deadline()
+	if err == nil {
+		return
+	}
+	var is []string
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			is = append(is, s.name)
+		}
+	}
+	emit(event{Event: "failed", Error: err.Error(), Cause: strings.Join(is, ",")})
+}
+
+// sentinels are the errors a "failed" event's cause may name.
+var sentinels = []struct {
+	name string
+	err  error
+}{
+	{"ErrSessionExpired", distlock.ErrSessionExpired},
+	{"ErrSessionClosed", distlock.ErrSessionClosed},
+	{"ErrLost", distlock.ErrLost},
+	{"ErrEntryGone", distlock.ErrEntryGone},
+	{"ErrReleased", distlock.ErrReleased},
+	{"ErrLocked", distlock.ErrLocked},
+	{"ErrNotLeader", distlock.ErrNotLeader},
+	{"ErrRevoked", distlock.ErrRevoked},
+	{"ErrHistoryRewound", distlock.ErrHistoryRewound},
+	{"context.Canceled", context.Canceled},
+	{"context.DeadlineExceeded", context.DeadlineExceeded},
 }
