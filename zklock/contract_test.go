@@ -5,6 +5,7 @@ import (
 
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
+	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -13,8 +14,10 @@ import (
 // faults (the ensemble's HoldReplies, CutClient and DropConnection) hit
 // this connection alone.
 func (b *zkBackend) RelayedSession(t *testing.T) (locktest.Session, locktest.ClientFaults) {
-	s := b.Session(t).(*zkSession)
-	return s, connFaults{ens: b.ens, conn: s.conn}
+	conn, events := connect(t, b.ens)
+	drain(events)
+	s := &zkSession{ens: b.ens, conn: conn, s: newSession(t, conn, zklock.WithPrefix(b.prefix))}
+	return s, connFaults{ens: b.ens, conn: conn}
 }
 
 // connFaults are one connection's faults as locktest.ClientFaults.

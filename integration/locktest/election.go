@@ -54,6 +54,7 @@ var electionCases = []struct {
 	{"ElectionStepDownDropped", electionStepDownDropped},
 	{"ElectionStepDownReplyLost", electionStepDownReplyLost},
 	{"ElectionStepDownDeadline1ms", electionStepDownDeadline},
+	{"ElectionStepDownDeadlineSweep", electionStepDownDeadlines},
 }
 
 func election(t *testing.T, s Session, name string) Elector {
