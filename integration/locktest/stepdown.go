@@ -30,6 +30,14 @@ import (
 //   - nothing names a gone candidate afterwards: the term record names the
 //     successor (Leader), only the live candidates have entries, and once
 //     they resign nothing is left.
+//
+// Each case runs Resign, HandOff("") and HandOff to a named candidate that
+// is not the next in line (stepOps), with its fault: the write held and
+// then delivered (Delayed), held until its successor left, then refused
+// by the store (Refused), held and then lost with the connections
+// (Dropped), applied with its answer held and then lost (ReplyLost), and
+// a context deadline of 1 ms (Deadline1ms) or swept across the write
+// (DeadlineSweep). The faults need a RelayBackend.
 
 // ClientFaults are faults of one session's client alone: its traffic is
 // held or dropped while the servers go on serving each other and every
