@@ -1,6 +1,7 @@
 package locktest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -166,13 +167,22 @@ func FrozenWaiter(t *testing.T, st FreezeStore) {
 
 	t.Logf("%s store, child TTL %v, window %v after the deadline; %d tries of each case and offset in %v:",
 		st.Holder.Backend, st.Holder.TTL, st.Margin, tries, time.Since(start).Round(time.Second))
-	t.Logf("%-16s %9s %6s %6s %6s %7s %7s %s", "case", "planned", "passed", "failed", "late", "ended", "retimed", "resumed after the deadline")
+	var samples [2]string // an error of each way, as freezeStats.sample
+	t.Logf("%-16s %8s %6s %6s %6s %6s %7s %-9s %s", "case", "planned", "passed", "failed", "late", "ended", "retimed", "resumed", "by the check")
 	for _, b := range buckets {
 		s := b.stats
-		t.Logf("%-16s %9v %6d %6d %6d %7d %7d %v", b.kind.name, "+"+b.offset.String(), s.passed, s.failed, s.late, s.ended, s.retimed, s.offsets())
+		t.Logf("%-16s %8v %6d %6d %6d %6d %7d %-9s %d", b.kind.name, "+"+b.offset.Round(time.Millisecond).String(), s.passed, s.failed, s.late, s.ended, s.retimed, s.offsets(), s.byCheck)
+		for i, e := range s.sample {
+			samples[i] = cmp.Or(samples[i], e)
+		}
 		if s.passed+s.failed < tries {
 			t.Errorf("%s, planned +%v: only %d of %d tries ran as planned (%d late, %d ended by the store first, %d retimed) in %d attempts",
 				b.kind.name, b.offset, s.passed+s.failed, tries, s.late, s.ended, s.retimed, s.attempts)
+		}
+	}
+	for i, e := range samples {
+		if e != "" {
+			t.Logf("the child's error, %s, for example: %s", []string{"by the check", "the session ended first"}[i], e)
 		}
 	}
 }
@@ -181,6 +191,14 @@ func FrozenWaiter(t *testing.T, st FreezeStore) {
 type freezeStats struct {
 	attempts, passed, failed, late, ended, retimed int
 	min, max                                       time.Duration // of the offsets of the tries that ran as planned
+	// byCheck counts the passed tries failed by the acquisition's own
+	// deadline check (its error says the deadline had passed "before
+	// the acquisition could return"), rather than by the session ending
+	// first.
+	byCheck int
+	// sample is one error of each way the child's Lock failed: [0] by
+	// the check, [1] otherwise.
+	sample [2]string
 }
 
 // add counts r and reports whether it did not run as planned.
@@ -198,6 +216,12 @@ func (s *freezeStats) add(r tryResult) (invalid bool) {
 			s.failed++
 		} else {
 			s.passed++
+			i := 1
+			if strings.Contains(r.childErr, "before the acquisition could return") {
+				s.byCheck++
+				i = 0
+			}
+			s.sample[i] = cmp.Or(s.sample[i], r.childErr)
 		}
 		if s.passed+s.failed == 1 || r.offset < s.min {
 			s.min = r.offset
@@ -212,7 +236,7 @@ func (s freezeStats) offsets() string {
 	if s.passed+s.failed == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%v..%v", s.min.Round(time.Millisecond), s.max.Round(time.Millisecond))
+	return fmt.Sprintf("+%d..%dms", s.min.Milliseconds(), s.max.Milliseconds())
 }
 
 type tryOutcome int
@@ -228,7 +252,9 @@ const (
 type tryResult struct {
 	outcome tryOutcome
 	offset  time.Duration // the resume, after the child's deadline as it reported it last
-	err     error
+	// childErr is the error the child's Lock (Campaign) returned.
+	childErr string
+	err      error
 }
 
 // freezer runs FrozenWaiter's tries.
@@ -375,14 +401,14 @@ func (f *freezer) try(ctx context.Context, k frozenKind, offset time.Duration) (
 	if err != nil {
 		return fail("%v", err)
 	}
-	r.offset = resumed.Sub(res.Deadline)
+	r.offset, r.childErr = resumed.Sub(res.Deadline), res.Err
 	if r.offset < 0 {
 		r.outcome = tryRetimed
 		return r
 	}
 	switch {
 	case res.Acquired:
-		return fail("the child's %s returned an acquisition (token %v) although it was continued %v after its session's client-side deadline %s (Lock returned %v after it)",
+		return fail("the child's %s returned an acquisition (token %v) although it was continued %v after its session's client-side deadline %s (it returned %v after it)",
 			k.verb(), res.Token, r.offset.Round(time.Millisecond), res.Deadline.Format(time.RFC3339Nano), res.At.Sub(res.Deadline).Round(time.Millisecond))
 	case !res.Matches(distlock.ErrSessionExpired):
 		return fail("the child's %s failed with %q (matching %v), want an error matching ErrSessionExpired", k.verb(), res.Err, res.Is)
