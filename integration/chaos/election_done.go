@@ -168,27 +168,46 @@ func termLoss(mode string) bool {
 //     lease revoked: forcedExpiries) or by a preemption (addPreempted),
 //     from its campaign to the newer term's start; or it ended by a loss
 //     (session expired, entry gone, lost) while a fault was active (from
-//     slack before its campaign to the newer term's start);
+//     slack before its campaign to the newer term's start); or the newer
+//     term began before the older leader had even begun to step down (its
+//     first Resign, or HandOff that did not keep it leading), so that no
+//     write of its own can have started it: it was deposed, by a
+//     preemption (a candidate of a higher priority had been campaigning
+//     for its election's grace) or during a fault — whatever its Resign
+//     said afterwards (a leader cut off that resigns once deposed may be
+//     told it resigned: its handoff's answer lost, the delete finds
+//     nothing);
 //   - a violation otherwise: it ended on purpose (Done's cause matches
 //     distlock.ErrReleased: Resign, HandOff; or a revocation it then
-//     stepped down from, with no loss after), by a loss that no fault or
-//     preemption explains, or its Done never closed.
+//     stepped down from, with no loss after) and the newer term began
+//     after its step-down was invoked; it was deposed before its
+//     step-down with no preemption or fault to explain it; it ended by a
+//     loss that no fault or preemption explains; or its Done never
+//     closed.
 //
 // A term whose Done was still open once its worker's Resign or HandOff
 // had returned (Mode "lingered>...") is a violation too, overlap or not.
 func checkDoneExclusion(ops []Op, slack time.Duration) Check {
 	c := Check{Name: "done-exclusion", Subject: "election"}
-	var terms []Op
-	camps := map[string]Op{} // process + token: the won campaign
-	var faults []Op
+	var terms, faults, leaders []Op
+	camps := map[string]Op{}     // process + token: the won campaign
+	stepAt := map[string]int64{} // process + token: its first step-down invoked
 	for _, op := range ops {
+		k := op.Process + " " + op.Token
 		switch {
 		case op.Kind == KindTerm:
 			terms = append(terms, op)
-		case op.Kind == KindAcquire && op.Outcome == OK:
-			camps[op.Process+" "+op.Token] = op
+		case op.Kind == KindAcquire && op.Mode == "leader":
+			leaders = append(leaders, op)
+			if op.Outcome == OK {
+				camps[k] = op
+			}
 		case op.Kind == KindFault && op.Fault != "healed-all":
 			faults = append(faults, op)
+		case op.Kind == KindRelease || op.Kind == KindHandOff && !op.Kept:
+			if t, ok := stepAt[k]; !ok || op.Invoke < t {
+				stepAt[k] = op.Invoke
+			}
 		}
 	}
 	c.Checked = len(terms)
@@ -226,6 +245,30 @@ func checkDoneExclusion(ops []Op, slack time.Duration) Check {
 		}
 		return ""
 	}
+	// preemptible says whether camp's leader may have been forced out by
+	// a preemption by until: a candidate of a higher priority, of another
+	// process, was under way a grace after the first such began (and
+	// after camp began), before until.
+	preemptible := func(camp Op, until int64) bool {
+		if camp.Grace <= 0 {
+			return false
+		}
+		first := int64(math.MaxInt64)
+		for _, o := range leaders {
+			if o.Process != camp.Process && o.Priority > camp.Priority && o.Invoke < until && (o.Complete == 0 || o.Complete > camp.Invoke) {
+				first = min(first, max(o.Invoke, camp.Invoke))
+			}
+		}
+		if first == math.MaxInt64 || first+camp.Grace > until {
+			return false
+		}
+		for _, o := range leaders {
+			if o.Process != camp.Process && o.Priority > camp.Priority && o.Invoke < until && (o.Complete == 0 || o.Complete >= first+camp.Grace) {
+				return true
+			}
+		}
+		return false
+	}
 	at := func(t int64) string {
 		if t == math.MaxInt64 {
 			return "never"
@@ -237,10 +280,14 @@ func checkDoneExclusion(ops []Op, slack time.Duration) Check {
 		if len(cause) > 160 {
 			cause = cause[:160] + "…"
 		}
-		return fmt.Sprintf("%s %s (campaign returned %s, Done closed %s, %s: %q)", t.Process, t.Token, at(t.Invoke), at(end(t)), t.Mode, cause)
+		step := ""
+		if s, ok := stepAt[t.Process+" "+t.Token]; ok {
+			step = ", stepping down from " + at(s)
+		}
+		return fmt.Sprintf("%s %s (campaign returned %s%s, Done closed %s, %s: %q)", t.Process, t.Token, at(t.Invoke), step, at(end(t)), t.Mode, cause)
 	}
 	inOverlap := make([]bool, len(terms))
-	byPreempt, byNemesis, byFault := 0, 0, 0
+	byPreempt, byNemesis, byFault, deposed := 0, 0, 0, 0
 	var bad, apart []string
 	for j, b := range terms {
 		for i, a := range terms[:j] {
@@ -248,34 +295,44 @@ func checkDoneExclusion(ops []Op, slack time.Duration) Check {
 				continue
 			}
 			inOverlap[i], inOverlap[j] = true, true
+			k := a.Process + " " + a.Token
+			camp, hasCamp := camps[k]
 			from := a.Invoke
-			if camp, ok := camps[a.Process+" "+a.Token]; ok {
+			if hasCamp {
 				from = min(from, camp.Invoke)
 			}
+			step, stepped := stepAt[k]
+			early := !stepped || b.Invoke < step // b began before a stepped down
 			why := ""
-			switch {
+			switch f := faultIn(from-int64(slack), b.Invoke); {
 			case within(preempted[a.Process], from, b.Invoke):
 				byPreempt++
 				why = "forced out by a preemption"
 			case within(forced[a.Process], from, b.Invoke):
 				byNemesis++
 				why = "forced out by a nemesis"
-			case termLoss(a.Mode):
-				if f := faultIn(from-int64(slack), b.Invoke); f != "" {
-					byFault++
-					why = "lost during " + f
-				}
+			case termLoss(a.Mode) && f != "":
+				byFault++
+				why = "lost during " + f
+			case early && a.Complete != 0 && hasCamp && preemptible(camp, b.Invoke):
+				deposed++
+				why = "deposed by a preemption before it stepped down"
+			case early && a.Complete != 0 && f != "":
+				deposed++
+				why = "deposed during " + f + " before it stepped down"
 			}
 			if why != "" {
 				apart = append(apart, fmt.Sprintf("apart (%s): %s still open when %s %s's campaign returned at %s", why, describe(a), b.Process, b.Token, at(b.Invoke)))
 				continue
 			}
-			what := "ended on purpose"
+			what := "ended on purpose, after its step-down began"
 			switch {
 			case a.Complete == 0:
 				what = "never closed"
 			case termLoss(a.Mode):
 				what = "lost, with no fault or preemption to explain it"
+			case early:
+				what = "deposed before it stepped down, with no fault or preemption to explain it"
 			case !strings.HasPrefix(a.Mode, "released") && !strings.HasPrefix(a.Mode, "revoked"):
 				what = "ended (" + a.Mode + ")"
 			}
@@ -302,7 +359,7 @@ func checkDoneExclusion(ops []Op, slack time.Duration) Check {
 		apart = apart[:2]
 	}
 	c.OK = c.Violations == 0
-	c.Detail = limit(append(append([]string{fmt.Sprintf("%d terms, %d clean (in no overlap); %d overlaps counted apart (%d forced by a preemption, %d by a nemesis, %d losses during a fault); %d violations (%d Done open past its Resign or HandOff)",
-		len(terms), clean, byPreempt+byNemesis+byFault, byPreempt, byNemesis, byFault, c.Violations, lingered)}, bad...), apart...))
+	c.Detail = limit(append(append([]string{fmt.Sprintf("%d terms, %d clean (in no overlap); %d overlaps counted apart (%d forced by a preemption, %d by a nemesis, %d losses during a fault, %d deposed before stepping down); %d violations (%d Done open past its Resign or HandOff)",
+		len(terms), clean, byPreempt+byNemesis+byFault+deposed, byPreempt, byNemesis, byFault, deposed, c.Violations, lingered)}, bad...), apart...))
 	return c
 }

@@ -114,9 +114,23 @@ func TestCheckElectionDoneExclusion(t *testing.T) {
 	if c := checkDoneExclusion(p, slack); !c.OK {
 		t.Errorf("revoked leader forced out not counted apart: %s", c)
 	}
+	// Cut off, it resigned at 22 ms, after w1's term had begun, and was
+	// told it resigned: deposed before it stepped down, counted apart.
 	p = preempted("released", Op{Process: "w0", Kind: KindRelease, Mode: "resign", Token: tok("1"), Invoke: 22 * ms, Complete: 23 * ms, Outcome: OK})
-	if c := checkDoneExclusion(p, slack); c.OK {
-		t.Errorf("overlap with a clean resignation not flagged: %s", c)
+	if c := checkDoneExclusion(p, slack); !c.OK || !strings.Contains(c.Detail, "1 deposed before stepping down") {
+		t.Errorf("leader deposed before its Resign not counted apart: %s", c)
+	}
+	// Without a candidate of a higher priority nothing deposed it.
+	p[1].Priority = 0
+	if c := checkDoneExclusion(p, slack); c.OK || !strings.Contains(c.Detail, "deposed before it stepped down, with no fault") {
+		t.Errorf("leader deposed by nothing not flagged: %s", c)
+	}
+	// Its Resign began at 15 ms, before w1's term (20 ms), and its Done
+	// closed at 25 ms: the Resign's write may have started w1's term
+	// before Done closed. A violation, preemption or not.
+	p = preempted("released", Op{Process: "w0", Kind: KindRelease, Mode: "resign", Token: tok("1"), Invoke: 15 * ms, Complete: 23 * ms, Outcome: OK})
+	if c := checkDoneExclusion(p, slack); c.OK || !strings.Contains(c.Detail, "ended on purpose, after its step-down began") {
+		t.Errorf("overlap after a Resign under a preemption not flagged: %s", c)
 	}
 }
 
