@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
 )
 
 // An election is a queue of candidate entries beside a term record. The
@@ -569,26 +570,27 @@ func (l *leadership) stepDown(ctx context.Context, op distlock.Op, to string, re
 	l.lose(l.fail(op, &steppedDown{fmt.Sprintf("handing leadership over to candidate %q", next.Value)}))
 	var instead error // set once HandOff(to)'s candidate left and the next in line was picked
 	for try := 1; ; try++ {
-		term, err := l.e.d.HandOff(ctx, n, st, next)
+		term, resent, err := l.handOffWrite(ctx, st, next)
 		li := distlock.LeaderInfo{Value: next.Value, Token: distlock.Token{Name: l.name, Seq: term, Owner: next.Owner}, Priority: next.Priority}
-		unknown, read := false, false
-		if err != nil && !errors.Is(err, ErrTermMoved) {
-			// No answer: read whether it happened. This entry gone and the
-			// successor leading a newer term says it did (what came after
-			// it, if anything, did not undo it); this entry still named by
-			// the record says it did not.
+		unknown, read := err != nil && !errors.Is(err, ErrTermMoved), false
+		if resent && errors.Is(err, ErrTermMoved) {
+			// A copy sent before the refused one may have been applied:
+			// read which. This entry gone and the successor leading a
+			// newer term says it was; this entry still there says it
+			// was not (and can no longer be).
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbandonTimeout)
 			now, rerr := l.e.d.ReadElection(rctx, l.name)
 			cancel()
-			mine := rerr == nil && slices.ContainsFunc(now.Contenders, func(c Contender) bool { return c.Key == n.Key })
+			mine := slices.ContainsFunc(now.Contenders, func(c Contender) bool { return c.Key == n.Key })
 			switch lead, ok := now.leader(); {
-			case rerr == nil && !mine && ok && lead.Key == next.Key && now.Term > n.Token:
+			case rerr != nil:
+				unknown, err = true, fmt.Errorf("%w (and the election could not be read: %w)", err, rerr)
+			case mine:
+				st, read = now, true
+			case ok && lead.Key == next.Key && now.Term > n.Token:
 				li, err = now.info(l.name), nil
-			case rerr == nil && mine && now.Leader == n.Key && now.Term == n.Token:
-				// It did not happen: try again on this state.
-				st, read, err = now, true, fmt.Errorf("%w: %w", ErrTermMoved, err)
 			default:
-				unknown = true
+				unknown, err = true, fmt.Errorf("%w, and this entry is gone with %+v leading", err, now.info(l.name))
 			}
 		}
 		if err == nil {
@@ -603,14 +605,20 @@ func (l *leadership) stepDown(ctx context.Context, op distlock.Op, to string, re
 		}
 		if unknown {
 			// Whether the write happened is not known: the delete below
-			// is a no-op if it did, and ends the term if it did not.
+			// is a no-op if it did, and ends the term if it did not (a
+			// copy of the write still on its way then fails its compare).
 			n.dropLoss(distlock.ErrReleased)
-			return distlock.LeaderInfo{}, l.vacate(ctx, op, "", fmt.Errorf("the handoff to %q may not have been made: %w", next.Value, err))
+			return distlock.LeaderInfo{}, l.vacate(ctx, op, "", fmt.Errorf("the handoff to %q may or may not have been made: %w", next.Value, err))
 		}
-		// Refused: the handoff provably did not happen.
-		if try >= handoffTries || ctx.Err() != nil {
+		// Refused: the handoff did not happen, and no copy of its write
+		// can happen any more.
+		switch {
+		case try >= handoffTries:
 			n.resumeLoss()
-			return distlock.LeaderInfo{}, l.vacate(ctx, op, "", fmt.Errorf("the handoff to %q was refused %d times: %w", next.Value, try, cmp.Or(context.Cause(ctx), err)))
+			return distlock.LeaderInfo{}, l.vacate(ctx, op, "", fmt.Errorf("the handoff was refused %d times, the last to %q: %w", try, next.Value, err))
+		case ctx.Err() != nil:
+			n.resumeLoss()
+			return distlock.LeaderInfo{}, l.vacate(ctx, op, "", fmt.Errorf("the handoff to %q was refused (%w), and the call's context ended before another pick: %w", next.Value, err, context.Cause(ctx)))
 		}
 		if !read {
 			if st, err = l.e.d.ReadElection(ctx, l.name); err != nil {
@@ -635,6 +643,44 @@ func (l *leadership) stepDown(ctx context.Context, op distlock.Op, to string, re
 			return distlock.LeaderInfo{}, l.vacate(ctx, op, "", cmp.Or(instead, fmt.Errorf("%w: no other candidate waits any more", distlock.ErrNoCandidate)))
 		}
 	}
+}
+
+// resolveTimeout bounds how long a step-down whose write got no answer
+// keeps sending it again to learn its outcome, beyond the call's
+// context if need be: a term whose outcome is not learnt is ended by a
+// delete, and a ZooKeeper client that lost its connection redials only
+// a second later.
+const resolveTimeout = 2 * AbandonTimeout
+
+// handOffWrite sends a step-down's write (Elections.HandOff) and, while
+// no answer comes, sends the same write again, for up to resolveTimeout
+// beyond the first failure. Its compares (the record's version, both
+// entries' identities) make at most one copy apply, and once one is
+// refused no other can apply later: a record's version only grows and a
+// deleted entry never comes back. So the first answer settles it: a
+// success is this handoff's; a refusal (ErrTermMoved) after resent means
+// an earlier copy may have been applied (a read tells), without resent
+// that the handoff did not happen. Any other error: no answer came.
+func (l *leadership) handOffWrite(ctx context.Context, st ElectionState, next Contender) (term int64, resent bool, err error) {
+	d, n := l.e.d, l.n
+	if term, err = d.HandOff(ctx, n, st, next); err == nil || errors.Is(err, ErrTermMoved) {
+		return term, false, err
+	}
+	// A driver's store error may keep a Txn of etcd's going on the server
+	// after the client gave up, ordered after nothing this client sends
+	// next: a read would not prove it did not happen, another copy does.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
+	for l.e.st.Err() == nil && ctxwait.Sleep(rctx, RetryDelay) == nil {
+		t, e := d.HandOff(rctx, n, st, next)
+		if e == nil || errors.Is(e, ErrTermMoved) {
+			return t, true, e
+		}
+		if rctx.Err() == nil {
+			err = e
+		}
+	}
+	return 0, true, err
 }
 
 // pick decides, before any write, whom stepDown hands over to: from the
