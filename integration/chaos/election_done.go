@@ -333,7 +333,7 @@ func checkDoneExclusion(ops []Op, slack time.Duration) Check {
 				what = "lost, with no fault or preemption to explain it"
 			case early:
 				what = "deposed before it stepped down, with no fault or preemption to explain it"
-			case !strings.HasPrefix(a.Mode, "released") && !strings.HasPrefix(a.Mode, "revoked"):
+			case !strings.HasPrefix(strings.TrimPrefix(a.Mode, "lingered>"), "released") && !strings.HasPrefix(strings.TrimPrefix(a.Mode, "lingered>"), "revoked"):
 				what = "ended (" + a.Mode + ")"
 			}
 			c.Violations++
