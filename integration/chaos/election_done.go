@@ -28,8 +28,9 @@ import (
 // mutex, comes after the new term's start. So two recorded intervals
 // overlap exactly when a Done was still open once another term's Campaign
 // had returned: a hook run late by the scheduler never makes an overlap
-// of its own. (A Done that closes in the microseconds between a Campaign's
-// return and that term taking the mutex is not seen as an overlap.)
+// of its own. (A Done that closes in the moment between a Campaign's
+// return and that term taking the mutex is not seen as an overlap: the
+// check errs on the side of passing, never of failing.)
 type termLog struct {
 	h *History
 
