@@ -146,7 +146,10 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 // a fence stops that. Once Done is closed, Deadline is the zero Time:
 // Unlock (and an election's Resign or HandOff) closes Done before the
 // write that lets another holder start is sent, so Deadline never lies
-// past that moment.
+// past that moment. What others do is not foreseen: an entry deleted by
+// an operator or a forced revocation frees the lock before Deadline,
+// which Done reports once the store's watch tells (a fence stops what
+// the holder writes meanwhile).
 func (l *Lease) Deadline() time.Time {
 	if l.ctx.Err() != nil || l.deadline == nil {
 		return time.Time{}
