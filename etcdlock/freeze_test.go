@@ -18,8 +18,9 @@ import (
 // 80% of that window: its Lock or Campaign fails with ErrSessionExpired,
 // nothing of it is left, and the waiter behind it acquires.
 //
-// It makes locktest.DefaultFreezeTries tries of each case and offset;
-// DISTLOCK_FREEZE_TRIES=20 (locktest.FreezeTriesEnv) runs the full sweep.
+// It makes locktest.DefaultFreezeTries (3) tries of each case and offset
+// (about 20 s; the full sweep about 2 minutes, four at a time); DISTLOCK_FREEZE_TRIES=20
+// (locktest.FreezeTriesEnv) runs the full sweep.
 func TestFrozenWaiter(t *testing.T) {
 	c := integration.NewEtcd(t)
 	cli, err := c.Client()

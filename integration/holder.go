@@ -56,7 +56,7 @@ type HolderSpec struct {
 	// returns once the holder's entry is in the lock's queue, acquired
 	// or not, and the holder reports its session's client-side deadline,
 	// how its Lock (or Campaign) returned, failed included, and its
-	// session's end (see Entry, Deadline, Result, SessionEnded). It
+	// session's end (see Owner, Entry, Deadline, Result, SessionEnded). It
 	// excludes Permits.
 	Wait bool
 }

@@ -19,8 +19,9 @@ import (
 // 80% of that window: its Lock or Campaign fails with ErrSessionExpired,
 // nothing of it is left, and the waiter behind it acquires.
 //
-// It makes locktest.DefaultFreezeTries tries of each case and offset;
-// DISTLOCK_FREEZE_TRIES=20 (locktest.FreezeTriesEnv) runs the full sweep.
+// It makes locktest.DefaultFreezeTries (3) tries of each case and offset
+// (about 30 s; the full sweep about 3 minutes, four at a time); DISTLOCK_FREEZE_TRIES=20
+// (locktest.FreezeTriesEnv) runs the full sweep.
 func TestFrozenWaiter(t *testing.T) {
 	ens := integration.NewZooKeeper(t)
 	conn, events := connect(t, ens)
