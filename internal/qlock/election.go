@@ -607,7 +607,11 @@ func (l *leadership) stepDown(ctx context.Context, op distlock.Op, to string, re
 			// Whether the write happened is not known: the delete below
 			// is a no-op if it did, and ends the term if it did not (a
 			// copy of the write still on its way then fails its compare).
-			n.dropLoss(distlock.ErrReleased)
+			// An entry found gone meanwhile (its follower's report, held
+			// back so far, or the delete's) is reported as a loss: it may
+			// have been this write's doing, or a forced end's before it,
+			// and the safe side of the doubt is the loss.
+			n.resumeLoss()
 			return distlock.LeaderInfo{}, l.vacate(ctx, op, "", fmt.Errorf("the handoff to %q may or may not have been made: %w", next.Value, err))
 		}
 		// Refused: the handoff did not happen, and no copy of its write
