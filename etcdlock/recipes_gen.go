@@ -72,10 +72,11 @@ func (s *Session) Close(ctx context.Context) error { return s.q.Close(ctx) }
 //
 // It fails, leaving no key behind, when ctx ends (the error wraps ctx's
 // cause), when the session ends (distlock.ErrSessionExpired or
-// distlock.ErrSessionClosed) or when its key is deleted by someone else
-// (distlock.ErrEntryGone). Each call enqueues its own key: calls sharing
-// one Mutex or one Session exclude each other exactly like separate
-// processes do.
+// distlock.ErrSessionClosed; also when its client-side Deadline had passed
+// by the time it could return, its process stopped while it waited) or
+// when its key is deleted by someone else (distlock.ErrEntryGone). Each
+// call enqueues its own key: calls sharing one Mutex or one Session
+// exclude each other exactly like separate processes do.
 func (m *Mutex) Lock(ctx context.Context) (*distlock.Lease, error) { return m.q.Lock(ctx) }
 
 // TryLock takes the lock only if no entry at all is queued; otherwise it
@@ -109,9 +110,10 @@ func (m *Mutex) Dir() string { return m.q.Dir() }
 // lost as a whole: when any entry is lost, Done closes with the cause and
 // the name. Unlock deletes every entry. It fails, leaving no key behind,
 // when ctx ends (the error wraps ctx's cause), when the session ends
-// (distlock.ErrSessionExpired or distlock.ErrSessionClosed) or when its
-// key is deleted by someone else (distlock.ErrEntryGone). Every entry is
-// removed when it fails.
+// (distlock.ErrSessionExpired or distlock.ErrSessionClosed; also when its
+// client-side Deadline had passed by the time it could return, its process
+// stopped while it waited) or when its key is deleted by someone else
+// (distlock.ErrEntryGone). Every entry is removed when it fails.
 func (m *MultiMutex) Lock(ctx context.Context) (*distlock.Lease, error) { return m.q.Lock(ctx) }
 
 // TryLock takes the lock only if no name has an entry queued; otherwise it
@@ -138,8 +140,9 @@ func (m *MultiMutex) Dirs() []string { return m.q.Dirs() }
 // (see "Readers and writers" in the package documentation before fencing
 // with it). It fails, leaving no key behind, when ctx ends (the error
 // wraps ctx's cause), when the session ends (distlock.ErrSessionExpired or
-// distlock.ErrSessionClosed) or when its key is deleted by someone else
-// (distlock.ErrEntryGone).
+// distlock.ErrSessionClosed; also when its client-side Deadline had passed
+// by the time it could return, its process stopped while it waited) or
+// when its key is deleted by someone else (distlock.ErrEntryGone).
 func (m *RWMutex) RLock(ctx context.Context) (*distlock.Lease, error) { return m.q.RLock(ctx) }
 
 // TryRLock takes the lock shared only if no writer holds or waits: it wins
@@ -156,8 +159,9 @@ func (m *RWMutex) TryRLock(ctx context.Context) (*distlock.Lease, error) { retur
 // its key's create revision, exceeds every earlier reader's and writer's.
 // It fails, leaving no key behind, when ctx ends (the error wraps ctx's
 // cause), when the session ends (distlock.ErrSessionExpired or
-// distlock.ErrSessionClosed) or when its key is deleted by someone else
-// (distlock.ErrEntryGone).
+// distlock.ErrSessionClosed; also when its client-side Deadline had passed
+// by the time it could return, its process stopped while it waited) or
+// when its key is deleted by someone else (distlock.ErrEntryGone).
 func (m *RWMutex) Lock(ctx context.Context) (*distlock.Lease, error) { return m.q.Lock(ctx) }
 
 // TryLock takes the lock exclusively only if no entry at all, reader or
@@ -206,19 +210,22 @@ func (m *RWMutex) Dir() string { return m.q.Dir() }
 // An uncontended Campaign is the enqueue Txn and the claim Txn. It fails,
 // leaving no key behind, when ctx ends (the error wraps ctx's cause), when
 // the session ends (distlock.ErrSessionExpired, distlock.ErrSessionClosed;
-// once it has ended every Campaign fails: campaign again on a new Session)
-// or when its key is deleted by someone else (distlock.ErrEntryGone).
-// Every call is a candidate of its own, even on one Session.
+// once it has ended every Campaign fails: campaign again on a new Session;
+// also ErrSessionExpired when its client-side Deadline had passed by the
+// time it could return) or when its key is deleted by someone else
+// (distlock.ErrEntryGone). Every call is a candidate of its own, even on
+// one Session.
 //
 // The returned Leadership ends (Done, Context) when the key goes, the
-// session ends, or Resign or HandOff is called; its Err then says why. Its
-// Proclaim is a Put guarded by the key's create revision (the key gone:
-// distlock.ErrNotLeader) and does not hand leadership over. Its HandOff is
-// one Txn, the successor picked from the election's state as the leader's
-// watch last saw it (a read first only when that state names no such
-// candidate, or the write found it stale); Resign is a HandOff to the next
-// in line, or, with nobody waiting, the guarded delete. A second Resign,
-// or one after leadership was lost, wraps distlock.ErrNotLeader.
+// session ends, or Resign or HandOff is called (before their write is
+// sent: see distlock.Leadership, "Stepping down"); its Err then says why.
+// Its Proclaim is a Put guarded by the key's create revision (the key
+// gone: distlock.ErrNotLeader) and does not hand leadership over. Its
+// HandOff is one Txn, the successor picked from the election's state as
+// the leader's watch last saw it (a read first only when that state names
+// no such candidate, or the write found it stale); Resign is a HandOff to
+// the next in line, or, with nobody waiting, the guarded delete. A second
+// Resign, or one after leadership was lost, wraps distlock.ErrNotLeader.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...distlock.CampaignOption) (distlock.Leadership, error) {
 	return e.q.Campaign(ctx, value, opts...)
 }

@@ -76,10 +76,11 @@ func (s *Session) Close(ctx context.Context) error { return s.q.Close(ctx) }
 //
 // It fails, leaving no node behind, when ctx ends (the error wraps ctx's
 // cause), when the session ends (distlock.ErrSessionExpired or
-// distlock.ErrSessionClosed) or when its node is deleted by someone else
-// (distlock.ErrEntryGone). Each call enqueues its own node: calls sharing
-// one Mutex or one Session exclude each other exactly like separate
-// processes do.
+// distlock.ErrSessionClosed; also when its client-side Deadline had passed
+// by the time it could return, its process stopped while it waited) or
+// when its node is deleted by someone else (distlock.ErrEntryGone). Each
+// call enqueues its own node: calls sharing one Mutex or one Session
+// exclude each other exactly like separate processes do.
 func (m *Mutex) Lock(ctx context.Context) (*distlock.Lease, error) { return m.q.Lock(ctx) }
 
 // TryLock takes the lock only if no entry at all is queued; otherwise it
@@ -115,9 +116,10 @@ func (m *Mutex) Dir() string { return m.q.Dir() }
 // whole: when any entry is lost, Done closes with the cause and the name.
 // Unlock deletes every entry. It fails, leaving no node behind, when ctx
 // ends (the error wraps ctx's cause), when the session ends
-// (distlock.ErrSessionExpired or distlock.ErrSessionClosed) or when its
-// node is deleted by someone else (distlock.ErrEntryGone). Every entry is
-// removed when it fails.
+// (distlock.ErrSessionExpired or distlock.ErrSessionClosed; also when its
+// client-side Deadline had passed by the time it could return, its process
+// stopped while it waited) or when its node is deleted by someone else
+// (distlock.ErrEntryGone). Every entry is removed when it fails.
 func (m *MultiMutex) Lock(ctx context.Context) (*distlock.Lease, error) { return m.q.Lock(ctx) }
 
 // TryLock takes the lock only if no name has an entry queued; otherwise it
@@ -147,8 +149,9 @@ func (m *MultiMutex) Dirs() []string { return m.q.Dirs() }
 // "Readers and writers" in the package documentation before fencing with
 // it). It fails, leaving no node behind, when ctx ends (the error wraps
 // ctx's cause), when the session ends (distlock.ErrSessionExpired or
-// distlock.ErrSessionClosed) or when its node is deleted by someone else
-// (distlock.ErrEntryGone).
+// distlock.ErrSessionClosed; also when its client-side Deadline had passed
+// by the time it could return, its process stopped while it waited) or
+// when its node is deleted by someone else (distlock.ErrEntryGone).
 func (m *RWMutex) RLock(ctx context.Context) (*distlock.Lease, error) { return m.q.RLock(ctx) }
 
 // TryRLock takes the lock shared only if no writer holds or waits: it wins
@@ -165,8 +168,9 @@ func (m *RWMutex) TryRLock(ctx context.Context) (*distlock.Lease, error) { retur
 // node's czxid, exceeds every earlier reader's and writer's. It fails,
 // leaving no node behind, when ctx ends (the error wraps ctx's cause),
 // when the session ends (distlock.ErrSessionExpired or
-// distlock.ErrSessionClosed) or when its node is deleted by someone else
-// (distlock.ErrEntryGone).
+// distlock.ErrSessionClosed; also when its client-side Deadline had passed
+// by the time it could return, its process stopped while it waited) or
+// when its node is deleted by someone else (distlock.ErrEntryGone).
 func (m *RWMutex) Lock(ctx context.Context) (*distlock.Lease, error) { return m.q.Lock(ctx) }
 
 // TryLock takes the lock exclusively only if no entry at all, reader or
@@ -219,13 +223,15 @@ func (m *RWMutex) Dir() string { return m.q.Dir() }
 // It fails, leaving no node behind, when ctx ends (the error wraps ctx's
 // cause), when the session ends (distlock.ErrSessionExpired,
 // distlock.ErrSessionClosed; once it has ended every Campaign fails:
-// campaign again on a new Session) or when its node is deleted by someone
-// else (distlock.ErrEntryGone). Every call is a candidate of its own, even
-// on one Session.
+// campaign again on a new Session; also ErrSessionExpired when its
+// client-side Deadline had passed by the time it could return) or when its
+// node is deleted by someone else (distlock.ErrEntryGone). Every call is a
+// candidate of its own, even on one Session.
 //
 // The returned Leadership ends (Done, Context) when the node goes, the
-// session ends, or Resign or HandOff is called; its Err then says why. Its
-// Proclaim is a SetData guarded by the node's version (the node gone:
+// session ends, or Resign or HandOff is called (before their write is
+// sent: see distlock.Leadership, "Stepping down"); its Err then says why.
+// Its Proclaim is a SetData guarded by the node's version (the node gone:
 // distlock.ErrNotLeader) and does not hand leadership over. Its HandOff is
 // one multi, the successor picked from the election's state as the
 // leader's watch last saw it (a read first only when that state names no

@@ -40,7 +40,10 @@ type FreezeStore struct {
 
 // QueueReader reads lock queues, as etcdlock.Admin and zklock.Admin do.
 type QueueReader interface {
+	// Inspect returns lock name's queue now.
 	Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error)
+	// WatchQueue calls f with lock name's queue now and after every
+	// change, until ctx ends or f fails.
 	WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error
 }
 

@@ -208,12 +208,14 @@ Txn{{else}}the create, a listing and the claim's multi{{end}}. It fails,
 leaving no {{.Entry}} behind, when ctx ends (the error wraps ctx's
 cause), when the session ends (distlock.ErrSessionExpired,
 distlock.ErrSessionClosed; once it has ended every Campaign fails:
-campaign again on a new Session) or when its {{.Entry}} is deleted by
-someone else (distlock.ErrEntryGone). Every call is a candidate of its
-own, even on one Session.
+campaign again on a new Session; also ErrSessionExpired when its
+client-side Deadline had passed by the time it could return) or when its
+{{.Entry}} is deleted by someone else (distlock.ErrEntryGone). Every
+call is a candidate of its own, even on one Session.
 
 The returned Leadership ends (Done, Context) when the {{.Entry}} goes,
-the session ends, or Resign or HandOff is called; its Err then says why.
+the session ends, or Resign or HandOff is called (before their write is
+sent: see distlock.Leadership, "Stepping down"); its Err then says why.
 Its Proclaim {{if .Etcd}}is a Put guarded by the key's create revision{{else}}is
 a SetData guarded by the node's version{{end}} (the {{.Entry}} gone:
 distlock.ErrNotLeader) and does not hand leadership over. Its HandOff is
@@ -442,8 +444,10 @@ const templates = `
 {{define "token"}}{{if .Etcd}}its key's create revision{{else}}its node's czxid{{end}}{{end}}
 {{define "fails"}}It fails, leaving no {{.Entry}} behind, when ctx ends (the
 error wraps ctx's cause), when the session ends
-(distlock.ErrSessionExpired or distlock.ErrSessionClosed) or when its
-{{.Entry}} is deleted by someone else (distlock.ErrEntryGone).{{end}}
+(distlock.ErrSessionExpired or distlock.ErrSessionClosed; also when its
+client-side Deadline had passed by the time it could return, its process
+stopped while it waited) or when its {{.Entry}} is deleted by someone
+else (distlock.ErrEntryGone).{{end}}
 {{define "trylock"}}{{if .Etcd}}It is one Txn that compares the lock's
 queue and puts the key only if the queue is empty: a loss writes
 nothing.{{else}}ZooKeeper cannot compare the children and create in one
