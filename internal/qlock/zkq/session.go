@@ -74,6 +74,26 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 	if conn == nil {
 		return nil, fmt.Errorf("zklock: new session: %w: *zk.Conn is nil", distlock.ErrNilClient)
 	}
+	// A connection can change sessions while this one starts (its first
+	// session expired, or was never committed, before the client settled
+	// on a server). Nothing is made on a session before its Sync below
+	// succeeds, so the new session is followed instead, a few times at
+	// most.
+	for try := 1; ; try++ {
+		s, err := newSession(ctx, conn, c)
+		if !errors.Is(err, errSessionChanged) || try == 3 {
+			return s, err
+		}
+		c.Logger.Debug("zklock: the connection changed sessions while the session started; following the new one", "try", try)
+	}
+}
+
+// errSessionChanged reports a connection that changed ZooKeeper sessions
+// while NewSession started one.
+var errSessionChanged = fmt.Errorf("%w: the connection changed sessions", distlock.ErrSessionExpired)
+
+// newSession is one try of NewSession.
+func newSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) {
 	for conn.State() != zk.StateHasSession {
 		if err := ctxwait.Sleep(ctx, 10*time.Millisecond); err != nil {
 			return nil, fmt.Errorf("zklock: new session: waiting for the connection to have a session (state %v): %w", conn.State(), err)
@@ -118,7 +138,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 		return nil, fmt.Errorf("zklock: new session: sync: %w", err)
 	}
 	if conn.SessionID() != id {
-		return nil, fmt.Errorf("zklock: new session: %w: the connection changed sessions", distlock.ErrSessionExpired)
+		return nil, fmt.Errorf("zklock: new session: %w", errSessionChanged)
 	}
 	log := c.Logger.With("session", fmt.Sprintf("%#x", id))
 	s.State = qlock.NewState(Backend, log, c.Holder, uint64(id), sent.Add(s.timeout-s.margin), c.Observe)
