@@ -524,12 +524,9 @@ func openWaiter(ctx context.Context, kind backend.Kind, endpoints []string, w wh
 		election = func(name string) (distlock.Elector, error) { return etcdlock.NewElection(s, name) }
 	default:
 		opts := []zklock.Option{zklock.WithPrefix(cli.Prefix()), zklock.WithHolder(holderID), zklock.WithACL(cli.ACL()), zklock.WithLogger(log)}
+		// NewSession itself follows a connection that changes sessions
+		// while it starts.
 		s, err := zklock.NewSession(sctx, cli.ZK(), opts...)
-		for try := 0; errors.Is(err, distlock.ErrSessionExpired) && try < 3 && sctx.Err() == nil; try++ {
-			// As backend.Client.NewSession: the ZooKeeper session expired
-			// while the Session was being made; follow the new one.
-			s, err = zklock.NewSession(sctx, cli.ZK(), opts...)
-		}
 		if err != nil {
 			cli.Close()
 			return nil, nil, nil, err
