@@ -79,39 +79,7 @@ func (s *Session) enqueue(ctx context.Context, dirs, keys []string, r qlock.Requ
 	// the session's guard is as last seen, and tells the guard's revision
 	// in its Else branch when it is not.
 	if r.Try {
-		empty := []clientv3.Cmp{s.guardIs(0)}
-		var first []clientv3.Op
-		for _, dir := range dirs {
-			ckey, cend := conflictRange(dir, r.Kind)
-			empty = append(empty, clientv3.Compare(clientv3.CreateRevision(ckey), "=", 0).WithRange(cend))
-			first = append(first, clientv3.OpGet(ckey, append(clientv3.WithFirstCreate(), clientv3.WithRange(cend))...))
-		}
-		for {
-			empty[0] = s.guardIs(s.guardRev())
-			resp, err := s.client.Txn(ctx).If(empty...).Then(puts...).Else(append(first, s.guardGet())...).Commit()
-			if err != nil {
-				// The put may or may not have been applied, or be still
-				// on its way.
-				s.abandonAll(keys)
-				return nil, ctxErr(err)
-			}
-			if !resp.Succeeded {
-				if err := heldBy(resp.Responses[:len(dirs)]); err != nil {
-					return nil, err
-				}
-				// Free, but the guard moved: go again.
-				s.sawGuardIn(resp.Responses[len(dirs)].GetResponseRange(), resp.Header.Revision)
-				continue
-			}
-			if err := s.checkRev(keys[0], resp.Header.Revision, floor); err != nil {
-				return nil, err
-			}
-			out := make([]qlock.Enqueued, len(keys))
-			for i := range keys {
-				out[i] = enqueued(resp.Header.Revision, i)
-			}
-			return out, nil
-		}
+		return s.enqueueTry(ctx, dirs, keys, r, puts, floor, ctxErr)
 	}
 
 	// The enqueue is safe to repeat: a second put of the same key keeps its
