@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,16 +212,37 @@ func tryHolds(t *testing.T, b Backend, k tryKind, names []string, l *distlock.Le
 	wantEntriesEach(t, b, 0, what+": unlocked", names...)
 }
 
-// trySweep is where a reply-lost case starts holding replies: before the
-// call (-1), or that long into it.
-var trySweep = []time.Duration{-1, 0, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond}
+// trySweep is where a reply-lost case starts holding replies, in sixths
+// of an unfaulted TryLock's duration into the call; -1 is before it.
+var trySweep = []int{-1, 0, 1, 2, 3, 4, 5, 6}
 
 // sweepName names a sweep point.
-func sweepName(d time.Duration) string {
-	if d < 0 {
+func sweepName(sixths int) string {
+	if sixths < 0 {
 		return "before"
 	}
-	return fmt.Sprintf("at%dus", d.Microseconds())
+	return fmt.Sprintf("at%dof6", sixths)
+}
+
+// tryDuration measures an unfaulted TryLock of k, on a relayed session of
+// its own (the median of five), for the sweep's points.
+func tryDuration(t *testing.T, b Backend, k tryKind) time.Duration {
+	t.Helper()
+	s, _ := relayedSession(t, b)
+	var ds []time.Duration
+	for i := range 5 {
+		names := k.names(fmt.Sprintf("measure%d", i))
+		try := k.try(t, s, names)
+		began := time.Now()
+		l, err := try(Ctx(t))
+		ds = append(ds, time.Since(began))
+		if err != nil {
+			t.Fatalf("%s: an unfaulted TryLock: %v", k.kind, err)
+		}
+		MustUnlock(t, l)
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 // tryReplyLost: the replies to the TryLock's client are held (from before
@@ -230,9 +252,12 @@ func sweepName(d time.Duration) string {
 // is lost. A free lock is taken; a held one (held set) is refused with
 // ErrLocked and nothing left.
 func tryReplyLost(t *testing.T, b Backend, k tryKind, held bool) {
-	for _, d := range trySweep {
-		t.Run(sweepName(d), func(t *testing.T) {
-			names := k.names(sweepName(d))
+	unit := tryDuration(t, b, k) / 6
+	t.Logf("%s: an unfaulted TryLock takes %v", k.kind, 6*unit)
+	for _, sixths := range trySweep {
+		t.Run(sweepName(sixths), func(t *testing.T) {
+			d := time.Duration(sixths) * unit
+			names := k.names(sweepName(sixths))
 			var holder *distlock.Lease
 			if held {
 				holder = k.hold(t, b.Session(t), names)
@@ -240,11 +265,11 @@ func tryReplyLost(t *testing.T, b Backend, k tryKind, held bool) {
 			s, faults := relayedSession(t, b)
 			try := k.try(t, s, names)
 			var release func()
-			if d < 0 {
+			if sixths < 0 {
 				release = mustFault(t, "hold the replies to the TryLock's client", faults.HoldReplies)
 			}
 			res := tryAsync(Ctx(t), try)
-			if d >= 0 {
+			if sixths >= 0 {
 				time.Sleep(d) // the cut point swept, not a wait for an event
 				release = mustFault(t, "hold the replies to the TryLock's client", faults.HoldReplies)
 			}
@@ -271,7 +296,7 @@ func tryReplyLost(t *testing.T, b Backend, k tryKind, held bool) {
 				}
 			}
 			r := Recv(t, res, "the TryLock, its answer lost")
-			t.Logf("%s, cut %s: %s: err %v", k.kind, sweepName(d), point, r.Err)
+			t.Logf("%s, cut %s (%v): %s: err %v", k.kind, sweepName(sixths), d, point, r.Err)
 			if held {
 				if r.Err == nil {
 					r.Lease.Unlock(Ctx(t))
