@@ -57,6 +57,28 @@ type tryKind struct {
 	try      func(t *testing.T, s Session, names []string) func(ctx context.Context) (*distlock.Lease, error)
 	hold     func(t *testing.T, s Session, names []string) *distlock.Lease
 	conflict func(t *testing.T, s Session, names []string) func(ctx context.Context) (*distlock.Lease, error)
+	// entries lists lock name's entries, if not as Backend.Entries does
+	// (a semaphore's line entries and slots).
+	entries func(t *testing.T, b Backend, name string) []string
+}
+
+// entriesOf lists name's entries as k counts them.
+func (k tryKind) entriesOf(t *testing.T, b Backend, name string) []string {
+	t.Helper()
+	if k.entries != nil {
+		return k.entries(t, b, name)
+	}
+	return b.Entries(t, name)
+}
+
+// wantEach fails the test unless each of names has n entries.
+func (k tryKind) wantEach(t *testing.T, b Backend, n int, why string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if e := k.entriesOf(t, b, name); len(e) != n {
+			t.Fatalf("%s (lock %s): entries %q, want %d", why, name, e, n)
+		}
+	}
 }
 
 var tryKinds = []tryKind{
@@ -95,6 +117,29 @@ var tryKinds = []tryKind{
 		},
 		conflict: func(t *testing.T, s Session, names []string) func(context.Context) (*distlock.Lease, error) {
 			return tryRW(t, s, names[0]).TryLock
+		}},
+	// A semaphore of one permit: its TryAcquire is a claim of a slot.
+	{kind: "SemaphoreTryAcquire", n: 1,
+		try: func(t *testing.T, s Session, names []string) func(context.Context) (*distlock.Lease, error) {
+			sem := semaphore(t, s, names[0], 1)
+			return func(ctx context.Context) (*distlock.Lease, error) {
+				p, err := sem.TryAcquire(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return p.Lease, nil
+			}
+		},
+		hold: func(t *testing.T, s Session, names []string) *distlock.Lease {
+			p, err := semaphore(t, s, names[0], 1).Acquire(Ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p.Lease
+		},
+		entries: func(t *testing.T, b Backend, name string) []string {
+			line, slots := b.SemaphoreEntries(t, name)
+			return append(line, slots...)
 		}},
 }
 
@@ -139,13 +184,13 @@ func tryAsync(ctx context.Context, try func(context.Context) (*distlock.Lease, e
 // entries, and reports whether they did; it looks every few milliseconds
 // (a case uses it where either outcome is a valid cut point, never to
 // assert a timing).
-func entriesEach(t *testing.T, b Backend, names []string, n int, bound time.Duration) bool {
+func entriesEach(t *testing.T, b Backend, k tryKind, names []string, n int, bound time.Duration) bool {
 	t.Helper()
 	end := time.Now().Add(bound)
 	for {
 		ok := true
 		for _, name := range names {
-			if len(b.Entries(t, name)) < n {
+			if len(k.entriesOf(t, b, name)) < n {
 				ok = false
 				break
 			}
@@ -161,14 +206,14 @@ func entriesEach(t *testing.T, b Backend, names []string, n int, bound time.Dura
 }
 
 // noEntriesWithin waits, up to bound, until none of names has an entry.
-func noEntriesWithin(t *testing.T, b Backend, names []string, bound time.Duration, why string) {
+func noEntriesWithin(t *testing.T, b Backend, k tryKind, names []string, bound time.Duration, why string) {
 	t.Helper()
 	end := time.Now().Add(bound)
 	for {
 		left := 0
 		var all []string
 		for _, name := range names {
-			e := b.Entries(t, name)
+			e := k.entriesOf(t, b, name)
 			left += len(e)
 			all = append(all, e...)
 		}
@@ -196,7 +241,7 @@ func tryHolds(t *testing.T, b Backend, k tryKind, names []string, l *distlock.Le
 	if l.Token().IsZero() {
 		t.Fatalf("%s: zero token", what)
 	}
-	wantEntriesEach(t, b, 1, what+": one entry per name, its own", names...)
+	k.wantEach(t, b, 1, what+": one entry per name, its own", names...)
 	conflict := k.try
 	if k.conflict != nil {
 		conflict = k.conflict
@@ -209,7 +254,7 @@ func tryHolds(t *testing.T, b Backend, k tryKind, names []string, l *distlock.Le
 		t.Fatalf("%s: another session's TryLock while it holds: %v, want ErrLocked", what, err)
 	}
 	MustUnlock(t, l)
-	wantEntriesEach(t, b, 0, what+": unlocked", names...)
+	k.wantEach(t, b, 0, what+": unlocked", names...)
 }
 
 // trySweep is where a reply-lost case starts holding replies, in sixths
@@ -282,9 +327,9 @@ func tryReplyLost(t *testing.T, b Backend, k tryKind, held bool) {
 				release()
 			default:
 				switch {
-				case !held && entriesEach(t, b, names, 1, 500*time.Millisecond):
+				case !held && entriesEach(t, b, k, names, 1, 500*time.Millisecond):
 					point = "applied, answer lost"
-				case held && entriesEach(t, b, names[len(names)-1:], 2, 300*time.Millisecond):
+				case held && entriesEach(t, b, k, names[len(names)-1:], 2, 300*time.Millisecond):
 					// Only if the refused TryLock wrote (ZooKeeper's create
 					// after its look).
 					point = "an entry made behind the holder, answer lost"
@@ -306,17 +351,17 @@ func tryReplyLost(t *testing.T, b Backend, k tryKind, held bool) {
 					t.Fatalf("%s (%s): the TryLock of a held lock: %v, want ErrLocked", k.kind, point, r.Err)
 				}
 				// The refused TryLock leaves nothing: the holder's entry only.
-				noEntriesWithin(t, b, names[:len(names)-1], 3*s.TTL(), "refused: the free names")
+				noEntriesWithin(t, b, k, names[:len(names)-1], 3*s.TTL(), "refused: the free names")
 				last := names[len(names)-1:]
 				end := time.Now().Add(3 * s.TTL())
-				for len(b.Entries(t, last[0])) != 1 {
+				for len(k.entriesOf(t, b, last[0])) != 1 {
 					if time.Now().After(end) {
-						t.Fatalf("refused: entries %q of the held name, want the holder's only", b.Entries(t, last[0]))
+						t.Fatalf("refused: entries %q of the held name, want the holder's only", k.entriesOf(t, b, last[0]))
 					}
 					time.Sleep(20 * time.Millisecond)
 				}
 				MustUnlock(t, holder)
-				wantEntriesEach(t, b, 0, "the holder unlocked", names...)
+				k.wantEach(t, b, 0, "the holder unlocked", names...)
 				return
 			}
 			if r.Err != nil {
@@ -351,7 +396,7 @@ func tryNotApplied(t *testing.T, b Backend, k tryKind) {
 		t.Fatalf("the TryLock returned while its client was cut off: %v", r.Err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	wantEntriesEach(t, b, 0, "the client cut off", names...)
+	k.wantEach(t, b, 0, "the client cut off", names...)
 	if err := faults.Reset(); err != nil {
 		t.Fatalf("reset the TryLock's client's connections: %v", err)
 	}
@@ -392,7 +437,7 @@ func tryCtxEnds(t *testing.T, b Backend, k tryKind) {
 		t.Fatalf("%s: a TryLock of other names once the cut healed: %v", k.kind, err)
 	}
 	MustUnlock(t, pl)
-	noEntriesWithin(t, b, names, 3*s.TTL(), k.kind+": the cut healed after the TryLock's context ended")
+	noEntriesWithin(t, b, k, names, 3*s.TTL(), k.kind+": the cut healed after the TryLock's context ended")
 	tryHolds(t, b, k, names, mustTry(t, k, b.Session(t), names), k.kind+": another session, after the cut healed")
 }
 
