@@ -318,7 +318,10 @@ func tryReplyLost(t *testing.T, b Backend, k tryKind, held bool) {
 				time.Sleep(d) // the cut point swept, not a wait for an event
 				release = mustFault(t, "hold the replies to the TryLock's client", faults.HoldReplies)
 			}
-			var point string
+			var (
+				point string
+				reset time.Time
+			)
 			select {
 			case r := <-res:
 				// Answered before the hold: the plain case, checked all the same.
@@ -336,12 +339,17 @@ func tryReplyLost(t *testing.T, b Backend, k tryKind, held bool) {
 				default:
 					point = "no entry made while held"
 				}
+				reset = time.Now()
 				if err := faults.Reset(); err != nil {
 					t.Fatalf("reset the TryLock's client's connections: %v", err)
 				}
 			}
 			r := Recv(t, res, "the TryLock, its answer lost")
-			t.Logf("%s, cut %s (%v): %s: err %v", k.kind, sweepName(sixths), d, point, r.Err)
+			after := ""
+			if !reset.IsZero() {
+				after = fmt.Sprintf(", returned %v after the reset", time.Since(reset).Round(100*time.Microsecond))
+			}
+			t.Logf("%s, cut %s (%v): %s%s: err %v", k.kind, sweepName(sixths), d, point, after, r.Err)
 			if held {
 				if r.Err == nil {
 					r.Lease.Unlock(Ctx(t))
