@@ -29,10 +29,11 @@ import (
 //
 // The cut's point is swept where the faults allow: replies held from
 // before the call (the request applied, its answer lost), or from a
-// moment into it (on ZooKeeper, whose TryLock looks before it creates,
-// that lands between the look and the create in some rounds); every
-// byte held from before the call, then the connection reset (the request
-// never applied). The faults need a RelayBackend.
+// moment into it, in sixths of an unfaulted TryLock's measured duration
+// (on ZooKeeper, whose TryLock looks before it creates, some rounds land
+// between the look and the create's answer); every byte held from before
+// the call, then the connection reset (the request never applied). The
+// faults need a RelayBackend.
 
 // RunTryFaults runs the TryLock fault cases, each on a new Backend, which
 // must be a RelayBackend.
@@ -301,7 +302,7 @@ func tryReplyLost(t *testing.T, b Backend, k tryKind, held bool) {
 	t.Logf("%s: an unfaulted TryLock takes %v", k.kind, 6*unit)
 	for _, sixths := range trySweep {
 		t.Run(sweepName(sixths), func(t *testing.T) {
-			d := time.Duration(sixths) * unit
+			d := time.Duration(max(sixths, 0)) * unit
 			names := k.names(sweepName(sixths))
 			var holder *distlock.Lease
 			if held {

@@ -21,7 +21,8 @@ func (s *Session) enqueueAttempt() time.Duration { return max(s.ttl/4, 500*time.
 
 // Enqueue puts r's entry and reads its queue in one Txn (qlock.Driver).
 // A Try request is one Txn that puts the entry only if no conflicting
-// entry exists, and otherwise reads the oldest one, writing nothing.
+// entry exists, and otherwise reads the oldest one, writing nothing; an
+// attempt whose answer is lost is retried within ctx (enqueueTry).
 func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*qlock.Node, []qlock.Entry, bool, error) {
 	es, err := s.EnqueueAll(ctx, []string{name}, r)
 	if err != nil {
