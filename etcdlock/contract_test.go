@@ -369,3 +369,12 @@ func unixForwarder(t *testing.T, url string) string {
 	})
 	return ln.Addr().String()
 }
+
+// TestTryFaults runs the contract's TryLock fault cases (a lost answer,
+// a lost request, a context ending while cut off) on a real 3-member
+// etcd cluster per case, the TryLock's client behind a relay.
+func TestTryFaults(t *testing.T) {
+	locktest.RunTryFaults(t, func(t *testing.T) locktest.Backend {
+		return &etcdBackend{clus: newCluster(t)}
+	})
+}

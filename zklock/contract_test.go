@@ -29,3 +29,13 @@ type connFaults struct {
 func (f connFaults) HoldReplies() (func(), error) { return f.ens.HoldReplies(f.conn) }
 func (f connFaults) Cut() (func(), error)         { return f.ens.CutClient(f.conn) }
 func (f connFaults) Reset() error                 { return f.ens.DropConnection(f.conn) }
+
+// TestTryFaults runs the contract's TryLock fault cases (a lost answer,
+// a lost request, a context ending while cut off) on a real 3-server
+// ensemble, a prefix per case, the TryLock's connection faulted alone.
+func TestTryFaults(t *testing.T) {
+	ens := integration.NewZooKeeper(t)
+	admin, events := connect(t, ens)
+	drain(events)
+	locktest.RunTryFaults(t, func(t *testing.T) locktest.Backend { return newBackend(t, ens, admin) })
+}

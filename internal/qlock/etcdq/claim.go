@@ -135,7 +135,13 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			// The put may or may not have been applied, or be still on
 			// its way. settle tells which, and makes sure it cannot apply
 			// later; only then is it safe to go again.
+			// settle is safe to repeat (it adopts the slot or moves the
+			// guard again): a store still out of reach costs retries
+			// within ctx, not the claim (a TryAcquire's among them).
 			srev, adopted, serr := s.settle(ctx, key)
+			for serr != nil && retryable(serr) && ctx.Err() == nil && ctxwait.Sleep(ctx, qlock.RetryDelay) == nil {
+				srev, adopted, serr = s.settle(ctx, key)
+			}
 			switch {
 			case serr == nil && adopted:
 				rev = srev

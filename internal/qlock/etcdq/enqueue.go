@@ -21,7 +21,8 @@ func (s *Session) enqueueAttempt() time.Duration { return max(s.ttl/4, 500*time.
 
 // Enqueue puts r's entry and reads its queue in one Txn (qlock.Driver).
 // A Try request is one Txn that puts the entry only if no conflicting
-// entry exists, and otherwise reads the oldest one, writing nothing.
+// entry exists, and otherwise reads the oldest one, writing nothing; an
+// attempt whose answer is lost is retried within ctx (enqueueTry).
 func (s *Session) Enqueue(ctx context.Context, name string, r qlock.Request) (*qlock.Node, []qlock.Entry, bool, error) {
 	es, err := s.EnqueueAll(ctx, []string{name}, r)
 	if err != nil {
@@ -79,39 +80,7 @@ func (s *Session) enqueue(ctx context.Context, dirs, keys []string, r qlock.Requ
 	// the session's guard is as last seen, and tells the guard's revision
 	// in its Else branch when it is not.
 	if r.Try {
-		empty := []clientv3.Cmp{s.guardIs(0)}
-		var first []clientv3.Op
-		for _, dir := range dirs {
-			ckey, cend := conflictRange(dir, r.Kind)
-			empty = append(empty, clientv3.Compare(clientv3.CreateRevision(ckey), "=", 0).WithRange(cend))
-			first = append(first, clientv3.OpGet(ckey, append(clientv3.WithFirstCreate(), clientv3.WithRange(cend))...))
-		}
-		for {
-			empty[0] = s.guardIs(s.guardRev())
-			resp, err := s.client.Txn(ctx).If(empty...).Then(puts...).Else(append(first, s.guardGet())...).Commit()
-			if err != nil {
-				// The put may or may not have been applied, or be still
-				// on its way.
-				s.abandonAll(keys)
-				return nil, ctxErr(err)
-			}
-			if !resp.Succeeded {
-				if err := heldBy(resp.Responses[:len(dirs)]); err != nil {
-					return nil, err
-				}
-				// Free, but the guard moved: go again.
-				s.sawGuardIn(resp.Responses[len(dirs)].GetResponseRange(), resp.Header.Revision)
-				continue
-			}
-			if err := s.checkRev(keys[0], resp.Header.Revision, floor); err != nil {
-				return nil, err
-			}
-			out := make([]qlock.Enqueued, len(keys))
-			for i := range keys {
-				out[i] = enqueued(resp.Header.Revision, i)
-			}
-			return out, nil
-		}
+		return s.enqueueTry(ctx, dirs, keys, r, puts, floor, ctxErr)
 	}
 
 	// The enqueue is safe to repeat: a second put of the same key keeps its

@@ -1,0 +1,131 @@
+package etcdq
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/ctxwait"
+	"github.com/distlock/distlock/internal/qlock"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// enqueueTry is enqueue of a Try request (TryLock, TryRLock, a
+// multi-lock's TryLock): one Txn that puts keys, entries of dirs, only if
+// no entry they conflict with exists, and otherwise reads the oldest such
+// entry of each dir, writing nothing.
+//
+// TryLock does not wait for a holder, but a lost answer is no holder: an
+// attempt whose answer does not come (a connection reset under it, a
+// member that cannot commit in time) is retried within ctx, as Lock's
+// enqueue is. Its put may have been applied, or be still on its way. So
+// every attempt after one with an unknown outcome moves the guard, in its
+// Then and its Else branch alike, which makes the earlier attempts fail
+// their compare wherever they are (see guard), and reads the keys
+// themselves: keys that exist were put by an earlier attempt, which wrote
+// only while nothing they conflict with existed, so they hold (whatever
+// came after them is behind them). Refused with distlock.ErrLocked means
+// a conflicting entry was seen, never a network error.
+func (s *Session) enqueueTry(ctx context.Context, dirs, keys []string, r qlock.Request, puts []clientv3.Op, floor int64, ctxErr func(error) error) ([]qlock.Enqueued, error) {
+	empty := []clientv3.Cmp{{}} // [0]: the guard, set per attempt
+	var first []clientv3.Op
+	for _, dir := range dirs {
+		ckey, cend := conflictRange(dir, r.Kind)
+		empty = append(empty, clientv3.Compare(clientv3.CreateRevision(ckey), "=", 0).WithRange(cend))
+		first = append(first, clientv3.OpGet(ckey, append(clientv3.WithFirstCreate(), clientv3.WithRange(cend))...))
+	}
+	own := make([]clientv3.Op, len(keys))
+	for i, key := range keys {
+		own[i] = clientv3.OpGet(key, clientv3.WithKeysOnly())
+	}
+	held := func(revs []int64) ([]qlock.Enqueued, error) {
+		if err := s.checkRev(keys[0], revs[0], floor); err != nil {
+			return nil, err
+		}
+		out := make([]qlock.Enqueued, len(keys))
+		for i, key := range keys {
+			out[i] = qlock.Enqueued{Node: &qlock.Node{Entry: qlock.Entry{Key: key, Seq: revs[i], Kind: r.Kind}, Token: revs[i]}}
+		}
+		return out, nil
+	}
+	uncertain := false
+	for {
+		// Certain: Then puts; Else reads the oldest conflicting entries
+		// and the guard. Uncertain: Then puts, reads the keys and moves
+		// the guard; Else reads the oldest conflicting entries and the
+		// keys, and moves the guard.
+		empty[0] = s.guardIs(s.guardRev())
+		then := puts
+		els := append(slices.Clone(first), s.guardGet())
+		if uncertain {
+			then = slices.Concat(puts, own, []clientv3.Op{s.guardPut()})
+			els = slices.Concat(first, own, []clientv3.Op{s.guardPut()})
+		}
+		// Each attempt has its own bound, as a Lock's enqueue: one that
+		// landed on a frozen or cut-off member must not use up ctx.
+		actx, acancel := context.WithTimeout(ctx, s.enqueueAttempt())
+		resp, err := s.client.Txn(actx).If(empty...).Then(then...).Else(els...).Commit()
+		attemptTimedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
+		acancel()
+		if err != nil {
+			// The put may or may not have been applied, or be still on
+			// its way: the next attempt settles it.
+			uncertain = true
+			if attemptTimedOut {
+				s.Log().Debug("etcdlock: try enqueue unanswered; retrying on the next member", "key", keys[0], "after", s.enqueueAttempt())
+				continue
+			}
+			if !retryable(err) || ctx.Err() != nil || ctxwait.Sleep(ctx, qlock.RetryDelay) != nil {
+				s.abandonAll(keys)
+				return nil, ctxErr(err)
+			}
+			s.Log().Debug("etcdlock: try enqueue failed; retrying", "key", keys[0], "err", err)
+			continue
+		}
+		rev := resp.Header.Revision
+		if !uncertain {
+			if resp.Succeeded {
+				return held(slices.Repeat([]int64{rev}, len(keys)))
+			}
+			if err := heldBy(resp.Responses[:len(dirs)]); err != nil {
+				return nil, err
+			}
+			// Free, but the guard moved: go again.
+			s.sawGuardIn(resp.Responses[len(dirs)].GetResponseRange(), rev)
+			continue
+		}
+		s.sawGuard(rev, rev)
+		var mine []*pb.ResponseOp
+		if resp.Succeeded {
+			mine = resp.Responses[len(keys) : 2*len(keys)]
+		} else {
+			mine = resp.Responses[len(dirs) : len(dirs)+len(keys)]
+		}
+		revs := make([]int64, len(keys))
+		found := 0
+		for i, m := range mine {
+			revs[i] = rev
+			if kvs := m.GetResponseRange().Kvs; len(kvs) > 0 {
+				revs[i] = kvs[0].CreateRevision
+				found++
+			}
+		}
+		switch {
+		case resp.Succeeded || found == len(keys):
+			// Put now, or by an attempt whose answer was lost (the Then
+			// reads a key put again with its first create revision).
+			return held(revs)
+		case found > 0:
+			// One Txn put them all: someone deleted the others since.
+			s.abandonAll(keys)
+			return nil, fmt.Errorf("%w: an entry of key %s was deleted before its put was confirmed", distlock.ErrEntryGone, keys[0])
+		}
+		if err := heldBy(resp.Responses[:len(dirs)]); err != nil {
+			return nil, err
+		}
+		// Free, nothing of this Try's: the guard had moved. It is known
+		// now (this Txn moved it); go again.
+	}
+}
