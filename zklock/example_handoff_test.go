@@ -20,11 +20,18 @@ func ExampleElection_handOff() {
 	ctx := context.Background()
 	// instance campaigns on a connection of its own: one ZooKeeper
 	// session per process.
+	var conns []*zk.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close() // ends the Campaign still waiting, too
+		}
+	}()
 	instance := func(value string) <-chan distlock.Leadership {
-		conn, _, err := zk.Connect(exampleServers(), 10*time.Second, zk.WithLogInfo(false))
+		conn, _, err := zk.Connect([]string{"localhost:2181"}, 10*time.Second, zk.WithLogInfo(false))
 		if err != nil {
 			log.Fatal(err)
 		}
+		conns = append(conns, conn)
 		sess, err := zklock.NewSession(ctx, conn)
 		if err != nil {
 			log.Fatal(err)
@@ -37,7 +44,7 @@ func ExampleElection_handOff() {
 		go func() {
 			l, err := el.Campaign(ctx, value)
 			if err != nil {
-				return // the client was closed while it waited
+				return // its connection was closed while it waited
 			}
 			ch <- l
 		}()
@@ -50,7 +57,7 @@ func ExampleElection_handOff() {
 
 	// Wait until the new version's instance is in the election (the
 	// queue's watch says so), then hand over to it.
-	conn, _, err := zk.Connect(exampleServers(), 10*time.Second, zk.WithLogInfo(false))
+	conn, _, err := zk.Connect([]string{"localhost:2181"}, 10*time.Second, zk.WithLogInfo(false))
 	if err != nil {
 		log.Fatal(err)
 	}
