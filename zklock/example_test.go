@@ -254,7 +254,7 @@ func ExampleElection_runAsLeader() {
 
 	leads := make(chan string)
 	var wg sync.WaitGroup
-	defer wg.Wait()                         // after cancel: every worker has stopped
+	defer wg.Wait()                                // after cancel: every worker has stopped
 	replica := func(name string) *zklock.Session { // one connection per process
 		conn, _, err := zk.Connect([]string{"localhost:2181"}, 10*time.Second, zk.WithLogInfo(false))
 		if err != nil {
