@@ -115,7 +115,7 @@ func Main(m *testing.M, servers ...Server) int {
 	for _, s := range servers {
 		r, err := listen(s)
 		if err != nil {
-			busy = append(busy, fmt.Sprintf("%s on localhost:%d: %v", s.Name, s.Port, err))
+			busy = append(busy, fmt.Sprintf("localhost:%d, the examples' %s, is taken by another process (%v)", s.Port, s.Name, err))
 			continue
 		}
 		relays = append(relays, r)
@@ -123,10 +123,10 @@ func Main(m *testing.M, servers ...Server) int {
 	}
 	if len(busy) > 0 {
 		for _, b := range busy {
-			fmt.Fprintf(os.Stderr, "examplesrv: the examples' %s cannot be served: the port is taken by another process\n", b)
+			fmt.Fprintf(os.Stderr, "examplesrv: %s\n", b)
 		}
 		if ci := os.Getenv("CI"); ci != "" {
-			fmt.Fprintf(os.Stderr, "examplesrv: CI=%s: failing; free the port(s) to run the examples\n", ci)
+			fmt.Fprintf(os.Stderr, "examplesrv: CI=%s, so the package fails: stop what listens there to run the examples\n", ci)
 			return 1
 		}
 		skip := "^Example"
@@ -134,7 +134,7 @@ func Main(m *testing.M, servers ...Server) int {
 			skip = s.Value.String() + "|" + skip
 		}
 		flag.Set("test.skip", skip)
-		fmt.Fprintln(os.Stderr, "examplesrv: skipping the examples (under CI this fails)")
+		fmt.Fprintln(os.Stderr, "examplesrv: the examples are skipped (under CI=true the package fails)")
 	}
 	return m.Run()
 }
