@@ -15,12 +15,20 @@
 // every example of the test binary, so examples use lock names of their
 // own rather than rely on an empty store.
 //
+// The relay and the servers run in a child process (the test binary run
+// again, in a mode of this package), not in the tests' process: etcd's
+// test framework fails, or skips, a test while any goroutine it does not
+// know is alive, and a relay needs goroutines for as long as the binary
+// runs. The child ends when the test binary closes its end of a pipe,
+// or exits.
+//
 // A fixed port that another process holds fails the test binary under CI
 // (CI set in the environment); elsewhere the examples are skipped with a
 // message, and the tests run.
 package examplesrv
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -28,6 +36,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -100,27 +111,23 @@ type relay struct {
 	wg    sync.WaitGroup
 }
 
-// Main binds the servers' fixed addresses, runs the tests and examples,
-// then stops every server that was started; it returns the exit code for
-// os.Exit.
+// childEnv, set in the child's environment, names the servers it serves.
+const childEnv = "DISTLOCK_EXAMPLESRV_CHILD"
+
+// Main binds the servers' fixed addresses (in a child process), runs the
+// tests and examples, then stops the child and every server it started;
+// it returns the exit code for os.Exit.
 func Main(m *testing.M, servers ...Server) int {
-	flag.Parse()
-	var relays []*relay
-	defer func() {
-		for _, r := range relays {
-			r.close()
-		}
-	}()
-	var busy []string
-	for _, s := range servers {
-		r, err := listen(s)
-		if err != nil {
-			busy = append(busy, fmt.Sprintf("localhost:%d, the examples' %s, is taken by another process (%v)", s.Port, s.Name, err))
-			continue
-		}
-		relays = append(relays, r)
-		go r.serve()
+	if names, ok := os.LookupEnv(childEnv); ok {
+		return child(names, servers)
 	}
+	flag.Parse()
+	stop, busy, err := startChild(servers)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "examplesrv: %v\n", err)
+		return 1
+	}
+	defer stop()
 	if len(busy) > 0 {
 		for _, b := range busy {
 			fmt.Fprintf(os.Stderr, "examplesrv: %s\n", b)
@@ -137,6 +144,79 @@ func Main(m *testing.M, servers ...Server) int {
 		fmt.Fprintln(os.Stderr, "examplesrv: the examples are skipped (under CI=true the package fails)")
 	}
 	return m.Run()
+}
+
+// startChild runs the test binary again as the relay's child and reads
+// its report: one line per server, "ok" or why its port cannot be bound.
+// It starts no goroutine in this process. stop closes the child's stdin,
+// which makes it stop its servers and exit, and waits for it.
+func startChild(servers []Server) (stop func(), busy []string, err error) {
+	var names []string
+	for _, s := range servers {
+		names = append(names, s.Name)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(names, ","))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start the examples' servers: %w", err)
+	}
+	inR.Close()
+	outW.Close()
+	stop = func() {
+		inW.Close()
+		cmd.Wait()
+	}
+	rd := bufio.NewReader(outR)
+	for range servers {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("the examples' servers did not report: %v", err)
+		}
+		if line = strings.TrimSpace(line); line != "ok" {
+			busy = append(busy, line)
+		}
+	}
+	outR.Close()
+	return stop, busy, nil
+}
+
+// child is the relay's process: it binds every fixed address, reports on
+// stdout, relays until stdin closes, then stops the servers it started.
+func child(names string, servers []Server) int {
+	var relays []*relay
+	for _, s := range servers {
+		if !slices.Contains(strings.Split(names, ","), s.Name) {
+			continue
+		}
+		r, err := listen(s)
+		if err != nil {
+			fmt.Printf("localhost:%d, the examples' %s, is taken by another process (%v)\n", s.Port, s.Name, err)
+			continue
+		}
+		fmt.Println("ok")
+		relays = append(relays, r)
+		r.serve()
+	}
+	io.Copy(io.Discard, os.Stdin) // until the test binary closes it, or exits
+	for _, r := range relays {
+		r.close()
+	}
+	return 0
 }
 
 // listen binds the port on 127.0.0.1, and on ::1 where the host has it,
