@@ -179,6 +179,7 @@ func startChild(servers []Server) (stop func(), busy []string, err error) {
 	stop = func() {
 		inW.Close()
 		cmd.Wait()
+		outR.Close() // only now: a write to a closed stdout would kill the child
 	}
 	rd := bufio.NewReader(outR)
 	for range servers {
@@ -191,7 +192,6 @@ func startChild(servers []Server) (stop func(), busy []string, err error) {
 			busy = append(busy, line)
 		}
 	}
-	outR.Close()
 	return stop, busy, nil
 }
 
@@ -212,6 +212,7 @@ func child(names string, servers []Server) int {
 		relays = append(relays, r)
 		r.serve()
 	}
+	os.Stdout = os.Stderr         // the report is done: anything else goes to the test's stderr
 	io.Copy(io.Discard, os.Stdin) // until the test binary closes it, or exits
 	for _, r := range relays {
 		r.close()
@@ -310,7 +311,7 @@ func (r *relay) close() {
 		c.Close()
 	}
 	r.mu.Unlock()
-	r.once.Do(func() {}) // none started now
+	r.once.Do(func() {}) // waits for a start under way; none starts after it
 	if r.stop != nil {
 		if err := r.stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "examplesrv: stop the examples' %s: %v\n", r.srv.Name, err)
