@@ -18,18 +18,25 @@ import (
 // election never goes without a leader, and the other candidates keep
 // waiting.
 func ExampleElection_handOff() {
-	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer cli.Close()
+	ctx := context.Background()
+	var sessions []*etcdlock.Session
+	defer func() {
+		for _, s := range sessions {
+			s.Close(ctx) // ends the Campaign still waiting, too
+		}
+	}()
 	// campaign runs one instance's Campaign in the background.
 	campaign := func(value string) <-chan distlock.Leadership {
 		sess, err := etcdlock.NewSession(ctx, cli)
 		if err != nil {
 			log.Fatal(err)
 		}
+		sessions = append(sessions, sess)
 		el, err := etcdlock.NewElection(sess, "scheduler")
 		if err != nil {
 			log.Fatal(err)
@@ -38,7 +45,7 @@ func ExampleElection_handOff() {
 		go func() {
 			l, err := el.Campaign(ctx, value)
 			if err != nil {
-				return // the client was closed while it waited
+				return // its session was closed while it waited
 			}
 			ch <- l
 		}()
@@ -88,16 +95,23 @@ func ExampleElection_handOff() {
 // deleted after the preempt grace.)
 func ExampleElection_priority() {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer cli.Close()
+	var sessions []*etcdlock.Session
+	defer func() {
+		for _, s := range sessions {
+			s.Close(ctx)
+		}
+	}()
 	election := func(opts ...etcdlock.Option) *etcdlock.Election {
 		sess, err := etcdlock.NewSession(ctx, cli, opts...)
 		if err != nil {
 			log.Fatal(err)
 		}
+		sessions = append(sessions, sess)
 		el, err := etcdlock.NewElection(sess, "primary", distlock.WithPreemptGrace(time.Minute))
 		if err != nil {
 			log.Fatal(err)

@@ -16,16 +16,49 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// These examples run against a real etcd: exampleEndpoints (in
-// example_server_test.go) returns the endpoints of a member started in
-// this process. In your code, give your cluster's endpoints.
+// These examples connect to etcd on localhost:2379; in this package's
+// tests, TestMain (example_server_test.go) serves that address with a real
+// etcd member. They share it, so each uses lock names of its own.
+
+// A Session is one lease in etcd, kept alive in the background: every
+// lock, election and semaphore made on it is held for as long as it
+// lives, and released at once when it is closed or its process dies
+// (after the lease's TTL).
+func ExampleNewSession() {
+	ctx := context.Background()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	sess, err := etcdlock.NewSession(ctx, cli,
+		etcdlock.WithTTL(15*time.Second),          // how long a dead holder keeps its locks
+		etcdlock.WithHolder("billing-7 pid 4242"), // shown by Inspect and `distlock status`
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	mu, err := etcdlock.NewMutex(sess, "billing/invoices")
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := mu.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
+	fmt.Println("holding", lease.Token().Name)
+	// Output:
+	// holding billing/invoices
+}
 
 // Every write to the protected resource goes through a fence with the
 // holder's fencing token. A holder that paused while it held the lock
 // (GC, swap, a stopped VM) and writes after its successor did is refused.
 func ExampleMutex() {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -82,7 +115,7 @@ func ExampleMutex() {
 // nothing behind when it loses.
 func ExampleMutex_TryLock() {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -98,8 +131,8 @@ func ExampleMutex_TryLock() {
 		log.Fatal(err)
 	}
 	defer b.Close(ctx)
-	muA, _ := etcdlock.NewMutex(a, "reports/daily")
-	muB, _ := etcdlock.NewMutex(b, "reports/daily")
+	muA, _ := etcdlock.NewMutex(a, "jobs/cleanup")
+	muB, _ := etcdlock.NewMutex(b, "jobs/cleanup")
 
 	held, err := muA.Lock(ctx)
 	if err != nil {
@@ -123,7 +156,7 @@ func ExampleMutex_TryLock() {
 // alone.
 func ExampleRWMutex() {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -169,7 +202,7 @@ func ExampleRWMutex() {
 func ExampleElection_Observe() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -213,7 +246,7 @@ func ExampleElection_Observe() {
 func ExampleElection_runAsLeader() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -227,7 +260,7 @@ func ExampleElection_runAsLeader() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		el, err := etcdlock.NewElection(sess, "compactor")
+		el, err := etcdlock.NewElection(sess, "indexer")
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -260,7 +293,7 @@ func ExampleElection_runAsLeader() {
 // A Semaphore lets up to N holders in at once.
 func ExampleSemaphore() {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -305,7 +338,7 @@ func ExampleSemaphore() {
 // Marks.
 func ExampleMarks() {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -350,7 +383,7 @@ func ExampleMarks() {
 // distlock revoke command does the operator's part.
 func ExampleAdmin_Revoke() {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -360,7 +393,7 @@ func ExampleAdmin_Revoke() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := etcdlock.NewMutex(sess, "reports/daily")
+	mu, err := etcdlock.NewMutex(sess, "imports/nightly")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -381,7 +414,7 @@ func ExampleAdmin_Revoke() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	revocations, err := admin.Revoke(ctx, "reports/daily", distlock.RevokeRequest{
+	revocations, err := admin.Revoke(ctx, "imports/nightly", distlock.RevokeRequest{
 		Reason: "stuck on a dead NFS mount",
 		Grace:  30 * time.Second,
 		Force:  true, // delete the holder's entry if it has not released by then
@@ -397,12 +430,51 @@ func ExampleAdmin_Revoke() {
 	// outcome: released
 }
 
+// Inspect reads a lock's queue once: who holds it, and who waits, in
+// order.
+func ExampleAdmin_Inspect() {
+	ctx := context.Background()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithHolder("exporter-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	rw, err := etcdlock.NewRWMutex(sess, "exports/catalog")
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := rw.RLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Unlock(ctx)
+
+	admin, err := etcdlock.NewAdmin(cli, etcdlock.DefaultPrefix)
+	if err != nil {
+		log.Fatal(err)
+	}
+	queue, err := admin.Inspect(ctx, "exports/catalog")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range queue {
+		fmt.Println(e.Holder, e.Kind, "holding:", e.Holding, "token matches:", e.Token == r.Token())
+	}
+	// Output:
+	// exporter-1 shared holding: true token matches: true
+}
+
 // WatchQueue follows a lock's queue, as a dashboard would: who holds it,
 // who waits.
 func ExampleAdmin_WatchQueue() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -413,7 +485,7 @@ func ExampleAdmin_WatchQueue() {
 		log.Fatal(err)
 	}
 	queues := make(chan string)
-	go admin.WatchQueue(ctx, "reports/daily", func(q []distlock.QueueEntry) error {
+	go admin.WatchQueue(ctx, "backups/db", func(q []distlock.QueueEntry) error {
 		var s []string
 		for _, e := range q {
 			s = append(s, fmt.Sprintf("%s holding=%v", e.Holder, e.Holding))
@@ -434,7 +506,7 @@ func ExampleAdmin_WatchQueue() {
 			log.Fatal(err)
 		}
 		defer sess.Close(ctx)
-		mu[i], _ = etcdlock.NewMutex(sess, "reports/daily")
+		mu[i], _ = etcdlock.NewMutex(sess, "backups/db")
 	}
 	a, err := mu[0].Lock(ctx)
 	if err != nil {
@@ -467,7 +539,7 @@ func ExampleAdmin_WatchQueue() {
 // write is fenced with the token of every ledger it touches.
 func ExampleMultiMutex() {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: exampleEndpoints()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -20,11 +20,18 @@ func ExampleElection_handOff() {
 	ctx := context.Background()
 	// instance campaigns on a connection of its own: one ZooKeeper
 	// session per process.
+	var conns []*zk.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close() // ends the Campaign still waiting, too
+		}
+	}()
 	instance := func(value string) <-chan distlock.Leadership {
-		conn, _, err := zk.Connect(exampleServers(), 10*time.Second, zk.WithLogInfo(false))
+		conn, _, err := zk.Connect([]string{"localhost:2181"}, 10*time.Second, zk.WithLogInfo(false))
 		if err != nil {
 			log.Fatal(err)
 		}
+		conns = append(conns, conn)
 		sess, err := zklock.NewSession(ctx, conn)
 		if err != nil {
 			log.Fatal(err)
@@ -37,7 +44,7 @@ func ExampleElection_handOff() {
 		go func() {
 			l, err := el.Campaign(ctx, value)
 			if err != nil {
-				return // the client was closed while it waited
+				return // its connection was closed while it waited
 			}
 			ch <- l
 		}()
@@ -50,7 +57,7 @@ func ExampleElection_handOff() {
 
 	// Wait until the new version's instance is in the election (the
 	// queue's watch says so), then hand over to it.
-	conn, _, err := zk.Connect(exampleServers(), 10*time.Second, zk.WithLogInfo(false))
+	conn, _, err := zk.Connect([]string{"localhost:2181"}, 10*time.Second, zk.WithLogInfo(false))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -83,4 +90,65 @@ func ExampleElection_handOff() {
 	// handed over to v2-host1
 	// old term ended: true
 	// new token is larger: true
+}
+
+// A candidate of a higher priority asks a leader of a lower one to step
+// down: a leader on a revocable session sees its Done close with a
+// *distlock.RevokedError, finishes its step and resigns, which hands over
+// to the highest priority waiting. (A leader that does not step down is
+// deleted after the preempt grace.)
+func ExampleElection_priority() {
+	ctx := context.Background()
+	var conns []*zk.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	// election joins on a connection of its own: one ZooKeeper session
+	// per process.
+	election := func(opts ...zklock.Option) *zklock.Election {
+		conn, _, err := zk.Connect([]string{"localhost:2181"}, 10*time.Second, zk.WithLogInfo(false))
+		if err != nil {
+			log.Fatal(err)
+		}
+		conns = append(conns, conn)
+		sess, err := zklock.NewSession(ctx, conn, opts...)
+		if err != nil {
+			log.Fatal(err)
+		}
+		el, err := zklock.NewElection(sess, "primary", distlock.WithPreemptGrace(time.Minute))
+		if err != nil {
+			log.Fatal(err)
+		}
+		return el
+	}
+
+	standby, err := election(zklock.WithRevocable()).Campaign(ctx, "standby-host")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leader: standby-host")
+	preferred := make(chan distlock.Leadership, 1)
+	go func() {
+		l, err := election().Campaign(ctx, "preferred-host", distlock.WithPriority(10))
+		if err != nil {
+			log.Fatal(err)
+		}
+		preferred <- l
+	}()
+
+	<-standby.Done()
+	var asked *distlock.RevokedError
+	fmt.Println("asked to step down:", errors.As(standby.Err(), &asked))
+	// ... finish the current step: its fenced writes still go through ...
+	if err := standby.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	lead := <-preferred
+	fmt.Println("leader: preferred-host, token larger:", lead.Token().Newer(standby.Token()))
+	// Output:
+	// leader: standby-host
+	// asked to step down: true
+	// leader: preferred-host, token larger: true
 }

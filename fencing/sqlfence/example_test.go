@@ -6,35 +6,31 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/fencing/sqlfence"
 
-	_ "modernc.org/sqlite"
+	_ "github.com/jackc/pgx/v5/stdlib" // the PostgreSQL driver "pgx"
 )
 
-// Example fences writes to an accounts table with the tokens of the lock
+// These examples connect to PostgreSQL on localhost:5432; in this
+// package's tests, TestMain (example_server_test.go) serves that address
+// with a real server, whose superuser "postgres" needs no password.
+
+// Example fences writes to a balances table with the tokens of the lock
 // "ledger": the token is admitted inside the transaction of the write, so
-// the two commit together. It runs on SQLite; on PostgreSQL (driver
-// "pgx") the code is the same.
+// the two commit together. On SQLite (driver "sqlite") the code is the
+// same.
 func Example() {
-	dir, err := os.MkdirTemp("", "sqlfence-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	// A busy timeout, so concurrent writers wait for each other.
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(10000)")
+	db, err := sql.Open("pgx", "postgres://postgres@localhost:5432/postgres?sslmode=disable")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
 	ctx := context.Background()
 
-	fence, err := sqlfence.New(sqlfence.DefaultTable, "accounts", "ledger")
+	fence, err := sqlfence.New(sqlfence.DefaultTable, "balances", "ledger")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -42,7 +38,7 @@ func Example() {
 	if err := fence.CreateTable(ctx, db); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL)`); err != nil {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE balances (id TEXT PRIMARY KEY, balance BIGINT NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}
 
@@ -59,8 +55,8 @@ func Example() {
 		}
 		// ...then the write, in the same transaction...
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO accounts (id, balance) VALUES ($1, $2)
-			 ON CONFLICT (id) DO UPDATE SET balance = accounts.balance + excluded.balance`,
+			`INSERT INTO balances (id, balance) VALUES ($1, $2)
+			 ON CONFLICT (id) DO UPDATE SET balance = balances.balance + excluded.balance`,
 			id, amount); err != nil {
 			return err
 		}
@@ -77,7 +73,7 @@ func Example() {
 	fmt.Println(errors.Is(err, fencing.ErrStale), errors.As(err, &stale) && stale.Newest.Seq == 42)
 
 	var balance int64
-	if err := db.QueryRowContext(ctx, `SELECT balance FROM accounts WHERE id = 'alice'`).Scan(&balance); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT balance FROM balances WHERE id = 'alice'`).Scan(&balance); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("balance:", balance)
@@ -93,12 +89,7 @@ func Example() {
 // fenced by its own lock: AdmitAll admits both tokens in the transfer's
 // transaction, and a stale token for either refuses it whole.
 func ExampleAdmitAll() {
-	dir, err := os.MkdirTemp("", "sqlfence-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(10000)")
+	db, err := sql.Open("pgx", "postgres://postgres@localhost:5432/postgres?sslmode=disable")
 	if err != nil {
 		log.Fatal(err)
 	}
