@@ -56,21 +56,52 @@ func TestSlot(t *testing.T) {
 }
 
 func TestNewLockerBadInput(t *testing.T) {
+	withTTL := func(d time.Duration) gocronlock.Backend { b := noBackend; b.TTL = d; return b }
+	for _, c := range []struct {
+		name string
+		b    gocronlock.Backend
+		p    time.Duration
+		opts []gocronlock.Option
+		want error
+	}{
+		{"nil backend", gocronlock.Backend{}, time.Second, nil, distlock.ErrNilClient},
+		{"nil etcd session", gocronlock.Etcd(nil), time.Second, nil, distlock.ErrNilClient},
+		{"nil ZooKeeper session", gocronlock.ZooKeeper(nil), time.Second, nil, distlock.ErrNilClient},
+		{"period below a second", noBackend, 500 * time.Millisecond, nil, gocronlock.ErrInvalidOption},
+		{"period not whole seconds", noBackend, 1500 * time.Millisecond, nil, gocronlock.ErrInvalidOption},
+		{"unknown mode", noBackend, time.Second, []gocronlock.Option{gocronlock.WithMode("sometimes")}, gocronlock.ErrInvalidOption},
+		{"bad prefix", noBackend, time.Second, []gocronlock.Option{gocronlock.WithPrefix("a//b")}, distlock.ErrInvalidName},
+		{"nil clock", noBackend, time.Second, []gocronlock.Option{gocronlock.WithClock(nil)}, gocronlock.ErrInvalidOption},
+		{"zero timeout", noBackend, time.Second, []gocronlock.Option{gocronlock.WithTimeout(0)}, gocronlock.ErrInvalidOption},
+		{"negative wait", noBackend, time.Second, []gocronlock.Option{gocronlock.WithWait(-time.Second)}, gocronlock.ErrInvalidOption},
+		{"negative retention", noBackend, time.Second, []gocronlock.Option{gocronlock.WithRetention(-time.Second)}, gocronlock.ErrInvalidOption},
+		{"TTL as long as the period", withTTL(2 * time.Second), 2 * time.Second, nil, gocronlock.ErrTTLTooLong},
+		{"TTL longer than the period", withTTL(30 * time.Second), 5 * time.Second, nil, gocronlock.ErrTTLTooLong},
+		{"TTL longer than the wait", withTTL(2 * time.Second), 5 * time.Second, []gocronlock.Option{gocronlock.WithWait(time.Second)}, gocronlock.ErrTTLTooLong},
+	} {
+		_, err := gocronlock.NewLocker(c.b, c.p, c.opts...)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want an error wrapping %v", c.name, err, c.want)
+		}
+	}
+	if _, err := gocronlock.NewLocker(withTTL(30*time.Second), 5*time.Second); err == nil || !strings.Contains(err.Error(), "TTL below 5s") {
+		t.Errorf("TTL 30s, period 5s: %v, want the TTL to pick", err)
+	}
+	// What the bound allows: a TTL below the period (or the wait), and
+	// any TTL in AtMostOnce mode, which never reruns a slot.
 	for _, c := range []struct {
 		name string
 		b    gocronlock.Backend
 		p    time.Duration
 		opts []gocronlock.Option
 	}{
-		{"nil backend", gocronlock.Backend{}, time.Second, nil},
-		{"period below a second", noBackend, 500 * time.Millisecond, nil},
-		{"period not whole seconds", noBackend, 1500 * time.Millisecond, nil},
-		{"unknown mode", noBackend, time.Second, []gocronlock.Option{gocronlock.WithMode("sometimes")}},
-		{"bad prefix", noBackend, time.Second, []gocronlock.Option{gocronlock.WithPrefix("a//b")}},
-		{"nil clock", noBackend, time.Second, []gocronlock.Option{gocronlock.WithClock(nil)}},
+		{"TTL below the period", withTTL(2 * time.Second), 4 * time.Second, nil},
+		{"TTL below the wait", withTTL(2 * time.Second), 10 * time.Second, []gocronlock.Option{gocronlock.WithWait(3 * time.Second)}},
+		{"TTL unknown", withTTL(0), time.Second, nil},
+		{"AtMostOnce", withTTL(30 * time.Second), time.Second, []gocronlock.Option{gocronlock.WithMode(distlock.AtMostOnce)}},
 	} {
-		if _, err := gocronlock.NewLocker(c.b, c.p, c.opts...); err == nil {
-			t.Errorf("%s: no error", c.name)
+		if _, err := gocronlock.NewLocker(c.b, c.p, c.opts...); err != nil {
+			t.Errorf("%s: %v", c.name, err)
 		}
 	}
 	if _, err := gocronlock.NewElector(context.Background(), nil, "x"); !errors.Is(err, distlock.ErrNilClient) {
