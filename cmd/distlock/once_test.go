@@ -400,3 +400,27 @@ func TestOnceEvery(t *testing.T) {
 		}
 	}
 }
+
+// TestSlotEnd: --every's default --wait lasts until the slot's end, the
+// schedule's next fire time.
+func TestSlotEnd(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 2, 30, 0, time.UTC)
+	for _, c := range []struct {
+		every string
+		want  time.Time
+	}{
+		{"daily", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)},
+		{"hourly", time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)},
+		{"*/5 * * * *", time.Date(2026, 12, 1, 10, 5, 0, 0, time.UTC)},
+		{"* * * * *", time.Date(2026, 12, 1, 10, 3, 0, 0, time.UTC)},
+		{"0 6 1 * *", time.Date(2027, 1, 1, 6, 0, 0, 0, time.UTC)},
+	} {
+		s, err := scheduleOf(c.every, "UTC")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slotEnd(s, at); !got.Equal(c.want) {
+			t.Errorf("--every %q at %v: slot ends %v, want %v", c.every, at, got, c.want)
+		}
+	}
+}
