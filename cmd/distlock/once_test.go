@@ -365,6 +365,43 @@ func TestOnceMarkFenced(t *testing.T) {
 		if v, ok := b.markerOf(t, "fenced-gone", "g1"); ok {
 			t.Fatalf("mark without the lock wrote %q", v)
 		}
+
+		// The same for a holder of a slot's own lock, whose marker is
+		// written with only its entry checked (no fence).
+		slotLock := distlock.SlotLockName("slot-gone", "s1")
+		lease3, err := b.mutex(t, slotLock, "test").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lease3.Unlock(context.Background())
+		slotMark := func(slot string) error {
+			marks, err := sess.Marks("slot-gone")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return marks.Mark(ctx, lease3, distlock.SlotMarker{Slot: slot, Token: lease3.Token().String(), Holder: "test", Mode: distlock.AtLeastOnce, Marked: time.Now()})
+		}
+		if err := slotMark("s2"); err == nil {
+			t.Fatal("mark of slot s2 with slot s1's lock: no error")
+		}
+		q = b.inspect(t, slotLock)
+		if len(q) != 1 {
+			t.Fatalf("queue %+v", q)
+		}
+		if b.name == "etcd" {
+			_, err = b.etcd.Delete(ctx, q[0].Key)
+		} else {
+			err = b.zk.Delete(q[0].Key, -1)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := slotMark("s1"); !errors.Is(err, distlock.ErrLost) {
+			t.Fatalf("mark after the slot lock's entry was deleted: %v, want ErrLost", err)
+		}
+		if v, ok := b.markerOf(t, "slot-gone", "s1"); ok {
+			t.Fatalf("mark without the slot lock wrote %q", v)
+		}
 	})
 }
 
