@@ -188,8 +188,9 @@ func (l *Locker) Slot(t time.Time) string {
 	return t.UTC().Round(l.period).Format("2006-01-02T15:04:05Z")
 }
 
-// LockName returns the lock a job key is run under: the prefix, '/', and
-// the key with every byte but ASCII letters, digits and '-' written as
+// LockName returns the job lock of key, whose markers the job's slots
+// get (each run holds its slot's lock, distlock.SlotLockName of this name
+// and the slot): the prefix, '/', and the key with every byte but ASCII letters, digits and '-' written as
 // '_' and two hex digits (so any key maps to a valid, distinct name); a
 // key whose escaped form is too long is named by its SHA-256 instead.
 func (l *Locker) LockName(key string) string {
