@@ -152,3 +152,28 @@ func TestOnceLossAfterMark(t *testing.T) {
 		t.Fatalf("at most once: ran %v, err %v, marked %v; want the loss reported", ran, err, marks.has("s2"))
 	}
 }
+
+// TestOnceSlotLock: Once and OnceHeld take the slot's own lock
+// (SlotLockName) as well as the marks' lock, and no other.
+func TestOnceSlotLock(t *testing.T) {
+	marks := newMemMarks("job")
+	ran, err := distlock.Once(context.Background(), newSemLocker(distlock.SlotLockName("job", "s1")), marks, "s1", func(context.Context) error { return nil })
+	if !ran || err != nil || !marks.has("s1") {
+		t.Fatalf("Once on the slot's lock: ran %v, err %v, marked %v", ran, err, marks.has("s1"))
+	}
+	var oe *distlock.OnceError
+	ran, err = distlock.Once(context.Background(), newSemLocker(distlock.SlotLockName("job", "s1")), marks, "s2", func(context.Context) error { return nil })
+	if ran || !errors.As(err, &oe) || oe.Op != distlock.OpValidate {
+		t.Fatalf("Once on slot s1's lock for slot s2: ran %v, err %v; want a OnceError at OpValidate", ran, err)
+	}
+	l := newSemLocker(distlock.SlotLockName("job", "s3"))
+	lease := l.lease()
+	l.sem <- struct{}{}
+	defer lease.Unlock(context.Background())
+	if ran, err := distlock.OnceHeld(context.Background(), lease, marks, "s3", func(context.Context) error { return nil }); !ran || err != nil {
+		t.Fatalf("OnceHeld with the slot's lock: ran %v, err %v", ran, err)
+	}
+	if ran, err := distlock.OnceHeld(context.Background(), lease, marks, "s4", func(context.Context) error { return nil }); ran || !errors.As(err, &oe) || oe.Op != distlock.OpValidate {
+		t.Fatalf("OnceHeld with slot s3's lock for slot s4: ran %v, err %v", ran, err)
+	}
+}

@@ -65,7 +65,7 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 					n, _, err := m.Markers(ctx, 0)
 					return n, err
 				},
-				b: gocronlock.Etcd(s),
+				b: untimed(gocronlock.Etcd(s)),
 				election: func(name string) distlock.Elector {
 					e, err := etcdlock.NewElection(s, name)
 					if err != nil {
@@ -104,7 +104,7 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 				n, _, err := m.Markers(ctx, 0)
 				return n, err
 			},
-			b: gocronlock.ZooKeeper(s),
+			b: untimed(gocronlock.ZooKeeper(s)),
 			election: func(name string) distlock.Elector {
 				e, err := zklock.NewElection(s, name)
 				if err != nil {
@@ -119,6 +119,16 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 			},
 		}
 	}
+}
+
+// untimed is b with its TTL unknown, so that NewLocker takes any period
+// in AtLeastOnce mode: these tests end sessions on the server (end)
+// rather than wait for a killed process's TTL, and run every-second jobs
+// on sessions with etcd's minimum TTL of 2 s. TestLockerCrash tests the
+// TTL's bound with the Backends as Etcd and ZooKeeper make them.
+func untimed(b gocronlock.Backend) gocronlock.Backend {
+	b.TTL = 0
+	return b
 }
 
 // late is a Locker that asks splay after its scheduler fired, plus a

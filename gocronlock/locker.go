@@ -16,6 +16,19 @@ import (
 	"github.com/go-co-op/gocron/v2"
 )
 
+// Errors of NewLocker, besides distlock.ErrNilClient for a Backend
+// without a session.
+var (
+	// ErrInvalidOption reports a period, mode, clock, timeout, wait or
+	// retention NewLocker cannot work with.
+	ErrInvalidOption = errors.New("invalid option")
+	// ErrTTLTooLong reports, in AtLeastOnce mode, a session TTL not
+	// shorter than the time a slot's runs wait for its lock (the period,
+	// or WithWait's bound): a run killed mid-slot would hold the slot's
+	// lock until the slot ended, and nobody could run it again.
+	ErrTTLTooLong = errors.New("session TTL too long for the period")
+)
+
 // Backend is what a Locker takes locks and markers from: a lock and its
 // marker store for a name, on one session.
 type Backend struct {
@@ -23,21 +36,36 @@ type Backend struct {
 	Mutex func(name string) (distlock.Locker, error)
 	// Marks returns the marker store of lock name.
 	Marks func(name string) (distlock.SlotMarks, error)
+	// TTL is the session's TTL (etcd's lease TTL, ZooKeeper's negotiated
+	// session timeout): how long a killed holder's entry outlives it.
+	// NewLocker checks it against the period in AtLeastOnce mode; 0
+	// (unknown) skips the check.
+	TTL time.Duration
 }
 
-// Etcd is the Backend of an etcdlock session.
+// Etcd is the Backend of an etcdlock session; a nil session is refused by
+// NewLocker.
 func Etcd(s *etcdlock.Session) Backend {
+	if s == nil {
+		return Backend{}
+	}
 	return Backend{
 		Mutex: func(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s, name) },
 		Marks: func(name string) (distlock.SlotMarks, error) { return etcdlock.NewMarks(s, name) },
+		TTL:   s.TTL(),
 	}
 }
 
-// ZooKeeper is the Backend of a zklock session.
+// ZooKeeper is the Backend of a zklock session; a nil session is refused
+// by NewLocker.
 func ZooKeeper(s *zklock.Session) Backend {
+	if s == nil {
+		return Backend{}
+	}
 	return Backend{
 		Mutex: func(name string) (distlock.Locker, error) { return zklock.NewMutex(s, name) },
 		Marks: func(name string) (distlock.SlotMarks, error) { return zklock.NewMarks(s, name) },
+		TTL:   s.TTL(),
 	}
 }
 
@@ -67,6 +95,12 @@ func WithRetention(d time.Duration) Option { return func(l *Locker) { l.retentio
 // distlock.DefaultOnceTimeout).
 func WithTimeout(d time.Duration) Option { return func(l *Locker) { l.timeout = d } }
 
+// WithWait bounds how long Lock waits for the slot's lock (default: until
+// the slot ends, when the next slot is due). A bound shorter than the
+// session's TTL gives up on a killed holder before its entry is gone, so
+// NewLocker refuses it in AtLeastOnce mode.
+func WithWait(d time.Duration) Option { return func(l *Locker) { l.wait = d } }
+
 // Locker is a gocron.Locker that runs each job once per slot across every
 // scheduler that uses a Locker of the same period on the same store (see
 // the package doc).
@@ -77,6 +111,7 @@ type Locker struct {
 	now       func() time.Time
 	prefix    string
 	timeout   time.Duration
+	wait      time.Duration // 0: until the slot ends
 	retention time.Duration
 
 	mu     sync.Mutex
@@ -93,25 +128,41 @@ var _ gocron.Locker = (*Locker)(nil)
 
 // NewLocker returns a Locker on b whose slots are period long (at least a
 // second: slots are named to the second).
+//
+// In AtLeastOnce mode it refuses (ErrTTLTooLong) a session TTL b.TTL that
+// is not shorter than the period, or than WithWait's bound if shorter: a
+// run killed mid-slot holds the slot's lock for about a TTL after its
+// death, and the other instances wait for it only until the slot ends.
+// Pick a TTL well below the period less the job's run time (see the
+// package doc). AtMostOnce never reruns a slot, so it has no such bound.
 func NewLocker(b Backend, period time.Duration, opts ...Option) (*Locker, error) {
 	l := &Locker{b: b, period: period, mode: distlock.AtLeastOnce, now: time.Now, prefix: "gocron", timeout: distlock.DefaultOnceTimeout,
 		retention: 24 * time.Hour, pruned: map[string]time.Time{}}
 	for _, o := range opts {
 		o(l)
 	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("gocronlock: %w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+	}
 	switch {
 	case b.Mutex == nil || b.Marks == nil:
-		return nil, fmt.Errorf("gocronlock: %w: Backend without Mutex or Marks", distlock.ErrNilClient)
+		return nil, fmt.Errorf("gocronlock: %w: Backend without Mutex or Marks (nil session?)", distlock.ErrNilClient)
 	case period < time.Second || period%time.Second != 0:
-		return nil, fmt.Errorf("gocronlock: period %v: want whole seconds, at least one", period)
+		return nil, bad("period %v: want whole seconds, at least one", period)
 	case l.mode != distlock.AtLeastOnce && l.mode != distlock.AtMostOnce:
-		return nil, fmt.Errorf("gocronlock: unknown mode %q", l.mode)
+		return nil, bad("unknown mode %q (want %q or %q)", l.mode, distlock.AtLeastOnce, distlock.AtMostOnce)
 	case l.now == nil:
-		return nil, errors.New("gocronlock: nil clock")
+		return nil, bad("nil clock")
 	case l.timeout <= 0:
-		return nil, fmt.Errorf("gocronlock: timeout %v: want a positive duration", l.timeout)
+		return nil, bad("timeout %v: want a positive duration", l.timeout)
+	case l.wait < 0:
+		return nil, bad("wait %v: want a positive duration (or none: until the slot ends)", l.wait)
 	case l.retention < 0:
-		return nil, fmt.Errorf("gocronlock: retention %v: want 0 (keep all) or more", l.retention)
+		return nil, bad("retention %v: want 0 (keep all) or more", l.retention)
+	}
+	if bound := l.waitBound(); l.mode == distlock.AtLeastOnce && b.TTL >= bound {
+		return nil, fmt.Errorf("gocronlock: %w: session TTL %v, slots wait %v for a holder: a run killed mid-slot could not be rerun before the slot ends; make the session with a TTL below %v",
+			ErrTTLTooLong, b.TTL, bound, bound)
 	}
 	if l.retention > 0 {
 		l.retention = max(l.retention, 100*period)
@@ -122,14 +173,24 @@ func NewLocker(b Backend, period time.Duration, opts ...Option) (*Locker, error)
 	return l, nil
 }
 
+// waitBound is the longest a Lock waits for the slot's lock: the period,
+// or WithWait's bound if shorter.
+func (l *Locker) waitBound() time.Duration {
+	if l.wait > 0 {
+		return min(l.wait, l.period)
+	}
+	return l.period
+}
+
 // Slot returns the slot t falls in: t rounded to the nearest multiple of
 // the period, in UTC, to the second (e.g. 2026-12-01T08:00:00Z).
 func (l *Locker) Slot(t time.Time) string {
 	return t.UTC().Round(l.period).Format("2006-01-02T15:04:05Z")
 }
 
-// LockName returns the lock a job key is run under: the prefix, '/', and
-// the key with every byte but ASCII letters, digits and '-' written as
+// LockName returns the job lock of key, whose markers the job's slots
+// get (each run holds its slot's lock, distlock.SlotLockName of this name
+// and the slot): the prefix, '/', and the key with every byte but ASCII letters, digits and '-' written as
 // '_' and two hex digits (so any key maps to a valid, distinct name); a
 // key whose escaped form is too long is named by its SHA-256 instead.
 func (l *Locker) LockName(key string) string {
@@ -150,18 +211,34 @@ func (l *Locker) LockName(key string) string {
 	return name
 }
 
-// Lock takes job key's lock without waiting and claims its current slot
-// (gocron.Locker). It fails — and gocron skips the run — when the lock is
-// held (an error wrapping distlock.ErrLocked), when the slot is done
-// already (a *distlock.SlotDoneError), or when the store fails; it leaves
-// nothing held then.
+// Lock takes the lock of job key's current slot (distlock.SlotLockName of
+// LockName(key) and the slot), waiting for it until the slot ends — when
+// the next slot is due, by the Locker's clock — or WithWait's bound if
+// sooner, and claims the slot (gocron.Locker). Holding the lock, it reads
+// the slot's marker: a marker means the slot's run finished (or, in
+// AtMostOnce mode, started) on some instance, and Lock releases the lock
+// and fails with a *distlock.SlotDoneError; no marker means nobody ran
+// the slot, or its runner died or failed before marking it (AtLeastOnce),
+// and Lock returns the held lock so that gocron runs the job.
+//
+// So a runner killed mid-run delays its slot until its session's TTL
+// ends its entry, and then exactly one waiting instance (the lock's FIFO
+// queue hands it on, and the marker is checked under it) runs the slot
+// again; the next slot takes another lock, which the dead runner never
+// held, and is not delayed.
+//
+// Lock fails — and gocron skips the run — when the wait ends first (an
+// error wrapping distlock.ErrLocked), when the slot is done already, or
+// when the store fails; it leaves nothing held then.
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	name := l.LockName(key)
-	slot := l.Slot(l.now())
+	now := l.now()
+	slot := l.Slot(now)
+	slotLock := distlock.SlotLockName(name, slot)
 	fail := func(err error) error {
-		return fmt.Errorf("gocronlock: job %q (lock %q) slot %s: %w", key, name, slot, err)
+		return fmt.Errorf("gocronlock: job %q (lock %q) slot %s: %w", key, slotLock, slot, err)
 	}
-	mu, err := l.b.Mutex(name)
+	mu, err := l.b.Mutex(slotLock)
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -169,10 +246,17 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	if err != nil {
 		return nil, fail(err)
 	}
-	tctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	lease, err := mu.TryLock(tctx)
+	// The slot ends when the next one is due; the wait is measured from
+	// now on the Locker's clock (a skewed clock shifts both ends alike).
+	end := now.UTC().Round(l.period).Add(l.period)
+	wait := min(end.Sub(now), l.waitBound())
+	wctx, wcancel := context.WithTimeout(ctx, wait)
+	lease, err := mu.Lock(wctx)
+	wcancel()
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: waited %v, until the slot's end, for its holder: %w", distlock.ErrLocked, wait.Round(time.Millisecond), err)
+		}
 		return nil, fail(err)
 	}
 	release := func() {
@@ -180,6 +264,8 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 		defer cancel()
 		_ = lease.Unlock(uctx)
 	}
+	tctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
 	prev, err := marks.Marker(tctx, slot)
 	switch {
 	case err != nil:
@@ -199,7 +285,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	return lk, nil
 }
 
-// lock is a held job lock for one slot.
+// lock is a held slot lock.
 type lock struct {
 	l     *Locker
 	key   string

@@ -23,9 +23,21 @@ const onceUsage = `Usage:
                 -- COMMAND [ARGS...]
 
 Runs COMMAND once per SLOT across every server that runs the same line:
-put the same cron entry on all of them, and the first to get the lock NAME
-runs COMMAND for SLOT; the others, once they get the lock, find SLOT done
-and exit 0 without running it ("slot SLOT already done by ...").
+put the same cron entry on all of them, and the first to get SLOT's lock
+(NAME/slot-SLOT, each ':' of SLOT written '-') runs COMMAND for SLOT; the
+others, once they get the lock, find SLOT done and exit 0 without running
+it ("slot SLOT already done by ...").
+
+Each slot has a lock of its own, so that a server that dies mid-run delays
+only its slot: its lock entry stays until its lease or session expires
+(--ttl), then the next waiting server gets the lock, finds no marker and
+runs COMMAND again (at-least-once), and a later slot's run takes another
+lock and is not delayed at all. Give --ttl well below the time between two
+fire times, less COMMAND's run time.
+
+How long to wait for the lock (--wait): with --every, until the next fire
+time of the schedule (the slot's end), then exit 75; with --slot, as long
+as it takes.
 
 Under the lock, distlock reads SLOT's done-marker. If it is there, nothing
 runs. Otherwise it runs COMMAND and writes the marker, in one of two modes:
@@ -50,18 +62,21 @@ in UTC minutes: 2026-12-01T05:30Z). --tz is the zone the schedule is in
 A run that starts early, before its slot by the server's clock, names
 the previous slot: keep clocks synchronized.
 
-The marker is written through a fence with the lock's fencing token, in
-the same transaction as a check that the lock entry still exists: a
-distlock that lost the lock (paused, cut off, its lease or session expired)
-cannot mark the slot, and a token older than one already seen is refused.
+The marker is written with the slot lock's fencing token, in the same
+transaction as a check that the slot lock's entry still exists and SLOT
+has no marker: a distlock that lost the lock (paused, cut off, its lease or
+session expired) cannot mark the slot. (distlock.Once's callers that hold
+NAME itself write through NAME's fence, @fence below, instead.)
 
 Where the markers live (PREFIX is --prefix: /distlock/ on etcd, /distlock
 on ZooKeeper; '@' never occurs in lock names or slots, so these never
 collide with a lock's entries or another lock's markers):
   etcd       key   PREFIX@once/NAME/@slot/SLOT    the marker (a JSON value)
-             key   PREFIX@once/NAME/@fence        the fence (newest token)
+             key   PREFIX@once/NAME/@fence        the fence of NAME's tokens
+             keys  PREFIX NAME/slot-SLOT/@...     the slot lock's entries
   ZooKeeper  znode PREFIX/@once/NAME/@slot/SLOT   the marker (JSON data)
-             znode PREFIX/@once/NAME/@fence       the fence
+             znode PREFIX/@once/NAME/@fence       the fence of NAME's tokens
+             znodes PREFIX/NAME/slot-SLOT/@...    the slot lock's entries
 The marker is {"slot","token","holder","mode","marked"}. Markers are never
 deleted by distlock: remove one (etcdctl del KEY, zkCli delete PATH) to let
 a slot run again.
@@ -74,10 +89,11 @@ process group is killed with it at once (Linux; see distlock run --help).
 
 Environment of COMMAND (added to distlock's own):
   DISTLOCK_LOCK      NAME, as given with --lock
-  DISTLOCK_TOKEN     the fencing token, NAME@SEQ.OWNER, e.g.
-                     reports/daily@1042.694d7f0c8a1b2c3d (the sequence
-                     number in decimal, then the etcd lease or ZooKeeper
-                     session in hex): the token the marker is written with
+  DISTLOCK_TOKEN     the fencing token of the slot's lock, NAME/slot-SLOT@SEQ.OWNER,
+                     e.g. reports/daily/slot-2026-11-30@1042.694d7f0c8a1b2c3d
+                     (the sequence number in decimal, then the etcd lease
+                     or ZooKeeper session in hex): the token the marker is
+                     written with
   DISTLOCK_SLOT      SLOT (from --slot, or --every's schedule)
   DISTLOCK_HOLDER    what the lock entry says about its holder: "HOST pid PID
                      distlock once --slot SLOT since TIME"
@@ -96,7 +112,7 @@ Examples:
   distlock once --lock invoices --slot "$(date +%Y-%m)" --zk zk1:2181 --at-most-once -- ./send-invoices
   30 6 * * * distlock once --lock reports/daily --every '30 6 * * *' --tz Europe/Berlin -- ./daily-report
 
-  # give up after 10 minutes if another server holds the lock that long (exit 75)
+  # give up after 10 minutes if another server holds the slot's lock that long (exit 75)
   distlock once --lock rebuild --slot 2026-11-30 --wait 10m --shell -- 'make -C /srv/site && rsync ...'
 `
 
@@ -139,12 +155,27 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return usageErr("%v", err)
 		}
-		if slot = s.Slot(time.Now()); slot == "" {
+		now := time.Now()
+		if slot = s.Slot(now); slot == "" {
 			return usageErr("--every %q: no fire time in the last five years", every)
+		}
+		// Wait until the slot ends, when the next run is due: a holder
+		// that died mid-run is waited for that long (its entry goes with
+		// its lease or session), and no longer.
+		if !c.set["wait"] && !c.noWait {
+			if end := slotEnd(s, now); !end.IsZero() {
+				c.wait = max(end.Sub(now), time.Second)
+			}
 		}
 	}
 	if err := distlock.ValidateSlot(slot); err != nil {
 		return usageErr("--slot %q: %s", slot, causeAfter(err, distlock.ErrInvalidSlot))
+	}
+	// The run holds the slot's own lock; the markers stay NAME's.
+	c.name = distlock.SlotLockName(name, slot)
+	c.names = []string{c.name}
+	if err := distlock.ValidateName(c.name); err != nil {
+		return usageErr("--lock %q: slot %q's lock: %s", name, slot, lockCause(err))
 	}
 	mode := distlock.AtLeastOnce
 	if atMostOnce {
@@ -165,7 +196,8 @@ func onceCmd(args []string, stdout, stderr io.Writer) error {
 	// codes. The command's own error (its exit code, a lost lock while it
 	// ran) comes back from OnceHeld as it is.
 	ran, err := distlock.OnceHeld(context.Background(), h.lease, marks, slot, func(context.Context) error {
-		return c.run(h, argv, []string{"DISTLOCK_SLOT=" + slot}, stdout, stderr)
+		// DISTLOCK_LOCK is NAME, as given, not the slot's lock.
+		return c.run(h, argv, []string{"DISTLOCK_LOCK=" + name, "DISTLOCK_SLOT=" + slot}, stdout, stderr)
 	}, distlock.WithOnceMode(mode), distlock.WithOnceHolder(h.holder), distlock.WithOnceTimeout(c.conn.timeout))
 	return onceResult(h, slot, ran, err, stdout, stderr)
 }
@@ -205,6 +237,31 @@ func onceResult(h *held, slot string, ran bool, err error, stdout, stderr io.Wri
 		return exit(exitLost, fmt.Errorf("lock %q lost after the command succeeded; slot %q is NOT marked done, so it may run again: %v", name, slot, oe.Err))
 	}
 	return exit(exitUnreachable, fmt.Errorf("the command succeeded, but slot %q could not be marked done, so it may run again: %w%s", slot, oe.Err, h.b.AuthHint(oe.Err)))
+}
+
+// slotEnd returns when the slot now falls in ends by s — the next fire
+// time, to the second — or the zero Time if it does not end within six
+// years. Slots only move forward, so a search by doubling steps and then
+// halving finds the first time with another slot.
+func slotEnd(s schedule.Schedule, now time.Time) time.Time {
+	slot := s.Slot(now)
+	lo, step := now, time.Minute
+	for s.Slot(now.Add(step)) == slot {
+		lo = now.Add(step)
+		if step *= 2; step > 6*366*24*time.Hour {
+			return time.Time{}
+		}
+	}
+	hi := now.Add(step)
+	for hi.Sub(lo) > time.Second {
+		mid := lo.Add(hi.Sub(lo) / 2)
+		if s.Slot(mid) == slot {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
 }
 
 // scheduleOf is the schedule.Schedule --every and --tz name.

@@ -82,7 +82,7 @@ func TestOnce(t *testing.T) {
 				t.Fatalf("command ran %d times, want 1: %q", len(got), got)
 			}
 			f := strings.Fields(got[0])
-			if len(f) < 4 || f[0] != "reports/daily" || f[1] != "2026-11-30" || !strings.HasPrefix(f[2], "reports/daily@") || !strings.Contains(got[0], "distlock once --slot 2026-11-30") {
+			if len(f) < 4 || f[0] != "reports/daily" || f[1] != "2026-11-30" || !strings.HasPrefix(f[2], "reports/daily/slot-2026-11-30@") || !strings.Contains(got[0], "distlock once --slot 2026-11-30") {
 				t.Errorf("command's environment: %q", got[0])
 			}
 			token := f[2]
@@ -145,8 +145,9 @@ func TestOnce(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("no command started")
 			}
-			// The other distlock is queued behind the one whose command runs.
-			b.waitQueued(t, "nightly", 2)
+			// The other distlock is queued behind the one whose command
+			// runs, on the slot's lock.
+			b.waitQueued(t, distlock.SlotLockName("nightly", "n1"), 2)
 			// Enough for both, so that a second run (the bug) shows in the log
 			// instead of hanging.
 			if _, err := rf.WriteString("go\ngo\n"); err != nil {
@@ -234,7 +235,7 @@ func TestOnce(t *testing.T) {
 func TestOnceHelp(t *testing.T) {
 	r := cli(testCtx(t), t, nil, "once", "--help")
 	for _, want := range []string{"Examples:", "--at-most-once", "at-least-once (default)", "@once/NAME/@slot/SLOT",
-		"DISTLOCK_SLOT", "DISTLOCK_LOCK", "DISTLOCK_HOLDER", "DISTLOCK_DEADLINE", "DISTLOCK_TOKEN     the fencing token, NAME@SEQ.OWNER"} {
+		"DISTLOCK_SLOT", "DISTLOCK_LOCK", "DISTLOCK_HOLDER", "DISTLOCK_DEADLINE", "DISTLOCK_TOKEN     the fencing token of the slot's lock, NAME/slot-SLOT@SEQ.OWNER"} {
 		if r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Errorf("once --help: exit %d, no %q in\n%s", r.code, want, r.stdout)
 		}
@@ -245,7 +246,8 @@ func TestOnceHelp(t *testing.T) {
 }
 
 // TestOnceEnv: COMMAND gets what once --help says: DISTLOCK_TOKEN in
-// the token's text form NAME@SEQ.OWNER (not NAME@N), DISTLOCK_LOCK,
+// the slot lock's token in its text form NAME/slot-SLOT@SEQ.OWNER (not
+// NAME@N), DISTLOCK_LOCK (NAME),
 // DISTLOCK_SLOT, DISTLOCK_HOLDER and DISTLOCK_DEADLINE.
 func TestOnceEnv(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *testBackend) {
@@ -258,7 +260,7 @@ func TestOnceEnv(t *testing.T) {
 		}
 		for _, re := range []string{
 			`(?m)^lock=` + regexp.QuoteMeta(lock) + `$`,
-			`(?m)^token=` + regexp.QuoteMeta(lock) + `@[1-9][0-9]*\.[1-9a-f][0-9a-f]*$`,
+			`(?m)^token=` + regexp.QuoteMeta(lock) + `/slot-env-1@[1-9][0-9]*\.[1-9a-f][0-9a-f]*$`,
 			`(?m)^slot=env-1$`,
 			`(?m)^holder=.* pid [0-9]+ distlock once --slot env-1 since .+$`,
 			`(?m)^deadline=\d{4}-\d\d-\d\dT\S+Z$`,
@@ -363,6 +365,43 @@ func TestOnceMarkFenced(t *testing.T) {
 		if v, ok := b.markerOf(t, "fenced-gone", "g1"); ok {
 			t.Fatalf("mark without the lock wrote %q", v)
 		}
+
+		// The same for a holder of a slot's own lock, whose marker is
+		// written with only its entry checked (no fence).
+		slotLock := distlock.SlotLockName("slot-gone", "s1")
+		lease3, err := b.mutex(t, slotLock, "test").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lease3.Unlock(context.Background())
+		slotMark := func(slot string) error {
+			marks, err := sess.Marks("slot-gone")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return marks.Mark(ctx, lease3, distlock.SlotMarker{Slot: slot, Token: lease3.Token().String(), Holder: "test", Mode: distlock.AtLeastOnce, Marked: time.Now()})
+		}
+		if err := slotMark("s2"); err == nil {
+			t.Fatal("mark of slot s2 with slot s1's lock: no error")
+		}
+		q = b.inspect(t, slotLock)
+		if len(q) != 1 {
+			t.Fatalf("queue %+v", q)
+		}
+		if b.name == "etcd" {
+			_, err = b.etcd.Delete(ctx, q[0].Key)
+		} else {
+			err = b.zk.Delete(q[0].Key, -1)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := slotMark("s1"); !errors.Is(err, distlock.ErrLost) {
+			t.Fatalf("mark after the slot lock's entry was deleted: %v, want ErrLost", err)
+		}
+		if v, ok := b.markerOf(t, "slot-gone", "s1"); ok {
+			t.Fatalf("mark without the slot lock wrote %q", v)
+		}
 	})
 }
 
@@ -395,6 +434,30 @@ func TestOnceEvery(t *testing.T) {
 		r := cli(ctx, t, nil, b.args("once", append(append([]string{"--lock", "every/bad"}, args...), "--", "true")...)...)
 		if r.code != exitUsage {
 			t.Errorf("once %v: exit %d, stderr %q; want a usage error", args, r.code, r.stderr)
+		}
+	}
+}
+
+// TestSlotEnd: --every's default --wait lasts until the slot's end, the
+// schedule's next fire time.
+func TestSlotEnd(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 2, 30, 0, time.UTC)
+	for _, c := range []struct {
+		every string
+		want  time.Time
+	}{
+		{"daily", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)},
+		{"hourly", time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)},
+		{"*/5 * * * *", time.Date(2026, 12, 1, 10, 5, 0, 0, time.UTC)},
+		{"* * * * *", time.Date(2026, 12, 1, 10, 3, 0, 0, time.UTC)},
+		{"0 6 1 * *", time.Date(2027, 1, 1, 6, 0, 0, 0, time.UTC)},
+	} {
+		s, err := scheduleOf(c.every, "UTC")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slotEnd(s, at); !got.Equal(c.want) {
+			t.Errorf("--every %q at %v: slot ends %v, want %v", c.every, at, got, c.want)
 		}
 	}
 }

@@ -19,12 +19,25 @@ type MarkStore interface {
 	// Marker returns slot's marker of lock name; ok is false if it has
 	// none. The read sees every marker written before it started.
 	Marker(ctx context.Context, name, slot string) (value []byte, ok bool, err error)
-	// Mark creates slot's marker through lock name's fence with token
-	// tok, in one atomic step that also requires tok's lock entry to
-	// exist and slot to have no marker. An error wraps distlock.ErrLost
-	// if the entry is gone, the fence's error if it refused tok, and
-	// distlock.ErrSlotDone if slot had a marker: prev is then its value,
-	// nil if it could not be read.
+	// Mark creates slot's marker of lock name with token tok, in one
+	// atomic step that also requires tok's lock entry to exist and slot
+	// to have no marker. tok is of lock name itself, or of the slot's own
+	// lock (distlock.SlotLockName(name, slot)):
+	//   - a token of lock name is written through name's fence, which
+	//     refuses a token older than one it passed (a holder that lost
+	//     the job lock and did not notice yet);
+	//   - a token of the slot lock is not: every slot lock has a fence
+	//     token sequence of its own, and one fence shared by the slot
+	//     locks would refuse an older slot's rerun once a newer slot
+	//     marked. Its entry's existence is the whole check, and it is
+	//     enough: each slot lock has its own FIFO queue, whose entry is
+	//     deleted when its holder releases it or its session ends, so an
+	//     entry that still exists with tok's revision (etcd: create
+	//     revision and lease; ZooKeeper: the node found by its czxid)
+	//     is the holder's.
+	// An error wraps distlock.ErrLost if the entry is gone, the fence's
+	// error if it refused tok, and distlock.ErrSlotDone if slot had a
+	// marker: prev is then its value, nil if it could not be read.
 	Mark(ctx context.Context, name, slot string, tok distlock.Token, value []byte) (prev []byte, err error)
 	// Markers returns how many markers lock name has, and the values of
 	// the newest n by slot name, newest first.
@@ -75,11 +88,17 @@ func (m *Marks) Mark(ctx context.Context, lease *distlock.Lease, mk distlock.Slo
 	switch {
 	case lease == nil:
 		return fail(errors.New("nil Lease"))
-	case lease.Token().Name != m.name:
-		return fail(fmt.Errorf("the lease is lock %q's", lease.Token().Name))
 	}
 	if err := distlock.ValidateSlot(mk.Slot); err != nil {
 		return fail(err)
+	}
+	// The lease is of the job lock (Once's callers that hold it) or of
+	// the slot's own lock (gocronlock, distlock once): the store writes
+	// through the job lock's fence for the first, and for the second
+	// checks only that the slot lock's entry still exists (see
+	// MarkStore.Mark).
+	if n := lease.Token().Name; n != m.name && n != distlock.SlotLockName(m.name, mk.Slot) {
+		return fail(fmt.Errorf("the lease is lock %q's, neither the job's nor slot %q's lock %q", n, mk.Slot, distlock.SlotLockName(m.name, mk.Slot)))
 	}
 	if mk.Holder == "" {
 		host, _ := os.Hostname()

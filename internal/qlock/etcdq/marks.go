@@ -2,6 +2,7 @@ package etcdq
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing/etcdfence"
@@ -26,19 +27,24 @@ func (s AdminStore) Marker(ctx context.Context, name, slot string) ([]byte, bool
 	return resp.Kvs[0].Value, true, nil
 }
 
-// Mark puts slot's marker through the fence (etcdfence.WriteHeld) in one
-// Txn that also requires tok's lock key, with its create revision and
-// lease, and no marker for slot.
+// Mark puts slot's marker in one Txn that also requires tok's lock key,
+// with its create revision and lease, and no marker for slot. A token of
+// lock name goes through name's fence (etcdfence.WriteHeld); a token of
+// the slot's own lock (distlock.SlotLockName) is checked by its key alone,
+// as qlock.MarkStore says why.
 func (s AdminStore) Mark(ctx context.Context, name, slot string, tok distlock.Token, value []byte) ([]byte, error) {
-	f, err := etcdfence.New(s.Client, s.Prefix+"@once/"+name+"/@fence", name)
-	if err != nil {
-		return nil, err
-	}
 	lockKey, err := etcdfence.HolderKey(ctx, s.Client, s.Prefix, tok)
 	if err != nil {
 		return nil, err
 	}
 	key := markDir(s.Prefix, name) + slot
+	if tok.Name != name {
+		return s.markHeld(ctx, tok, lockKey, key, value)
+	}
+	f, err := etcdfence.New(s.Client, s.Prefix+"@once/"+name+"/@fence", name)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := f.WriteHeld(ctx, tok, lockKey, clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
 		[]clientv3.Op{clientv3.OpPut(key, string(value))},
@@ -51,6 +57,27 @@ func (s AdminStore) Mark(ctx context.Context, name, slot string, tok distlock.To
 		prev = append([]byte{}, kvs[0].Value...) // not nil when empty
 	}
 	return prev, distlock.ErrSlotDone
+}
+
+// markHeld puts the marker key if tok's lock key still exists with tok's
+// create revision and lease and key does not exist, in one Txn; else it
+// reads key back to tell which check failed.
+func (s AdminStore) markHeld(ctx context.Context, tok distlock.Token, lockKey, key string, value []byte) ([]byte, error) {
+	resp, err := s.Client.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(lockKey), "=", tok.Seq),
+		clientv3.Compare(clientv3.LeaseValue(lockKey), "=", clientv3.LeaseID(tok.Owner)),
+		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+	).Then(clientv3.OpPut(key, string(value))).Else(clientv3.OpGet(key)).Commit()
+	switch {
+	case err != nil:
+		return nil, err
+	case resp.Succeeded:
+		return nil, nil
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		return append([]byte{}, kvs[0].Value...), distlock.ErrSlotDone // not nil when empty
+	}
+	return nil, fmt.Errorf("%w: token %v: lock key %s gone", etcdfence.ErrNotHeld, tok, lockKey)
 }
 
 // Markers counts the markers and reads the newest n in one linearizable

@@ -30,15 +30,21 @@ func (s AdminStore) Marker(ctx context.Context, name, slot string) ([]byte, bool
 	return get(ctx, s.Conn, p)
 }
 
-// Mark creates slot's marker through the fence, in one multi that also
-// checks that tok's lock node exists (found by its czxid in the lock's
-// queue) and creates the marker, failing if it exists.
+// Mark creates slot's marker in one multi that also checks that tok's
+// lock node exists (found by its czxid in the queue of tok's lock) and
+// creates the marker, failing if it exists. A token of lock name goes
+// through name's fence; a token of the slot's own lock
+// (distlock.SlotLockName) is checked by its node alone, as
+// qlock.MarkStore says why.
 func (s AdminStore) Mark(ctx context.Context, name, slot string, tok distlock.Token, value []byte) ([]byte, error) {
-	f, err := zkfence.New(s.Conn, s.Prefix+"/@once/"+name+"/@fence", name, zkfence.WithACL(s.acl()...))
-	if err != nil {
-		return nil, err
+	var f *zkfence.Fence
+	if tok.Name == name {
+		var err error
+		if f, err = zkfence.New(s.Conn, s.Prefix+"/@once/"+name+"/@fence", name, zkfence.WithACL(s.acl()...)); err != nil {
+			return nil, err
+		}
 	}
-	q, err := s.Queue(ctx, name)
+	q, err := s.Queue(ctx, tok.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -56,9 +62,22 @@ func (s AdminStore) Mark(ctx context.Context, name, slot string, tok distlock.To
 			}
 		}
 	}
-	_, err = f.Write(ctx, tok,
+	ops := []any{
 		&zk.CheckVersionRequest{Path: q[at].Key, Version: -1}, // the lock entry still exists
-		&zk.CreateRequest{Path: dir + "/" + slot, Data: value, Acl: s.acl()})
+		&zk.CreateRequest{Path: dir + "/" + slot, Data: value, Acl: s.acl()},
+	}
+	if f != nil {
+		_, err = f.Write(ctx, tok, ops...)
+	} else {
+		var rs []zk.MultiResponse
+		rs, err = retry(ctx, func() ([]zk.MultiResponse, error) { return s.Conn.Multi(ops...) })
+		for _, r := range rs {
+			if r.Error != nil {
+				err = r.Error // the op that failed, not the multi's own error
+				break
+			}
+		}
+	}
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return nil, fmt.Errorf("%w: %w", distlock.ErrLost, err)
