@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/distlock/distlock/internal/qlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,12 +18,74 @@ import (
 // older entry too would cost a watch create, a cancel and an event more
 // for every handoff of a drained queue. The revision at which p was seen
 // gone is recorded for Confirm.
-func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, _ *qlock.Queue, p qlock.Entry) error {
+//
+// How p went (released) costs a request only when the session has a
+// lock-delay: whether p's lease still lives (see leaseAlive).
+func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, _ *qlock.Queue, p qlock.Entry) (released bool, err error) {
 	rev, err := s.waitDeleted(ctx, p.Key, p.Seq, n.Seq)
-	if err == nil {
-		cleared(n, rev)
+	if err != nil {
+		return false, err
 	}
-	return err
+	cleared(n, rev)
+	if s.LockDelay() <= 0 {
+		return true, nil
+	}
+	return s.leaseAlive(ctx, p.Key)
+}
+
+// ReleaseMarked is false on etcd (qlock.Driver): a release and a waiter's
+// giving up are both a delete by a live lease.
+func (s *Session) ReleaseMarked() bool { return false }
+
+// leaseAlive tells, for lock-delay, how entry key went: its lease still
+// alive means its owner deleted it (a release, or a waiter giving up) or
+// someone else did while the owner lives, which etcd does not tell apart;
+// its lease gone (TTL -1) means the key went with it, revoked or expired.
+// A lease that cannot be asked about (a key not of this library's form,
+// a request that fails for good) counts as gone: a delay too many is
+// safe, one too few is not.
+//
+// A holder that Unlocks and at once ends its session (Close revokes the
+// lease) can have its lease gone by the time this asks: its successor
+// then waits the delay as if the session had ended first.
+func (s *Session) leaseAlive(ctx context.Context, key string) (bool, error) {
+	id, ok := leaseOf(key)
+	if !ok {
+		return false, nil
+	}
+	resp, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (*clientv3.LeaseTimeToLiveResponse, error) {
+		return s.client.TimeToLive(ctx, id)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, context.Cause(ctx)
+		}
+		s.Log().Debug("etcdlock: lock-delay: lease check failed; counting the entry as not released", "key", key, "err", err)
+		return false, nil
+	}
+	return resp.TTL >= 0, nil
+}
+
+// leaseOf returns the lease of entry key (see keys.go: a kind mark, a
+// candidate's priority tag, the lease in hex, "_", a counter).
+func leaseOf(key string) (clientv3.LeaseID, bool) {
+	i := strings.LastIndex(key, "/@")
+	if i < 0 || len(key) < i+3 {
+		return 0, false
+	}
+	rest := key[i+3:]
+	if _, tail, ok := cutPriority(rest); ok {
+		rest = tail
+	}
+	hex, _, ok := strings.Cut(rest, "_")
+	if !ok || !isHex(hex) {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		return 0, false
+	}
+	return clientv3.LeaseID(id), true
 }
 
 // waiting is a waiting entry's driver state (qlock.Node.Store): the

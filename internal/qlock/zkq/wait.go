@@ -9,31 +9,38 @@ import (
 )
 
 // WaitGone waits until entry p is gone, with a data watch on p's node
-// (qlock.Driver). An exclusive holder releases with one transaction that sets its
-// node's data and deletes it (see release), so a waiter sees a data change
-// only when its predecessor released the lock it held: nothing older than
-// p is left, and the wake needs no request. A plain deletion (p gave up
-// waiting, its session ended) leaves older entries to check (Survivors).
-func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p qlock.Entry) error {
+// (qlock.Driver). A holder releases with one transaction that sets its
+// node's data and deletes it (see Release), so a waiter sees a data change
+// only when its predecessor released the lock it held (released): for an
+// exclusive p nothing older is left, and the wake needs no request; a
+// reader's release leaves older readers to check. A plain deletion (p gave
+// up waiting, its session ended, someone else deleted it), or a node
+// found gone already, is not a release, and leaves older entries to check
+// (Survivors).
+func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p qlock.Entry) (released bool, err error) {
 	for {
 		pw, ok, err := s.getW(ctx, p.Key)
 		if err != nil || !ok {
-			return err
+			return released && err == nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return false, context.Cause(ctx)
 		case ev := <-pw.ch:
 			switch ev.Type {
 			case zk.EventNodeDeleted:
-				return nil
+				return false, nil
 			case zk.EventNodeDataChanged:
 				switch p.Kind {
 				case qlock.Exclusive, qlock.Counted:
 					// A holder's release, or a semaphore line head's
 					// claim: either way p was the oldest.
 					q.Observed(p.Seq, qlock.Entry{}, false)
-					return nil
+					return true, nil
+				case qlock.Shared:
+					// A reader's release: the node went in the same
+					// transaction; older readers may still hold.
+					return true, nil
 				case qlock.Candidate:
 					q.Observed(p.Seq, qlock.Entry{}, false)
 					// Election: p's data changes when it releases AND
@@ -42,13 +49,18 @@ func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p
 					// loop's next read tells whether p is gone (released)
 					// or still there (keep waiting on it). Mutex waiters
 					// never get here: their path costs no extra request.
+					released = true
 				}
 			case zk.EventNotWatching:
-				return s.watchErr(ev)
+				return false, s.watchErr(ev)
 			}
 		}
 	}
 }
+
+// ReleaseMarked is true on ZooKeeper (qlock.Driver): a release marks
+// itself with a data change, a waiter's giving up is a plain delete.
+func (s *Session) ReleaseMarked() bool { return true }
 
 // walkLimit is how many gone entries survivors checks one by one before
 // it lists the directory instead.
