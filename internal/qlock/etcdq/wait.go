@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/distlock/distlock/internal/qlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -202,4 +203,41 @@ func (s *Session) existsSince(ctx context.Context, key string, createRev, rev in
 		return resp.Header.Revision, nil
 	}
 	return 0, nil
+}
+
+// DelayDir returns the key prefix under which lock name's waiters record
+// the lock-delays they serve (qlock.DelayRecord), each at DelayDir +
+// qlock.DelayRecordName, bound to the waiter's lease. '@' starts no lock
+// name, so the records are in no lock's queue.
+func DelayDir(prefix, name string) string { return prefix + "@delay/" + name + "/" }
+
+// MarkDelay records n's lock-delay (qlock.DelayMarker): one put bound to
+// the session's lease, in the background, and its delete once the delay
+// is over. A put cut off by its context may still apply after the
+// delete; the key then stays, its until in the past, until the lease
+// ends (distlock status skips such records).
+func (s *Session) MarkDelay(n *qlock.Node, gone string, until time.Time) (clear func()) {
+	key := DelayDir(s.prefix, n.Name) + qlock.DelayRecordName(n)
+	data := string(s.DelayRecordData(n, gone, until))
+	put := make(chan struct{})
+	s.Finally(func() {
+		defer close(put)
+		ctx, cancel := context.WithDeadline(s.Context(), until)
+		defer cancel()
+		if _, err := s.client.Put(ctx, key, data, clientv3.WithLease(s.id)); err != nil {
+			s.Log().Debug("etcdlock: lock-delay: record not written", "key", key, "err", err)
+		}
+	})
+	return func() {
+		s.Finally(func() {
+			<-put
+			// Bound by the session: once it ended, the lease (revoked or
+			// expiring) takes the key.
+			ctx, cancel := context.WithTimeout(s.Context(), qlock.AbandonTimeout)
+			defer cancel()
+			if _, err := s.client.Delete(ctx, key); err != nil {
+				s.Log().Debug("etcdlock: lock-delay: record not deleted (it goes with the lease)", "key", key, "err", err)
+			}
+		})
+	}
 }

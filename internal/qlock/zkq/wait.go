@@ -2,6 +2,8 @@ package zkq
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/zkctx"
@@ -112,4 +114,57 @@ func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, 
 		}
 	}
 	q.Observed(below, nearest, found)
+}
+
+// DelayDir returns the znode under which lock name's waiters record the
+// lock-delays they serve (qlock.DelayRecord), each an ephemeral child
+// named qlock.DelayRecordName (starting with '@', so never a lock name's
+// directory). '@' starts no lock name, so PREFIX/@delay is no lock's.
+func DelayDir(prefix, name string) string { return prefix + "/@delay/" + name }
+
+// MarkDelay records n's lock-delay (qlock.DelayMarker): an ephemeral node
+// of the session (its directory made first when it is missing), in the
+// background, deleted once the delay is over (Close waits for that). Never a set-data on the
+// queue entry: the waiter behind it would read that as a release.
+func (s *Session) MarkDelay(n *qlock.Node, gone string, until time.Time) (clear func()) {
+	dir := DelayDir(s.prefix, n.Name)
+	p := dir + "/" + qlock.DelayRecordName(n)
+	data := s.DelayRecordData(n, gone, until)
+	made := make(chan struct{})
+	s.Finally(func() {
+		defer close(made)
+		ctx, cancel := context.WithDeadline(s.Context(), until)
+		defer cancel()
+		// Not cut off by ctx: the delete must follow the create's answer,
+		// or a create still on its way would outlive it.
+		create := func() error {
+			if ctx.Err() != nil || !s.ours() {
+				return context.Cause(ctx)
+			}
+			_, err := s.conn.Create(p, data, zk.FlagEphemeral, s.acl)
+			return err
+		}
+		err := create()
+		if errors.Is(err, zk.ErrNoNode) {
+			if err = s.ensureDir(ctx, dir); err == nil {
+				err = create()
+			}
+		}
+		if err != nil {
+			s.Log().Debug("zklock: lock-delay: record not written", "path", p, "err", err)
+		}
+	})
+	return func() {
+		s.Finally(func() {
+			<-made
+			// Even after the Session ended: the ZooKeeper session is the
+			// connection's and may outlive it, and the node with it.
+			ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
+			defer cancel()
+			_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(p, -1) })
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				s.Log().Debug("zklock: lock-delay: record not deleted (it goes with the session)", "path", p, "err", err)
+			}
+		})
+	}
 }
