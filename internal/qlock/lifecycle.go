@@ -271,8 +271,11 @@ func (o *owedDelay) went(p Entry, released bool, at time.Time) {
 // waited, n.delayUntil until when it was to (for giveUp).
 func (e *Engine) serveDelay(ctx context.Context, n *Node, o owedDelay, d time.Duration) error {
 	until := o.since.Add(d)
-	n.delayUntil = until
 	start := time.Now()
+	if !start.Before(until) {
+		return nil // served already (a slow read on the way)
+	}
+	n.delayUntil = until
 	e.st.log.Info(e.st.backend.Pkg+": lock-delay: the entry ahead went without a release", "lock", n.Name, "key", n.Key, "gone", o.key, "delay", d, "until", until)
 	clear := e.markDelay(n, o, until)
 	defer clear()
