@@ -1,0 +1,44 @@
+package qlock
+
+import (
+	"testing"
+	"time"
+)
+
+// TestOwedDelay: the going that counts for lock-delay is that of an entry
+// that held when it went (see owedDelay), as a waiter's walk from entry
+// to entry, newest to oldest, shows it.
+func TestOwedDelay(t *testing.T) {
+	w := func(key string) Entry { return Entry{Key: key, Kind: Exclusive} }
+	r := func(key string) Entry { return Entry{Key: key, Kind: Shared} }
+	type step struct {
+		e        Entry
+		released bool
+	}
+	cases := []struct {
+		name  string
+		steps []step
+		due   bool
+	}{
+		{"holder released", []step{{w("h"), true}}, false},
+		{"holder's session ended", []step{{w("h"), false}}, true},
+		{"waiter ahead ended, then holder released", []step{{w("p"), false}, {w("h"), true}}, false},
+		{"waiter ahead gave up (counted released), then holder ended", []step{{w("p"), true}, {w("h"), false}}, true},
+		{"writer behind readers: one ended, the older released", []step{{r("r2"), false}, {r("r1"), true}}, true},
+		{"writer behind readers: both released", []step{{r("r2"), true}, {r("r1"), true}}, false},
+		{"reader ended while waiting for an older writer that released", []step{{r("r2"), false}, {w("x"), true}}, false},
+		{"writer ended while waiting for an older reader that released", []step{{w("x"), false}, {r("r1"), true}}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var o owedDelay
+			for _, s := range c.steps {
+				o.waitOn(s.e)
+				o.went(s.e, s.released, time.Now())
+			}
+			if o.due != c.due {
+				t.Fatalf("due = %v, want %v (%+v)", o.due, c.due, o)
+			}
+		})
+	}
+}
