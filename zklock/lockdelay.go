@@ -23,8 +23,10 @@ import (
 // The delay is the waiter's own, counted from when it saw the node go:
 // every process that takes the lock should set the same d. An entry that
 // was only waiting, not holding, when it went causes no delay; one that
-// gave up as the head, or was found gone before the waiter's watch was
-// set, counts as not released (a delay too many, never one too few).
+// gave up as the head counts as not released, and so does one found gone
+// when the waiter sets its watch (a round trip after its enqueue): a
+// holder that releases just as a waiter enqueues behind it costs that
+// waiter a needless delay (one too many, never one too few).
 // Elections and Semaphores ignore it: a leader's work is fenced by its
 // term, and a semaphore admits several holders anyway. Lease.LockDelay
 // reports the delay served, and the acquisition's span carries it

@@ -40,6 +40,7 @@ func RunLockDelay(t *testing.T, newBackend func(t *testing.T) DelayBackend) {
 		{"ReaderSessionEnds", func(t *testing.T, b DelayBackend) { delayAfterEnd(t, b, "rw") }},
 		{"MultiHolderSessionEnds", func(t *testing.T, b DelayBackend) { delayAfterEnd(t, b, "multi") }},
 		{"CleanUnlockNoDelay", delayCleanUnlock},
+		{"UnlockThenCloseNoDelay", delayUnlockThenClose},
 		{"CancelDuringDelay", delayCancel},
 		{"WaiterAheadEndsNoDelay", delayWaiterAheadEnds},
 	}
@@ -117,6 +118,13 @@ func delayAfterEnd(t *testing.T, b DelayBackend, kind string) {
 	}
 }
 
+// watchSet gives a waiter whose entry is queued the time to set its
+// watch on the entry ahead (a round trip after its enqueue), which no
+// store notification tells. An entry that goes before the watch is set
+// counts as not released on ZooKeeper (its release mark is gone with it),
+// so the cases that assert "no delay" release only after this.
+func watchSet() { time.Sleep(500 * time.Millisecond) }
+
 // delayCleanUnlock: a clean Unlock hands over at once, with no delay.
 func delayCleanUnlock(t *testing.T, b DelayBackend) {
 	const name = "delay-clean"
@@ -125,6 +133,7 @@ func delayCleanUnlock(t *testing.T, b DelayBackend) {
 	held := MustLock(t, mutex(t, holder, name))
 	res := LockAsync(Ctx(t), mutex(t, waiter, name))
 	b.WaitEntries(t, name, 2)
+	watchSet()
 	start := time.Now()
 	MustUnlock(t, held)
 	l := Successor(t, res, held.Token(), "the waiter behind a clean Unlock")
@@ -135,6 +144,33 @@ func delayCleanUnlock(t *testing.T, b DelayBackend) {
 	}
 	if d := l.LockDelay(); d != 0 {
 		t.Fatalf("Lease.LockDelay() = %v after a clean Unlock, want 0", d)
+	}
+}
+
+// delayUnlockThenClose: a holder (with the same lock-delay, as every
+// process of the lock should have) that Unlocks and at once closes its
+// session hands over without a delay: the session's end after the
+// release does not make the release one. Several times, for the race
+// between the close and the waiter's look at how the entry went.
+func delayUnlockThenClose(t *testing.T, b DelayBackend) {
+	const name = "delay-unlock-close"
+	for i := range 5 {
+		holder := b.DelayedSession(t, LockDelay)
+		waiter := b.DelayedSession(t, LockDelay)
+		held := MustLock(t, mutex(t, holder, name))
+		res := LockAsync(Ctx(t), mutex(t, waiter, name))
+		b.WaitEntries(t, name, 2)
+		watchSet()
+		start := time.Now()
+		MustUnlock(t, held)
+		holder.Close(t)
+		l := Successor(t, res, held.Token(), "the waiter behind an Unlock and a Close")
+		took := time.Since(start)
+		if d := l.LockDelay(); d != 0 || took >= LockDelay/2 {
+			t.Fatalf("round %d: granted %v after Unlock and Close, Lease.LockDelay() = %v, want a handoff without a delay", i, took, d)
+		}
+		MustUnlock(t, l)
+		waiter.Close(t)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // gone is recorded for Confirm.
 //
 // How p went (released) costs a request only when the session has a
-// lock-delay: whether p's lease still lives (see leaseAlive).
+// lock-delay (see howGone).
 func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, _ *qlock.Queue, p qlock.Entry) (released bool, err error) {
 	rev, err := s.waitDeleted(ctx, p.Key, p.Seq, n.Seq)
 	if err != nil {
@@ -31,7 +31,60 @@ func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, _ *qlock.Queue, p
 	if s.LockDelay() <= 0 {
 		return true, nil
 	}
-	return s.leaseAlive(ctx, p.Key)
+	return s.howGone(ctx, p.Key, rev)
+}
+
+// The release mark. A session with a lock-delay puts, in every lock
+// entry's release Txn (beside the delete, one round trip as before), the
+// key "<prefix>@released/<lease hex>" bound to its lease: one key per
+// session, overwritten by each release. A waiter that sees its
+// predecessor's key deleted at revision rev reads that key of the
+// predecessor's lease at rev: its mod revision rev says the delete was
+// that Txn, a release. Without the mark (a holder without a lock-delay, a
+// lease revoke or expiry, a waiter giving up, a foreign delete) the
+// waiter asks for the lease (leaseAlive). The mark tells a release from a
+// revoke that came right after it (Unlock then Close), which the lease
+// alone cannot: by the time the waiter asks, the lease is gone either way.
+
+// releaseMarkKey returns the release mark of lease id.
+func releaseMarkKey(prefix string, id clientv3.LeaseID) string {
+	return prefix + "@released/" + strconv.FormatInt(int64(id), 16)
+}
+
+// releaseMark returns the op that marks n's release, for its release
+// Txn: none without a lock-delay, nor for a semaphore's or an election's
+// entries (lock-delay is the locks').
+func (s *Session) releaseMark(n *qlock.Node) []clientv3.Op {
+	if s.LockDelay() <= 0 || (n.Kind != qlock.Exclusive && n.Kind != qlock.Shared) {
+		return nil
+	}
+	return []clientv3.Op{clientv3.OpPut(releaseMarkKey(s.prefix, s.id), "", clientv3.WithLease(s.id))}
+}
+
+// howGone tells, for lock-delay, whether entry key, seen gone at revision
+// rev, was released: the release mark of its lease written at rev, or
+// else its lease still alive (leaseAlive).
+func (s *Session) howGone(ctx context.Context, key string, rev int64) (bool, error) {
+	id, ok := leaseOf(key)
+	if !ok {
+		return false, nil
+	}
+	get := func(opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+		gctx, cancel := context.WithTimeout(ctx, s.hedgeDelay())
+		defer cancel()
+		return s.client.Get(gctx, releaseMarkKey(s.prefix, id), append(opts, clientv3.WithRev(rev), clientv3.WithKeysOnly())...)
+	}
+	resp, err := get(clientv3.WithSerializable())
+	if err != nil {
+		resp, err = get() // the member has not applied rev yet
+	}
+	if err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision == rev {
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return false, context.Cause(ctx)
+	}
+	return s.leaseAlive(ctx, key)
 }
 
 // ReleaseMarked is false on etcd (qlock.Driver): a release and a waiter's
