@@ -1,8 +1,13 @@
 package qlock
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // TestOwedDelay: the going that counts for lock-delay is that of an entry
@@ -40,5 +45,39 @@ func TestOwedDelay(t *testing.T) {
 				t.Fatalf("due = %v, want %v (%+v)", o.due, c.due, o)
 			}
 		})
+	}
+}
+
+// TestLockDelaySpan: an acquisition held back by lock-delay says so on its
+// span, as an attribute and an event; one that was not, neither.
+func TestLockDelaySpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	lt := newTelemetry("zookeeper", Observe{TracerProvider: tp}).forLock("mail", "mutex")
+	for _, delayed := range []time.Duration{0, 3 * time.Second} {
+		_, a := lt.begin(context.Background(), distlock.OpLock, Exclusive)
+		a.saw(queueStats{enqueued: true, ahead: 1, waitedOn: 1, delayed: delayed})
+		a.end(&Node{Token: 9}, false, nil)
+	}
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	for i, want := range []float64{0, 3} {
+		var got float64
+		for _, kv := range spans[i].Attributes() {
+			if kv.Key == attrDelay {
+				got = kv.Value.AsFloat64()
+			}
+		}
+		events := 0
+		for _, ev := range spans[i].Events() {
+			if ev.Name == "distlock.lock_delay" {
+				events++
+			}
+		}
+		if got != want || (events == 1) != (want > 0) {
+			t.Errorf("span %d: distlock.lock_delay %v and %d events, want %v", i, got, events, want)
+		}
 	}
 }
