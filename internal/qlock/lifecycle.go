@@ -35,7 +35,9 @@ import (
 //     change); otherwise, if older entries may be left, one read
 //     refreshes the view (Survivors). A handoff's cost therefore does not
 //     grow with the queue: one write (the release), one event (the
-//     waiter's watch) and at most one read of the survivors.
+//     waiter's watch) and at most one read of the survivors. With a
+//     lock-delay, a waiter whose last predecessor went without its
+//     holder's release then waits the delay (see owedDelay).
 //  4. Confirm is the last look before "acquired": whatever the store's
 //     watches may not have delivered yet (on etcd, for an entry that
 //     waited, one read that it outlived its last predecessor).
@@ -49,7 +51,8 @@ import (
 //     failed Lock never leaves an entry that blocks the queue. Step 1 is
 //     the driver's own: an enqueue whose outcome is unknown is cleaned up
 //     inside Enqueue, by the store's means (etcd: the guard key; ZooKeeper:
-//     the entry's GUID).
+//     the entry's GUID). A waiter that gives up while it serves a
+//     lock-delay, on etcd, deletes its entry at the delay's end (giveUp).
 
 // Engine runs acquisitions on one session: its state, which the engine
 // keeps, and its store's driver, which does the store's part.
