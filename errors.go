@@ -73,6 +73,10 @@ var (
 	// ErrInvalidPermits reports a semaphore permit count out of range (1 to
 	// MaxPermits).
 	ErrInvalidPermits = errors.New("invalid semaphore permit count")
+
+	// ErrInvalidOption reports a session option whose value is out of
+	// range (a negative lock-delay).
+	ErrInvalidOption = errors.New("invalid session option")
 )
 
 // Op names the operation a LockError is about.

@@ -40,6 +40,9 @@ type Lease struct {
 	cancel   context.CancelCauseFunc
 	release  func(context.Context) error
 	deadline func() time.Time
+	// lockDelay is how long the acquisition was held back by lock-delay
+	// (LeaseLockDelay).
+	lockDelay time.Duration
 
 	mu       sync.Mutex
 	released bool
@@ -65,17 +68,34 @@ type Lease struct {
 //
 // The store packages make the Leases of their locks with it. A program's
 // tests can make one too, to drive code that takes a *Lease (Do, Once, a
-// fenced writer) through a loss without a cluster.
-func NewLease(backend string, t Token, release func(ctx context.Context) error, deadline func() time.Time) (l *Lease, lose func(reason error)) {
-	return newLease(&Lease{backend: backend, token: t, name: t.Name, release: release, deadline: deadline})
+// fenced writer) through a loss without a cluster. opts set what the
+// acquisition reports beside (LeaseLockDelay).
+func NewLease(backend string, t Token, release func(ctx context.Context) error, deadline func() time.Time, opts ...LeaseOption) (l *Lease, lose func(reason error)) {
+	return newLease(&Lease{backend: backend, token: t, name: t.Name, release: release, deadline: deadline}, opts)
 }
+
+// LeaseOption sets what a Lease made by NewLease or NewMultiLease reports
+// about its acquisition.
+type LeaseOption func(*Lease)
+
+// LeaseLockDelay makes the Lease report d from LockDelay: the time its
+// acquisition was held back by lock-delay.
+func LeaseLockDelay(d time.Duration) LeaseOption { return func(l *Lease) { l.lockDelay = d } }
+
+// LockDelay returns how long this acquisition was held back by lock-delay
+// (the stores' WithLockDelay session option) before it held: the entry
+// whose going made it the head went without its holder's release (the
+// holder's session ended on the store, or the entry was deleted by
+// someone else), and the waiter waited the delay more, counted from when
+// it saw the entry go. 0 if it was not held back.
+func (l *Lease) LockDelay() time.Duration { return l.lockDelay }
 
 // NewMultiLease is NewLease for one acquisition of several locks (a
 // multi-lock): ts holds one token per lock, sorted by name, all with the
 // acquisition's sequence number. Token returns the first; Tokens returns
 // them all. Its errors name the locks joined by "+" (LockError.Name),
 // which no lock name contains.
-func NewMultiLease(backend string, ts []Token, release func(ctx context.Context) error, deadline func() time.Time) (l *Lease, lose func(reason error)) {
+func NewMultiLease(backend string, ts []Token, release func(ctx context.Context) error, deadline func() time.Time, opts ...LeaseOption) (l *Lease, lose func(reason error)) {
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name
@@ -84,11 +104,14 @@ func NewMultiLease(backend string, ts []Token, release func(ctx context.Context)
 	if len(ts) > 0 {
 		l.token = ts[0]
 	}
-	return newLease(l)
+	return newLease(l, opts)
 }
 
-// newLease starts l's life.
-func newLease(l *Lease) (*Lease, func(reason error)) {
+// newLease applies opts to l and starts its life.
+func newLease(l *Lease, opts []LeaseOption) (*Lease, func(reason error)) {
+	for _, o := range opts {
+		o(l)
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l.ctx, l.cancel = ctx, cancel
 	return l, func(reason error) {

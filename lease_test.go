@@ -287,3 +287,29 @@ func TestLeaseEndedByHolder(t *testing.T) {
 		t.Errorf("release ran %d times, want 1", n)
 	}
 }
+
+// TestLeaseLockDelay: a Lease reports the lock-delay its acquisition
+// served, 0 when made without one; a multi-lock's Lease too.
+func TestLeaseLockDelay(t *testing.T) {
+	tok := distlock.Token{Name: "mail", Seq: 7, Owner: 1}
+	l, _ := distlock.NewLease("", tok, func(context.Context) error { return nil }, nil)
+	if d := l.LockDelay(); d != 0 {
+		t.Fatalf("LockDelay() = %v without the option, want 0", d)
+	}
+	l, _ = distlock.NewLease("", tok, func(context.Context) error { return nil }, nil, distlock.LeaseLockDelay(3*time.Second))
+	if d := l.LockDelay(); d != 3*time.Second {
+		t.Fatalf("LockDelay() = %v, want 3s", d)
+	}
+	m, _ := distlock.NewMultiLease("", []distlock.Token{tok, {Name: "sms", Seq: 7, Owner: 1}}, func(context.Context) error { return nil }, nil, distlock.LeaseLockDelay(time.Second))
+	if d := m.LockDelay(); d != time.Second {
+		t.Fatalf("multi-lock LockDelay() = %v, want 1s", d)
+	}
+	// Still reported once the lock is released: it says how the
+	// acquisition went.
+	if err := m.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := m.LockDelay(); d != time.Second {
+		t.Fatalf("LockDelay() after Unlock = %v, want 1s", d)
+	}
+}

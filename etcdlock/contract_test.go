@@ -28,6 +28,22 @@ func TestContract(t *testing.T) {
 	})
 }
 
+// TestLockDelay runs the contract's lock-delay cases on a real 3-member
+// etcd cluster per case: a holder's lease revoked by another client holds
+// its successor back for the delay; a clean Unlock does not.
+func TestLockDelay(t *testing.T) {
+	locktest.RunLockDelay(t, func(t *testing.T) locktest.DelayBackend {
+		return &etcdBackend{clus: newCluster(t)}
+	})
+}
+
+// DelayedSession makes etcdBackend a locktest.DelayBackend.
+func (b *etcdBackend) DelayedSession(t *testing.T, d time.Duration) locktest.Session {
+	cli := newClient(t, b.clus, b.n%3)
+	b.n++
+	return &etcdSession{s: newSession(t, cli, etcdlock.WithLockDelay(d)), admin: b.clus.Client(0)}
+}
+
 type etcdBackend struct {
 	clus *integration.Cluster
 	n    int

@@ -35,7 +35,10 @@ const (
 // entry are on each store.
 type Option func(*options)
 
-type options struct{ etcdq.Config }
+type options struct {
+	etcdq.Config
+	lockDelay time.Duration // WithLockDelay
+}
 
 // WithTTL sets the session lease's TTL (default DefaultTTL). It is rounded
 // up to whole seconds; less than MinTTL is an error wrapping
@@ -115,9 +118,12 @@ type Session struct {
 // NewSession grants a lease on client and keeps it alive until Close or the
 // session ends. The client stays the caller's: Close does not close it.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*Session, error) {
-	o := options{etcdq.Config{TTL: DefaultTTL, Options: qlock.Options{Prefix: DefaultPrefix}}}
+	o := options{Config: etcdq.Config{TTL: DefaultTTL, Options: qlock.Options{Prefix: DefaultPrefix}}}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := checkLockDelay(o.lockDelay); err != nil {
+		return nil, err
 	}
 	c := o.Config
 	if c.TTL < MinTTL {
@@ -131,6 +137,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
+	d.SetLockDelay(o.lockDelay)
 	return &Session{q: d.User(), d: d}, nil
 }
 

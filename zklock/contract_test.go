@@ -2,6 +2,7 @@ package zklock_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
@@ -38,4 +39,22 @@ func TestTryFaults(t *testing.T) {
 	admin, events := connect(t, ens)
 	drain(events)
 	locktest.RunTryFaults(t, func(t *testing.T) locktest.Backend { return newBackend(t, ens, admin) })
+}
+
+// TestLockDelay runs the contract's lock-delay cases on a real 3-server
+// ensemble: a holder's session expired on the servers holds its successor
+// back for the delay; a clean Unlock does not.
+func TestLockDelay(t *testing.T) {
+	ens := integration.NewZooKeeper(t)
+	admin, events := connect(t, ens)
+	drain(events)
+	locktest.RunLockDelay(t, func(t *testing.T) locktest.DelayBackend { return newBackend(t, ens, admin) })
+}
+
+// DelayedSession makes zkBackend a locktest.DelayBackend.
+func (b *zkBackend) DelayedSession(t *testing.T, d time.Duration) locktest.Session {
+	conn, events := connect(t, b.ens, b.n%3)
+	drain(events)
+	b.n++
+	return &zkSession{ens: b.ens, conn: conn, s: newSession(t, conn, zklock.WithPrefix(b.prefix), zklock.WithLockDelay(d))}
 }

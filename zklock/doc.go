@@ -58,14 +58,14 @@
 // A waiter must not take its predecessor's deletion for the handoff while
 // older entries may remain (the predecessor may have given up waiting),
 // and listing the directory again to find out costs bytes that grow with
-// the queue (zk.Lock lists every child on every wake). So a holder that
-// had to wait releases with one transaction that sets its node's data and
-// deletes it: its successor's data watch fires with a data change only for
-// a release by a holder — nothing older is left, and the wake needs no
-// request at all —, and with a plain deletion when the predecessor gave
-// up or its session ended. A holder that never waited deletes plainly: a
-// waiter behind it saw nothing older either (barring a listing taken just
-// before an older entry went). After a plain deletion the waiter checks
+// the queue (zk.Lock lists every child on every wake). So a holder
+// releases with one transaction that sets its node's data and deletes it:
+// its successor's data watch fires with a data change only for a release
+// by a holder — nothing older is left, and the wake needs no request at
+// all —, and with a plain deletion when the predecessor gave up, its
+// session ended or someone else deleted it (which is also how
+// WithLockDelay tells a release from the rest; readers mark their release
+// the same way). After a plain deletion the waiter checks
 // the nearest older entries of its snapshot one by one (Exists), and past
 // two gone ones lists the directory once. A handoff is therefore one
 // write and one event whatever the queue's length. Entry nodes must not be

@@ -182,10 +182,10 @@ func TestMutex(t *testing.T) {
 	// A waiter marks its node once nothing older than its predecessor is
 	// left: the data becomes the holder value, a NUL and the predecessor's
 	// name, and the version 1 (see zklock's doc).
-	// A holder that waited releases with set-data + delete in one
-	// transaction, so its successor's data watch says "released"; a waiter
-	// that gives up, and a holder that never waited (nobody behind it can
-	// have seen anything older), only delete their node (see zklock's doc).
+	// A holder releases with set-data + delete in one transaction, so its
+	// successor's data watch says "released" (whether the holder waited
+	// or not: lock-delay tells a release from a node gone otherwise); a
+	// waiter that gives up only deletes its node (see zklock's doc).
 	t.Run("ReleaseIsADataChange", func(t *testing.T) {
 		prefix := newPrefix()
 		m := newMutex(t, session(t, prefix), "rel")
@@ -217,7 +217,7 @@ func TestMutex(t *testing.T) {
 		expect(qch, zk.EventNodeDeleted, "a waiter that gave up")
 		hch := watch(es[0])
 		mustUnlock(t, l)
-		expect(hch, zk.EventNodeDeleted, "the release of a holder that never waited")
+		expect(hch, zk.EventNodeDataChanged, "the release of a holder that never waited")
 		r := recv(t, waiter, "the waiter's Lock")
 		if r.Err != nil {
 			t.Fatal(r.Err)

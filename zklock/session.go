@@ -34,7 +34,8 @@ type Option func(*options)
 
 type options struct {
 	zkq.Config
-	tickSet bool
+	tickSet   bool
+	lockDelay time.Duration // WithLockDelay
 }
 
 // WithPrefix sets the znode under which locks keep their directories
@@ -114,6 +115,9 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if err := checkLockDelay(o.lockDelay); err != nil {
+		return nil, err
+	}
 	if err := zkq.CheckPrefix(o.Prefix); err != nil {
 		return nil, fmt.Errorf("zklock: new session: %w", err)
 	}
@@ -125,6 +129,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 	if err != nil {
 		return nil, err
 	}
+	d.SetLockDelay(o.lockDelay)
 	return &Session{q: d.User(), d: d, acl: o.ACL}, nil
 }
 

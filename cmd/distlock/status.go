@@ -21,6 +21,11 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/cmd/internal/backend"
+	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/qlock/etcdq"
+	"github.com/distlock/distlock/internal/qlock/zkq"
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func init() {
@@ -88,6 +93,15 @@ how many are recorded and the newest three past ones with their outcome
 did not record how). Records outlive their holders, so a free lock shows
 them too.
 
+A waiter that serves a lock-delay (etcdlock/zklock WithLockDelay: the
+entry ahead of it went without its holder's release, its session ended
+or it was deleted) shows under the first line: "lock-delay: granted to
+TOKEN after the previous holder's entry KEY went without a release
+(session ended, or deleted), not before TIME". The waiter records it in
+its own session (etcd: a key bound to its lease under PREFIX@delay/NAME/;
+ZooKeeper: an ephemeral node under PREFIX/@delay/NAME) for the delay's
+length.
+
 The read is one consistent snapshot (etcd: one range read; ZooKeeper: a
 sync, the listing, then each entry; entries gone meanwhile are left out).
 
@@ -152,6 +166,11 @@ JSON output (--json), one object; fields are never removed or renamed:
                                     "pending" (grace running) or "still-held" (over, not forced); oldest first
       "past":    [ REVOCATION ]     the newest 3 others, newest first
     },
+    "lock_delays": [                only while a waiter serves a lock-delay
+      {"token": "backup@1050.694d9b1c2a3f4e0b", "holder": "web2 ...",
+       "gone": "/distlock/backup/@w694d9b1c2a3f4e01_1",  the entry that went without a release
+       "until": "2026-11-30T10:00:07Z"}                 when the waiter holds
+    ],
     "entries": [                    holder(s) first, then waiters in queue order; [] when free;
                                     an election's candidates after them, leader first, then
                                     in the order they would lead (see above)
@@ -286,6 +305,9 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 		if err := st.readRevocations(qctx, b, q); err != nil {
 			return exit(exitUnreachable, fmt.Errorf("status of lock %q: revocations: %w%s", name, err, b.AuthHint(err)))
 		}
+		if err := st.readDelays(qctx, b, time.Now()); err != nil {
+			return exit(exitUnreachable, fmt.Errorf("status of lock %q: lock-delays: %w%s", name, err, b.AuthHint(err)))
+		}
 		if fence != "" {
 			if err := st.readFence(qctx, b, fence); errors.Is(err, backend.ErrFenceKey) {
 				return usageErr("--fence %q: %s", fence, causeAfter(err, backend.ErrFenceKey))
@@ -361,7 +383,82 @@ type lockStatus struct {
 	// Revocations are the lock's revocation records (distlock revoke),
 	// when it has any.
 	Revocations *revocationsStatus `json:"revocations,omitempty"`
-	Entries     []statusEntry      `json:"entries"`
+	// LockDelays are the lock-delays waiters serve now (the stores'
+	// WithLockDelay), when any does.
+	LockDelays []delayStatus `json:"lock_delays,omitempty"`
+	Entries    []statusEntry `json:"entries"`
+}
+
+// delayStatus is a lock-delay a waiter serves: it is the head of the
+// queue, its predecessor's entry (Gone) having gone without its holder's
+// release, and it holds once the delay ends (Until). As its record
+// (qlock.DelayRecord) says it.
+type delayStatus struct {
+	Token  string    `json:"token"`
+	Holder string    `json:"holder,omitempty"`
+	Gone   string    `json:"gone"`
+	Until  time.Time `json:"until"`
+}
+
+// readDelays reads the lock-delay records of the lock's waiters (a key of
+// each waiter's lease under PREFIX@delay/NAME/ on etcd, an ephemeral node
+// of its session under PREFIX/@delay/NAME on ZooKeeper) and keeps those
+// whose delay has not ended by now: a record's delete can come a moment
+// after its delay, or not at all until its session ends.
+func (st *lockStatus) readDelays(ctx context.Context, b *backend.Client, now time.Time) error {
+	var data [][]byte
+	switch {
+	case b.Etcd() != nil:
+		resp, err := b.Etcd().Get(ctx, etcdq.DelayDir(b.Prefix(), st.Lock), clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.Kvs {
+			if !strings.Contains(strings.TrimPrefix(string(kv.Key), etcdq.DelayDir(b.Prefix(), st.Lock)), "/") {
+				data = append(data, kv.Value)
+			}
+		}
+	case b.ZK() != nil:
+		dir := zkq.DelayDir(b.Prefix(), st.Lock)
+		kids, _, err := b.ZK().Children(dir)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			if !strings.HasPrefix(k, "@") {
+				continue // a longer lock name's directory
+			}
+			d, _, err := b.ZK().Get(dir + "/" + k)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue // its delay ended meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			data = append(data, d)
+		}
+	}
+	for _, d := range data {
+		r, err := qlock.ParseDelayRecord(d)
+		if err != nil || r.Lock != st.Lock || !now.Before(r.Until) {
+			continue
+		}
+		st.LockDelays = append(st.LockDelays, delayStatus{Token: r.Token, Holder: r.Holder, Gone: r.Gone, Until: r.Until})
+	}
+	slices.SortFunc(st.LockDelays, func(a, b delayStatus) int { return a.Until.Compare(b.Until) })
+	return nil
+}
+
+// writeText writes a line per lock-delay served, still running at now.
+func (d delayStatus) writeText(w io.Writer, now time.Time) {
+	if !now.Before(d.Until) {
+		return
+	}
+	fmt.Fprintf(w, "lock-delay: granted to %s after the previous holder's entry %s went without a release (session ended, or deleted), not before %s (in %v)\n",
+		d.Token, d.Gone, d.Until.Format(time.RFC3339Nano), d.Until.Sub(now).Round(100*time.Millisecond))
 }
 
 // revocationsStatus is what status shows of a lock's revocation records.
@@ -793,6 +890,10 @@ func (st *lockStatus) writeText(w io.Writer) {
 	if st.Revocations != nil {
 		st.Revocations.writePending(w)
 	}
+	now := time.Now()
+	for _, d := range st.LockDelays {
+		d.writeText(w, now)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POS\tROLE\tKIND\tTOKEN\tOWNER\tAGE\tHOLDER")
 	for _, e := range st.Entries {
@@ -867,11 +968,13 @@ func watchStatus(conn *connFlags, name, fence string, asJSON bool, changes int, 
 		mu     sync.Mutex
 		last   []distlock.QueueEntry
 		audit  *fenceStatus        // the fence as read at the last change
+		delays []delayStatus       // the lock-delays as read at the last change
 		shown  = -1                // changes shown; the first snapshot is not one
 		multi  map[string][]string // the multi-lock entries at the last change (etcd)
 		redraw = func(q []distlock.QueueEntry) {
 			st := newStatus(name, b.Kind(), q, time.Now())
 			st.Fence = audit
+			st.LockDelays = delays
 			st.markMulti(multi, true)
 			switch {
 			case asJSON:
@@ -911,6 +1014,12 @@ func watchStatus(conn *connFlags, name, fence string, asJSON bool, changes int, 
 		if complete {
 			multi = m
 		}
+		// A lock-delay starts when an entry goes: a change of the queue.
+		ds := newStatus(name, b.Kind(), q, time.Now())
+		if err := ds.readDelays(ctx, b, time.Now()); err != nil {
+			return fmt.Errorf("lock-delays: %w", err)
+		}
+		delays = ds.LockDelays
 		if fence != "" {
 			st := newStatus(name, b.Kind(), q, time.Now())
 			if err := st.readFence(ctx, b, fence); err != nil {

@@ -645,3 +645,109 @@ func TestStatusSlots(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusLockDelay: while a waiter serves a lock-delay (its
+// predecessor's entry went without a release: etcd, the holder's lease
+// revoked; ZooKeeper, the holder's node deleted by another client),
+// status says so, with the entry that went and when the delay ends; once
+// the waiter holds, it no longer does.
+func TestStatusLockDelay(t *testing.T) {
+	const delay = 4 * time.Second
+	forEachBackend(t, func(t *testing.T, b *testBackend) {
+		ctx := testCtx(t)
+		lock := lockName(t)
+		var holder, waiter distlock.Locker
+		var end func()
+		switch b.name {
+		case "etcd":
+			hs, err := etcdlock.NewSession(ctx, b.etcd, etcdlock.WithPrefix(b.prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { hs.Close(context.Background()) })
+			ws, err := etcdlock.NewSession(ctx, b.etcd, etcdlock.WithPrefix(b.prefix), etcdlock.WithHolder("delayed"), etcdlock.WithLockDelay(delay))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ws.Close(context.Background()) })
+			holder, _ = etcdlock.NewMutex(hs, lock)
+			waiter, _ = etcdlock.NewMutex(ws, lock)
+			end = func() {
+				if _, err := b.etcd.Revoke(ctx, hs.ID()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		default:
+			hs, err := zklock.NewSession(ctx, b.ens(), zklock.WithPrefix(b.prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { hs.Close(context.Background()) })
+			ws, err := zklock.NewSession(ctx, b.ens(), zklock.WithPrefix(b.prefix), zklock.WithHolder("delayed"), zklock.WithLockDelay(delay))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ws.Close(context.Background()) })
+			holder, _ = zklock.NewMutex(hs, lock)
+			waiter, _ = zklock.NewMutex(ws, lock)
+			end = func() {
+				if err := b.zk.Delete(b.entries(t, lock)[0], -1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := holder.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res := locktest.LockAsync(ctx, waiter)
+		b.waitQueued(t, lock, 2)
+		gone := b.entries(t, lock)[0]
+		ended := time.Now()
+		end()
+		// The record is the waiter's own write, in the background once it
+		// saw the entry go: read until it shows (milliseconds), within
+		// the delay.
+		var st lockStatus
+		for {
+			r := cli(ctx, t, nil, b.args("status", "--json", lock)...)
+			if r.code != 0 {
+				t.Fatalf("status --json: code %d, stderr %q", r.code, r.stderr)
+			}
+			st = lockStatus{}
+			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+				t.Fatalf("%q: %v", r.stdout, err)
+			}
+			if len(st.LockDelays) > 0 {
+				break
+			}
+			if time.Since(ended) > delay/2 {
+				t.Fatalf("status shows no lock-delay %v after the holder's entry went: %q", time.Since(ended), r.stdout)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		d := st.LockDelays[0]
+		if d.Gone != gone || d.Holder != "delayed" || !strings.HasPrefix(d.Token, lock+"@") || d.Until.Before(ended.Add(delay)) || d.Until.After(ended.Add(delay+5*time.Second)) {
+			t.Fatalf("lock_delays[0] = %+v, want gone %s, holder \"delayed\", until about %v", d, gone, ended.Add(delay))
+		}
+		r := cli(ctx, t, nil, b.args("status", lock)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "lock-delay: granted to "+d.Token+" after the previous holder's entry "+gone+" went without a release") {
+			t.Fatalf("status: code %d, stdout %q", r.code, r.stdout)
+		}
+		got := locktest.Recv(t, res, "the delayed waiter")
+		if got.Err != nil {
+			t.Fatal(got.Err)
+		}
+		defer got.Lease.Unlock(context.Background())
+		if got.Lease.Token().String() != d.Token {
+			t.Fatalf("granted %v, status named %s", got.Lease.Token(), d.Token)
+		}
+		r = cli(ctx, t, nil, b.args("status", "--json", lock)...)
+		st = lockStatus{}
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+			t.Fatalf("%q: %v", r.stdout, err)
+		}
+		if len(st.LockDelays) != 0 {
+			t.Fatalf("status --json after the delay: lock_delays %+v", st.LockDelays)
+		}
+	})
+}

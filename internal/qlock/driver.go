@@ -3,6 +3,7 @@ package qlock
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/distlock/distlock"
 )
@@ -45,6 +46,12 @@ type Node struct {
 	// slot, it was claimed from the line. Its holding rests on deletes it
 	// waited for, not on the enqueue's own answer.
 	Waited bool
+	// lockDelay is how long the acquisition was held back by lock-delay
+	// (see the engine's wait); 0 if it was not.
+	lockDelay time.Duration
+	// delayUntil is when the lock-delay the waiter serves, or served,
+	// ends; zero if it serves none.
+	delayUntil time.Time
 	// Store is the driver's own state of the entry (a znode version, a
 	// pending watch); the engine does not look at it.
 	Store any
@@ -143,11 +150,25 @@ type Driver interface {
 	// returns at once: following must cost a waiter no goroutine of its
 	// own where the store allows it.
 	Follow(n *Node, gone func(cause error))
-	// WaitGone returns nil once entry p, ahead of n, is gone. The driver
+	// WaitGone returns once entry p, ahead of n, is gone. The driver
 	// may learn on the way which entries older than p are gone too, and
 	// record it in q (Gone, Observed): a store whose holders mark their
 	// release (ZooKeeper) tells that nothing older is left.
-	WaitGone(ctx context.Context, n *Node, q *Queue, p Entry) error
+	//
+	// released says how p went, for lock-delay (State.LockDelay): true
+	// when p's owner released it (or gave up waiting, where the store does
+	// not tell the two apart: see ReleaseMarked), false when p's session
+	// ended on the store, it was deleted by someone else, or how it went
+	// is not known. A driver that needs a request to tell makes it only
+	// when the session has a lock-delay, and reports true without one.
+	WaitGone(ctx context.Context, n *Node, q *Queue, p Entry) (released bool, err error)
+	// ReleaseMarked reports whether WaitGone tells an owner's release from
+	// an entry that gave up waiting (ZooKeeper: a release marks itself;
+	// etcd: both are deletes by a live lease). Where it does not, a waiter
+	// that gives up while it serves a lock-delay keeps its entry until the
+	// delay's end (see the engine's wait), so that the waiter behind it,
+	// which takes the entry's going for a release, is held back as long.
+	ReleaseMarked() bool
 	// Survivors refreshes q's entries older than below from the store (see
 	// Queue.Observed): after the entry at below went while older ones were
 	// still in the view, or when the view must read (Queue.MustRead). An

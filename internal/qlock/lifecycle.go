@@ -35,7 +35,9 @@ import (
 //     change); otherwise, if older entries may be left, one read
 //     refreshes the view (Survivors). A handoff's cost therefore does not
 //     grow with the queue: one write (the release), one event (the
-//     waiter's watch) and at most one read of the survivors.
+//     waiter's watch) and at most one read of the survivors. With a
+//     lock-delay, a waiter whose last predecessor went without its
+//     holder's release then waits the delay (see owedDelay).
 //  4. Confirm is the last look before "acquired": whatever the store's
 //     watches may not have delivered yet (on etcd, for an entry that
 //     waited, one read that it outlived its last predecessor).
@@ -49,7 +51,8 @@ import (
 //     failed Lock never leaves an entry that blocks the queue. Step 1 is
 //     the driver's own: an enqueue whose outcome is unknown is cleaned up
 //     inside Enqueue, by the store's means (etcd: the guard key; ZooKeeper:
-//     the entry's GUID).
+//     the entry's GUID). A waiter that gives up while it serves a
+//     lock-delay, on etcd, deletes its entry at the delay's end (giveUp).
 
 // Engine runs acquisitions on one session: its state, which the engine
 // keeps, and its store's driver, which does the store's part.
@@ -113,8 +116,9 @@ func (e *Engine) acquire(ctx context.Context, name string, r Request) (_ *Node, 
 	if n.Waited {
 		e.st.log.Debug(e.st.backend.Pkg+": enqueued", "lock", name, "key", n.Key, "ahead", qs.ahead)
 		qs.waitedOn, err = e.wait(ctx, n, q)
+		qs.delayed = n.lockDelay
 		if err != nil {
-			e.abandon(n, err)
+			e.giveUp(n, err)
 			return nil, qs, fail(err)
 		}
 	}
@@ -169,6 +173,7 @@ func (e *Engine) wait(ctx context.Context, n *Node, q *Queue) (waitedOn int, err
 	defer cancel(nil)
 	stop := context.AfterFunc(n.alive, func() { cancel(context.Cause(n.alive)) })
 	defer stop()
+	var owed owedDelay
 	for {
 		if below, must := q.MustRead(); must {
 			// The known entries are gone and older ones may be left: one
@@ -189,12 +194,15 @@ func (e *Engine) wait(ctx context.Context, n *Node, q *Queue) (waitedOn int, err
 			break
 		}
 		waitedOn++
-		if err := e.d.WaitGone(wctx, n, q, gone); err != nil {
+		owed.waitOn(gone)
+		released, err := e.d.WaitGone(wctx, n, q, gone)
+		if err != nil {
 			if n.alive.Err() != nil {
 				return waitedOn, context.Cause(n.alive)
 			}
 			return waitedOn, err
 		}
+		owed.went(gone, released, time.Now())
 		q.Gone(gone.Key)
 		if _, more := q.Next(); more {
 			// The entry went while older ones were still in the snapshot:
@@ -205,7 +213,120 @@ func (e *Engine) wait(ctx context.Context, n *Node, q *Queue) (waitedOn int, err
 	if n.alive.Err() != nil {
 		return waitedOn, context.Cause(n.alive)
 	}
+	if d := e.st.LockDelay(); d > 0 && owed.due {
+		if err := e.serveDelay(wctx, n, owed, d); err != nil {
+			if n.alive.Err() != nil {
+				return waitedOn, context.Cause(n.alive)
+			}
+			return waitedOn, err
+		}
+	}
 	return waitedOn, nil
+}
+
+// Lock-delay (etcdlock and zklock WithLockDelay): a waiter that becomes
+// the head because the entry ahead of it went without its holder's
+// release (its session ended on the store, or someone deleted it) waits
+// the session's delay more before it holds, for work of the old holder's
+// that no fence can stop and that may still run. A clean release hands
+// over at once. The delay counts from when the waiter saw the entry go,
+// which is no earlier than it went; the waiter keeps following its own
+// entry meanwhile (a loss fails the acquisition, a cancel returns at
+// once).
+//
+// Which going counts is the one of an entry that held when it went. In a
+// queue of exclusive entries that is the last one the waiter waited on:
+// one that went while an older entry was still there (the waiter waits on
+// that one next) was only waiting. A writer behind several readers holding
+// together owes the delay if any of them went without a release, unless
+// an older writer turned up afterwards (then they were waiting for it).
+// owedDelay keeps that account as the wait goes from entry to entry,
+// newest to oldest.
+type owedDelay struct {
+	due   bool      // an entry that may have held went without a release
+	since time.Time // when the waiter saw the last such entry go
+	key   string    // that entry
+	excl  bool      // it was exclusive
+}
+
+// waitOn is the start of a wait on w, an entry older than every entry
+// gone so far, still there after they went: an exclusive w conflicts with
+// each of them, so none of them held; any w, with an exclusive one.
+func (o *owedDelay) waitOn(w Entry) {
+	if o.due && (w.Kind == Exclusive || o.excl) {
+		*o = owedDelay{}
+	}
+}
+
+// went records how p went, seen at.
+func (o *owedDelay) went(p Entry, released bool, at time.Time) {
+	switch {
+	case !released:
+		*o = owedDelay{due: true, since: at, key: p.Key, excl: p.Kind == Exclusive}
+	case p.Kind == Exclusive:
+		// It held, so the entries that went before it (newer) did not.
+		*o = owedDelay{}
+	}
+}
+
+// serveDelay holds n back until delay d after the going o records, or
+// until ctx ends (n's own end ends it too). n.lockDelay says how long it
+// waited, n.delayUntil until when it was to (for giveUp).
+func (e *Engine) serveDelay(ctx context.Context, n *Node, o owedDelay, d time.Duration) error {
+	until := o.since.Add(d)
+	start := time.Now()
+	if !start.Before(until) {
+		return nil // served already (a slow read on the way)
+	}
+	n.delayUntil = until
+	e.st.log.Info(e.st.backend.Pkg+": lock-delay: the entry ahead went without a release", "lock", n.Name, "key", n.Key, "gone", o.key, "delay", d, "until", until)
+	clear := e.markDelay(n, o, until)
+	defer clear()
+	err := ctxwait.Sleep(ctx, time.Until(until))
+	n.lockDelay = time.Since(start)
+	return err
+}
+
+// giveUp is abandon (step 7) for a waiter whose wait failed. One that gave
+// up (its ctx ended) while it served a lock-delay, on a store whose
+// waiters cannot tell giving up from a release (Driver.ReleaseMarked),
+// returns at once but keeps its entry, held by nobody, until the delay's
+// end: the waiter behind it, taking its going for a release, would
+// otherwise hold before the delay is over. The entry is removed then,
+// or goes with the session if it ends first; never left behind.
+func (e *Engine) giveUp(n *Node, cause error) {
+	until := n.delayUntil
+	if until.IsZero() || e.d.ReleaseMarked() || n.alive.Err() != nil || !time.Now().Before(until) {
+		e.abandon(n, cause)
+		return
+	}
+	n.kill(cause)
+	e.st.log.Debug(e.st.backend.Pkg+": lock-delay: giving up; the entry stays until the delay's end", "lock", n.Name, "key", n.Key, "until", until)
+	e.st.Go(func(ctx context.Context) {
+		if ctxwait.Sleep(ctx, time.Until(until)) == nil {
+			e.d.Abandon(n)
+		}
+	})
+}
+
+// DelayMarker is a store's record of the lock-delays its waiters serve,
+// for the distlock status command: a driver that has one implements it.
+type DelayMarker interface {
+	// MarkDelay records, in the background, that n serves a lock-delay
+	// until until, after entry gone went without a release, in a record
+	// of n's session (gone with it); it returns at once. clear removes
+	// the record, in the background too, once the delay is over.
+	MarkDelay(n *Node, gone string, until time.Time) (clear func())
+}
+
+// markDelay has the store record n's lock-delay (see DelayMarker), if it
+// can; clear ends the record.
+func (e *Engine) markDelay(n *Node, o owedDelay, until time.Time) (clear func()) {
+	m, ok := e.d.(DelayMarker)
+	if !ok {
+		return func() {}
+	}
+	return m.MarkDelay(n, o.key, until)
 }
 
 // hooks are what a recipe adds to the life of its held entries (step 5);
@@ -264,7 +385,7 @@ func (e *Engine) hold(n *Node, lt *lockTel, h hooks) *distlock.Lease {
 		endSpan(span, err)
 		return err
 	}
-	l, lose := distlock.NewLease(e.st.backend.Name, t, release, e.st.Deadline)
+	l, lose := distlock.NewLease(e.st.backend.Name, t, release, e.st.Deadline, distlock.LeaseLockDelay(n.lockDelay))
 	if h.loser != nil {
 		*h.loser = lose
 	}

@@ -167,7 +167,7 @@ func (e *Engine) acquireAll(ctx context.Context, label string, names []string, r
 	}
 	abandon := func(err error) error {
 		for _, n := range ns {
-			e.abandon(n, err)
+			e.giveUp(n, err)
 		}
 		return fail(err)
 	}
@@ -218,8 +218,9 @@ func (e *Engine) acquireAll(ctx context.Context, label string, names []string, r
 		})
 	}
 	wg.Wait()
-	for _, k := range waited {
+	for i, k := range waited {
 		qs.waitedOn += k
+		qs.delayed = max(qs.delayed, ns[i].lockDelay)
 	}
 	if first != nil {
 		return nil, qs, abandon(lost(first))
@@ -279,7 +280,11 @@ func (e *Engine) holdAll(ns []*Node, lt *lockTel) *distlock.Lease {
 		endSpan(span, err)
 		return err
 	}
-	l, lose := distlock.NewMultiLease(e.st.backend.Name, ts, release, e.st.Deadline)
+	var delayed time.Duration // the names wait together: the longest
+	for _, n := range ns {
+		delayed = max(delayed, n.lockDelay)
+	}
+	l, lose := distlock.NewMultiLease(e.st.backend.Name, ts, release, e.st.Deadline, distlock.LeaseLockDelay(delayed))
 	e.loseWith(alive, lose, end, strings.Join(names(ns), "+"), first.Token)
 	for _, n := range ns {
 		e.followRevoke(n, n.Name, lose)

@@ -70,6 +70,8 @@ type State struct {
 	// revocable: the session's holders follow revocation requests (see
 	// distlock.RevokedError).
 	revocable bool
+	// lockDelay is the session's lock-delay (SetLockDelay): 0 for none.
+	lockDelay time.Duration
 	// slots are the semaphore slot keys this session claims or holds (see
 	// ReserveSlot).
 	slots map[string]bool
@@ -142,6 +144,24 @@ func (s *State) Revocable() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.revocable
+}
+
+// SetLockDelay sets the session's lock-delay (etcdlock and zklock
+// WithLockDelay): how long a waiter of its Mutexes, RWMutexes and
+// multi-locks holds back after the entry whose going made it the head went
+// without its holder's release (see the engine's wait). Drivers' callers
+// set it before any lock is taken; d is not negative.
+func (s *State) SetLockDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lockDelay = d
+}
+
+// LockDelay returns the session's lock-delay; 0 for none.
+func (s *State) LockDelay() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lockDelay
 }
 
 // NewState returns the state of session owner (its ID in fencing tokens)

@@ -41,6 +41,9 @@ const (
 	attrPartial = attribute.Key("distlock.queue.ahead_partial")
 	attrWaited  = attribute.Key("distlock.queue.waited_on")
 	attrCause   = attribute.Key("distlock.cause")
+	// attrDelay is the lock-delay an acquisition served, in seconds
+	// (the distlock.lock_delay event carries it too).
+	attrDelay = attribute.Key("distlock.lock_delay")
 )
 
 // Wait outcomes (outcome attribute of distlock.lock.wait.duration).
@@ -216,6 +219,8 @@ type queueStats struct {
 	// waitedOn counts the waits, one entry (or, for a semaphore's line
 	// head, one slot) at a time.
 	waitedOn int
+	// delayed is how long lock-delay held the acquisition back.
+	delayed time.Duration
 }
 
 // begin starts following a call: the waiting count and its span. The
@@ -247,6 +252,12 @@ func (a *acquisition) saw(qs queueStats) {
 		a.enqueued(qs.ahead, qs.partial)
 	}
 	a.waitedOn = qs.waitedOn
+	if qs.delayed > 0 && a.span.IsRecording() {
+		// The entry ahead went without its holder's release: the wait
+		// includes the lock-delay, which the trace shows apart.
+		a.span.SetAttributes(attrDelay.Float64(qs.delayed.Seconds()))
+		a.span.AddEvent("distlock.lock_delay", trace.WithAttributes(attrDelay.Float64(qs.delayed.Seconds())))
+	}
 }
 
 // end records the call's outcome; n is the entry that holds, on success,

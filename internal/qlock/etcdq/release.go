@@ -39,7 +39,7 @@ func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error 
 		mu.Unlock()
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(n.Key), "=", n.Seq)).
-			Then(deleteOps(n.Key)...).
+			Then(append(deleteOps(n.Key), s.releaseMark(n)...)...).
 			Commit()
 		mu.Lock()
 		finished++

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/distlock/distlock/internal/qlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,12 +19,127 @@ import (
 // older entry too would cost a watch create, a cancel and an event more
 // for every handoff of a drained queue. The revision at which p was seen
 // gone is recorded for Confirm.
-func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, _ *qlock.Queue, p qlock.Entry) error {
+//
+// How p went (released) costs a request only when the session has a
+// lock-delay (see howGone).
+func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, _ *qlock.Queue, p qlock.Entry) (released bool, err error) {
 	rev, err := s.waitDeleted(ctx, p.Key, p.Seq, n.Seq)
-	if err == nil {
-		cleared(n, rev)
+	if err != nil {
+		return false, err
 	}
-	return err
+	cleared(n, rev)
+	if s.LockDelay() <= 0 {
+		return true, nil
+	}
+	return s.howGone(ctx, p.Key, rev)
+}
+
+// The release mark. A session with a lock-delay puts, in every lock
+// entry's release Txn (beside the delete, one round trip as before), the
+// key "<prefix>@released/<lease hex>" bound to its lease: one key per
+// session, overwritten by each release. A waiter that sees its
+// predecessor's key deleted at revision rev reads that key of the
+// predecessor's lease at rev: its mod revision rev says the delete was
+// that Txn, a release. Without the mark (a holder without a lock-delay, a
+// lease revoke or expiry, a waiter giving up, a foreign delete) the
+// waiter asks for the lease (leaseAlive). The mark tells a release from a
+// revoke that came right after it (Unlock then Close), which the lease
+// alone cannot: by the time the waiter asks, the lease is gone either way.
+
+// releaseMarkKey returns the release mark of lease id.
+func releaseMarkKey(prefix string, id clientv3.LeaseID) string {
+	return prefix + "@released/" + strconv.FormatInt(int64(id), 16)
+}
+
+// releaseMark returns the op that marks n's release, for its release
+// Txn: none without a lock-delay, nor for a semaphore's or an election's
+// entries (lock-delay is the locks').
+func (s *Session) releaseMark(n *qlock.Node) []clientv3.Op {
+	if s.LockDelay() <= 0 || (n.Kind != qlock.Exclusive && n.Kind != qlock.Shared) {
+		return nil
+	}
+	return []clientv3.Op{clientv3.OpPut(releaseMarkKey(s.prefix, s.id), "", clientv3.WithLease(s.id))}
+}
+
+// howGone tells, for lock-delay, whether entry key, seen gone at revision
+// rev, was released: the release mark of its lease written at rev, or
+// else its lease still alive (leaseAlive).
+func (s *Session) howGone(ctx context.Context, key string, rev int64) (bool, error) {
+	id, ok := leaseOf(key)
+	if !ok {
+		return false, nil
+	}
+	get := func(opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+		gctx, cancel := context.WithTimeout(ctx, s.hedgeDelay())
+		defer cancel()
+		return s.client.Get(gctx, releaseMarkKey(s.prefix, id), append(opts, clientv3.WithRev(rev), clientv3.WithKeysOnly())...)
+	}
+	resp, err := get(clientv3.WithSerializable())
+	if err != nil {
+		resp, err = get() // the member has not applied rev yet
+	}
+	if err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision == rev {
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return false, context.Cause(ctx)
+	}
+	return s.leaseAlive(ctx, key)
+}
+
+// ReleaseMarked is false on etcd (qlock.Driver): a release and a waiter's
+// giving up are both a delete by a live lease.
+func (s *Session) ReleaseMarked() bool { return false }
+
+// leaseAlive tells, for lock-delay, how entry key went: its lease still
+// alive means its owner deleted it (a release, or a waiter giving up) or
+// someone else did while the owner lives, which etcd does not tell apart;
+// its lease gone (TTL -1) means the key went with it, revoked or expired.
+// A lease that cannot be asked about (a key not of this library's form,
+// a request that fails for good) counts as gone: a delay too many is
+// safe, one too few is not.
+//
+// A holder that Unlocks and at once ends its session (Close revokes the
+// lease) can have its lease gone by the time this asks: its successor
+// then waits the delay as if the session had ended first.
+func (s *Session) leaseAlive(ctx context.Context, key string) (bool, error) {
+	id, ok := leaseOf(key)
+	if !ok {
+		return false, nil
+	}
+	resp, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (*clientv3.LeaseTimeToLiveResponse, error) {
+		return s.client.TimeToLive(ctx, id)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, context.Cause(ctx)
+		}
+		s.Log().Debug("etcdlock: lock-delay: lease check failed; counting the entry as not released", "key", key, "err", err)
+		return false, nil
+	}
+	return resp.TTL >= 0, nil
+}
+
+// leaseOf returns the lease of entry key (see keys.go: a kind mark, a
+// candidate's priority tag, the lease in hex, "_", a counter).
+func leaseOf(key string) (clientv3.LeaseID, bool) {
+	i := strings.LastIndex(key, "/@")
+	if i < 0 || len(key) < i+3 {
+		return 0, false
+	}
+	rest := key[i+3:]
+	if _, tail, ok := cutPriority(rest); ok {
+		rest = tail
+	}
+	hex, _, ok := strings.Cut(rest, "_")
+	if !ok || !isHex(hex) {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		return 0, false
+	}
+	return clientv3.LeaseID(id), true
 }
 
 // waiting is a waiting entry's driver state (qlock.Node.Store): the
@@ -138,4 +256,41 @@ func (s *Session) existsSince(ctx context.Context, key string, createRev, rev in
 		return resp.Header.Revision, nil
 	}
 	return 0, nil
+}
+
+// DelayDir returns the key prefix under which lock name's waiters record
+// the lock-delays they serve (qlock.DelayRecord), each at DelayDir +
+// qlock.DelayRecordName, bound to the waiter's lease. '@' starts no lock
+// name, so the records are in no lock's queue.
+func DelayDir(prefix, name string) string { return prefix + "@delay/" + name + "/" }
+
+// MarkDelay records n's lock-delay (qlock.DelayMarker): one put bound to
+// the session's lease, in the background, and its delete once the delay
+// is over. A put cut off by its context may still apply after the
+// delete; the key then stays, its until in the past, until the lease
+// ends (distlock status skips such records).
+func (s *Session) MarkDelay(n *qlock.Node, gone string, until time.Time) (clear func()) {
+	key := DelayDir(s.prefix, n.Name) + qlock.DelayRecordName(n)
+	data := string(s.DelayRecordData(n, gone, until))
+	put := make(chan struct{})
+	s.Finally(func() {
+		defer close(put)
+		ctx, cancel := context.WithDeadline(s.Context(), until)
+		defer cancel()
+		if _, err := s.client.Put(ctx, key, data, clientv3.WithLease(s.id)); err != nil {
+			s.Log().Debug("etcdlock: lock-delay: record not written", "key", key, "err", err)
+		}
+	})
+	return func() {
+		s.Finally(func() {
+			<-put
+			// Bound by the session: once it ended, the lease (revoked or
+			// expiring) takes the key.
+			ctx, cancel := context.WithTimeout(s.Context(), qlock.AbandonTimeout)
+			defer cancel()
+			if _, err := s.client.Delete(ctx, key); err != nil {
+				s.Log().Debug("etcdlock: lock-delay: record not deleted (it goes with the lease)", "key", key, "err", err)
+			}
+		})
+	}
 }

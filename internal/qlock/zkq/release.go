@@ -14,11 +14,12 @@ import (
 )
 
 // Release deletes the node by its exact path and version (qlock.Driver).
-// An exclusive entry (or a candidate) is released with one
-// transaction, set-data then delete (both version-checked): the data
+// Every lock entry (exclusive, shared, or a candidate) is released with
+// one transaction, set-data then delete (both version-checked): the data
 // change tells the successor's watch that the lock was released by its
-// holder, not given up by a waiter (see WaitGone). One write, like a plain
-// delete; the data written is empty.
+// holder, not given up by a waiter nor gone with its session or by
+// someone else's delete (see WaitGone), which lock-delay tells apart. One
+// write, like a plain delete; the data written is empty.
 func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error {
 	if n.Kind == qlock.Counted {
 		return s.releaseMine(ctx, n, known)
@@ -45,19 +46,16 @@ func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error 
 	return nil
 }
 
-// handBack deletes the held node, with the set-data that marks a release
-// for an exclusive entry. A request cut off by a connection loss may have
-// been applied: if the retry finds the node gone, that was this release.
+// handBack deletes the held node, with the set-data that marks a
+// release. A request cut off by a connection loss may have been applied:
+// if the retry finds the node gone, that was this release.
 func (s *Session) handBack(ctx context.Context, n *qlock.Node) error {
 	version := state(n).version
-	del := func() error { return s.conn.Delete(n.Key, version) }
-	if (n.Kind == qlock.Exclusive || n.Kind == qlock.Candidate) && n.Waited {
-		del = func() error {
-			rs, err := s.conn.Multi(
-				&zk.SetDataRequest{Path: n.Key, Data: nil, Version: version},
-				&zk.DeleteRequest{Path: n.Key, Version: version + 1})
-			return multiErr(rs, err)
-		}
+	del := func() error {
+		rs, err := s.conn.Multi(
+			&zk.SetDataRequest{Path: n.Key, Data: nil, Version: version},
+			&zk.DeleteRequest{Path: n.Key, Version: version + 1})
+		return multiErr(rs, err)
 	}
 	cut := false
 	for {

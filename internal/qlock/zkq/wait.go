@@ -2,6 +2,8 @@ package zkq
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/zkctx"
@@ -9,31 +11,38 @@ import (
 )
 
 // WaitGone waits until entry p is gone, with a data watch on p's node
-// (qlock.Driver). An exclusive holder releases with one transaction that sets its
-// node's data and deletes it (see release), so a waiter sees a data change
-// only when its predecessor released the lock it held: nothing older than
-// p is left, and the wake needs no request. A plain deletion (p gave up
-// waiting, its session ended) leaves older entries to check (Survivors).
-func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p qlock.Entry) error {
+// (qlock.Driver). A holder releases with one transaction that sets its
+// node's data and deletes it (see Release), so a waiter sees a data change
+// only when its predecessor released the lock it held (released): for an
+// exclusive p nothing older is left, and the wake needs no request; a
+// reader's release leaves older readers to check. A plain deletion (p gave
+// up waiting, its session ended, someone else deleted it), or a node
+// found gone already, is not a release, and leaves older entries to check
+// (Survivors).
+func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p qlock.Entry) (released bool, err error) {
 	for {
 		pw, ok, err := s.getW(ctx, p.Key)
 		if err != nil || !ok {
-			return err
+			return released && err == nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return false, context.Cause(ctx)
 		case ev := <-pw.ch:
 			switch ev.Type {
 			case zk.EventNodeDeleted:
-				return nil
+				return false, nil
 			case zk.EventNodeDataChanged:
 				switch p.Kind {
 				case qlock.Exclusive, qlock.Counted:
 					// A holder's release, or a semaphore line head's
 					// claim: either way p was the oldest.
 					q.Observed(p.Seq, qlock.Entry{}, false)
-					return nil
+					return true, nil
+				case qlock.Shared:
+					// A reader's release: the node went in the same
+					// transaction; older readers may still hold.
+					return true, nil
 				case qlock.Candidate:
 					q.Observed(p.Seq, qlock.Entry{}, false)
 					// Election: p's data changes when it releases AND
@@ -42,13 +51,18 @@ func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p
 					// loop's next read tells whether p is gone (released)
 					// or still there (keep waiting on it). Mutex waiters
 					// never get here: their path costs no extra request.
+					released = true
 				}
 			case zk.EventNotWatching:
-				return s.watchErr(ev)
+				return false, s.watchErr(ev)
 			}
 		}
 	}
 }
+
+// ReleaseMarked is true on ZooKeeper (qlock.Driver): a release marks
+// itself with a data change, a waiter's giving up is a plain delete.
+func (s *Session) ReleaseMarked() bool { return true }
 
 // walkLimit is how many gone entries survivors checks one by one before
 // it lists the directory instead.
@@ -100,4 +114,57 @@ func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, 
 		}
 	}
 	q.Observed(below, nearest, found)
+}
+
+// DelayDir returns the znode under which lock name's waiters record the
+// lock-delays they serve (qlock.DelayRecord), each an ephemeral child
+// named qlock.DelayRecordName (starting with '@', so never a lock name's
+// directory). '@' starts no lock name, so PREFIX/@delay is no lock's.
+func DelayDir(prefix, name string) string { return prefix + "/@delay/" + name }
+
+// MarkDelay records n's lock-delay (qlock.DelayMarker): an ephemeral node
+// of the session (its directory made first when it is missing), in the
+// background, deleted once the delay is over (Close waits for that). Never a set-data on the
+// queue entry: the waiter behind it would read that as a release.
+func (s *Session) MarkDelay(n *qlock.Node, gone string, until time.Time) (clear func()) {
+	dir := DelayDir(s.prefix, n.Name)
+	p := dir + "/" + qlock.DelayRecordName(n)
+	data := s.DelayRecordData(n, gone, until)
+	made := make(chan struct{})
+	s.Finally(func() {
+		defer close(made)
+		ctx, cancel := context.WithDeadline(s.Context(), until)
+		defer cancel()
+		// Not cut off by ctx: the delete must follow the create's answer,
+		// or a create still on its way would outlive it.
+		create := func() error {
+			if ctx.Err() != nil || !s.ours() {
+				return context.Cause(ctx)
+			}
+			_, err := s.conn.Create(p, data, zk.FlagEphemeral, s.acl)
+			return err
+		}
+		err := create()
+		if errors.Is(err, zk.ErrNoNode) {
+			if err = s.ensureDir(ctx, dir); err == nil {
+				err = create()
+			}
+		}
+		if err != nil {
+			s.Log().Debug("zklock: lock-delay: record not written", "path", p, "err", err)
+		}
+	})
+	return func() {
+		s.Finally(func() {
+			<-made
+			// Even after the Session ended: the ZooKeeper session is the
+			// connection's and may outlive it, and the node with it.
+			ctx, cancel := context.WithTimeout(context.Background(), qlock.AbandonTimeout)
+			defer cancel()
+			_, err := zkctx.Call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(p, -1) })
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				s.Log().Debug("zklock: lock-delay: record not deleted (it goes with the session)", "path", p, "err", err)
+			}
+		})
+	}
 }

@@ -1,0 +1,20 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+)
+
+// TestWithLockDelayNegative: a negative lock-delay is refused before the
+// store is asked anything.
+func TestWithLockDelayNegative(t *testing.T) {
+	_, err := etcdlock.NewSession(context.Background(), nil, etcdlock.WithLockDelay(-time.Second))
+	if !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Fatalf("NewSession with a negative lock-delay: %v, want distlock.ErrInvalidOption", err)
+	}
+}
