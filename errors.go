@@ -74,9 +74,10 @@ var (
 	// MaxPermits).
 	ErrInvalidPermits = errors.New("invalid semaphore permit count")
 
-	// ErrInvalidOption reports a session option whose value is out of
-	// range (a negative lock-delay).
-	ErrInvalidOption = errors.New("invalid session option")
+	// ErrInvalidOption reports an option or constructor argument whose
+	// value is out of range: a negative lock-delay, a gocronlock period
+	// that is not whole seconds.
+	ErrInvalidOption = errors.New("invalid option")
 )
 
 // Op names the operation a LockError is about.

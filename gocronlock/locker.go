@@ -20,8 +20,8 @@ import (
 // without a session.
 var (
 	// ErrInvalidOption reports a period, mode, clock, timeout, wait or
-	// retention NewLocker cannot work with.
-	ErrInvalidOption = errors.New("invalid option")
+	// retention NewLocker cannot work with. It is distlock.ErrInvalidOption.
+	ErrInvalidOption = distlock.ErrInvalidOption
 	// ErrTTLTooLong reports, in AtLeastOnce mode, a session TTL not
 	// shorter than the time a slot's runs wait for its lock (the period,
 	// or WithWait's bound): a run killed mid-slot would hold the slot's
