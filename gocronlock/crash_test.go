@@ -22,6 +22,7 @@ import (
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-co-op/gocron/v2"
+	"github.com/distlock/distlock/internal/examplesrv"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -35,7 +36,8 @@ func TestMain(m *testing.M) {
 	if c := os.Getenv(crashEnv); c != "" {
 		os.Exit(crashChild(c))
 	}
-	os.Exit(m.Run())
+	// The examples' etcd on localhost:2379 (examplesrv).
+	os.Exit(examplesrv.Main(m, examplesrv.Etcd))
 }
 
 // childConfig is what a crash test's scheduler process is told.

@@ -2,9 +2,8 @@ package gocronlock_test
 
 import (
 	"context"
+	"fmt"
 	"log"
-	"os"
-	"os/signal"
 	"time"
 
 	"github.com/distlock/distlock/etcdlock"
@@ -13,26 +12,24 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Every instance of a service runs this: the report runs once a minute
-// across all of them. If the instance running it is killed mid-run,
-// another instance runs that minute's report again about 5 s later (the
-// session's TTL), and the next minute's report runs on time.
+// Every instance of a service runs the same scheduler: each slot's job
+// runs once across all of them. If the instance running a slot is killed
+// mid-run, another instance runs that slot again once the dead session's
+// lease is gone (the TTL, here 2 s), and the next slot runs on time.
 func ExampleLocker() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	ctx := context.Background()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer cli.Close()
-	// The TTL must be below the period (NewLocker checks): a killed
-	// runner's slot is rerun once its lease is gone, before the slot ends.
-	s, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(5*time.Second))
+	// The TTL must be shorter than the period (NewLocker checks it).
+	sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(2*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close(context.Background())
-	locker, err := gocronlock.NewLocker(gocronlock.Etcd(s), time.Minute)
+	defer sess.Close(ctx)
+	locker, err := gocronlock.NewLocker(gocronlock.Etcd(sess), 3*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -40,15 +37,23 @@ func ExampleLocker() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Fixed wall-clock times (a cron job), the same on every instance.
-	if _, err := sched.NewJob(gocron.CronJob("* * * * *", false),
-		gocron.NewTask(func() { log.Print("sending the report") }),
-		gocron.WithName("report")); err != nil {
+	ran := make(chan struct{}, 1)
+	// Slots are the period's multiples of wall-clock time, the same on
+	// every instance; the job fires at each.
+	if _, err := sched.NewJob(gocron.DurationJob(3*time.Second),
+		gocron.NewTask(func() {
+			select {
+			case ran <- struct{}{}:
+			default:
+			}
+		}),
+		gocron.WithName("report"),
+		gocron.WithStartAt(gocron.WithStartDateTime(time.Now().Truncate(3*time.Second).Add(3*time.Second)))); err != nil {
 		log.Fatal(err)
 	}
 	sched.Start()
-	<-ctx.Done()
-	if err := sched.Shutdown(); err != nil {
-		log.Print(err)
-	}
+	defer sched.Shutdown()
+	<-ran
+	fmt.Println("the report ran once for its slot; job lock", locker.LockName("report"))
+	// Output: the report ran once for its slot; job lock gocron/report
 }
