@@ -20,9 +20,9 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/gocronlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/internal/examplesrv"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-co-op/gocron/v2"
-	"github.com/distlock/distlock/internal/examplesrv"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
