@@ -82,7 +82,7 @@ func (s prober) probe(ctx context.Context, ep string, deadline time.Time) verdic
 	}
 	if _, _, err := net.SplitHostPort(v.addr); err != nil {
 		port := map[Store]string{EtcdStore: "2379", ZooKeeperStore: "2181"}[s.store]
-		v.kind, v.detail = connBadEndpoint, fmt.Sprintf("no port in %q (%s's client port is usually %s: write %s)", ep, s.store, port, net.JoinHostPort(v.addr, port))
+		v.kind, v.detail = connBadEndpoint, fmt.Sprintf("no port in %q (%s's client port is usually %s: write %s)", ep, s.store, port, strings.TrimSuffix(ep, "/")+":"+port)
 		v.addr = ""
 		return v
 	}

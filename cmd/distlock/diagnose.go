@@ -143,7 +143,7 @@ func (e *connError) hint(v verdict, vs []verdict) string {
 		}
 		return fmt.Sprintf("the server has no TLS: pass %s http://HOST:PORT, or turn TLS on in etcd (--cert-file, --key-file)", s.flag)
 	case errors.Is(v.Err, diagnose.ErrBadEndpoint):
-		return fmt.Sprintf("give %s as host:port", s.flag)
+		return fmt.Sprintf("fix %s", s.flag)
 	case errors.Is(v.Err, diagnose.ErrNotStore):
 		if s.etcd {
 			return fmt.Sprintf("pass %s with %s, not the peer port (2380) or another service's", s.flag, port)

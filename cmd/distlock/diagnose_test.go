@@ -165,6 +165,7 @@ func TestConnDiagnosisEtcd(t *testing.T) {
 		{name: "peer port", ep: func(t *testing.T) string { return etcdPeerURL(t) }, want: []string{"not etcd", "not the peer port (2380)"}, is: diagnose.ErrNotStore},
 		{name: "garbage banner", ep: garbageBanner, want: []string{"not etcd: it spoke first"}, is: diagnose.ErrNotStore},
 		{name: "garbage reply", ep: garbageReply, want: []string{"not etcd: it answered HTTP/2's greeting with"}, is: diagnose.ErrNotStore},
+		{name: "no port", ep: func(*testing.T) string { return "localhost" }, want: []string{`no port in "localhost"`, "write localhost:2379"}, is: diagnose.ErrBadEndpoint, fast: true},
 	})
 }
 
