@@ -71,7 +71,7 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.zk, "zk", os.Getenv("DISTLOCK_ZK"), "ZooKeeper servers host:port, comma-separated (default $DISTLOCK_ZK); distlock talks to ZooKeeper without TLS")
 	fs.StringVar(&c.zkAuth, "zk-auth", os.Getenv("DISTLOCK_ZK_AUTH"), "ZooKeeper: digest credentials user:password; the lock nodes get a creator-only ACL, and locks made with other credentials are refused (exit 69) (default $DISTLOCK_ZK_AUTH)")
 	fs.StringVar(&c.zkChroot, "zk-chroot", os.Getenv("DISTLOCK_ZK_CHROOT"), "ZooKeeper: a path all lock nodes live under, e.g. /myapp (default $DISTLOCK_ZK_CHROOT)")
-	fs.StringVar(&c.prefix, "prefix", "", "where the locks live: an etcd key prefix (default "+etcdlock.DefaultPrefix+") or a znode path (default "+zklock.DefaultPrefix+")")
+	fs.StringVar(&c.prefix, "prefix", "", "where the locks live: an etcd key prefix ending in \"/\" (default "+etcdlock.DefaultPrefix+") or an absolute znode path (default "+zklock.DefaultPrefix+")")
 	fs.DurationVar(&c.timeout, "dial-timeout", 5*time.Second, "how long to try reaching the cluster; an endpoint that refuses the connection, whose host is unknown, or that is not etcd or ZooKeeper fails at once")
 }
 

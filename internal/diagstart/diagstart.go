@@ -28,6 +28,10 @@ const Delay = time.Second
 func Run[T any](ctx context.Context, start func(context.Context) (T, error), probe func(context.Context) error, canFail bool) (T, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The probes end with Run: a start that succeeds while they run
+	// leaves nothing behind.
+	pctx, cancelProbe := context.WithCancel(ctx)
+	defer cancelProbe()
 	type started struct {
 		v   T
 		err error
@@ -67,7 +71,7 @@ func Run[T any](ctx context.Context, start func(context.Context) (T, error), pro
 			return s.v, s.err
 		case <-delay.C:
 			diag = make(chan error, 1)
-			go func() { diag <- probe(ctx) }()
+			go func() { diag <- probe(pctx) }()
 		case result = <-diag:
 			have, diag = true, nil
 			var derr *diagnose.Error
