@@ -134,3 +134,15 @@ func TestWithPrefixValidation(t *testing.T) {
 	}
 	s.Close(context.Background())
 }
+
+// TestNewSessionShortDeadline: a deadline under a second still gets the
+// endpoints probed, at half of it.
+func TestNewSessionShortDeadline(t *testing.T) {
+	addr := closedPort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	defer cancel()
+	_, err := etcdlock.NewSession(ctx, lazyClient(t, addr))
+	if !errors.Is(err, diagnose.ErrRefused) || !strings.Contains(err.Error(), addr) {
+		t.Errorf("got %v, want a refusal naming %s", err, addr)
+	}
+}

@@ -18,7 +18,8 @@ import (
 // the probes.
 const Delay = time.Second
 
-// Run returns start(ctx). If start has not returned within Delay, probe
+// Run returns start(ctx). If start has not returned within Delay (half
+// the time left to ctx's deadline, if that is sooner), probe
 // runs beside it; when probe finds every endpoint unusable in a way that
 // waiting will not mend (diagnose.Error.Final) and canFail allows it,
 // start is canceled and Run returns the diagnosis as the error (a start
@@ -41,7 +42,13 @@ func Run[T any](ctx context.Context, start func(context.Context) (T, error), pro
 		v, err := start(sctx)
 		done <- started{v, err}
 	}()
-	delay := time.NewTimer(Delay)
+	// A deadline sooner than two Delays gets the probes at half of it, for
+	// its error to say why.
+	wait := Delay
+	if d, ok := ctx.Deadline(); ok && time.Until(d)/2 < wait {
+		wait = max(time.Until(d)/2, 0)
+	}
+	delay := time.NewTimer(wait)
 	defer delay.Stop()
 	var (
 		diag   chan error // the probe's result, once it runs
