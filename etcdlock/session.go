@@ -2,11 +2,15 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/diagnose"
+	"github.com/distlock/distlock/internal/diagstart"
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/qlock/etcdq"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -46,7 +50,10 @@ type options struct {
 func WithTTL(d time.Duration) Option { return func(o *options) { o.TTL = d } }
 
 // WithPrefix sets the key prefix under which locks keep their queues
-// (default DefaultPrefix). It should end in "/".
+// (default DefaultPrefix). It must end in "/", or NewSession fails with
+// an error wrapping distlock.ErrInvalidName: lock "x" lives under the
+// prefix followed by the name, so prefix "myapp" and lock "x" would share
+// keys with prefix "my" and lock "appx".
 func WithPrefix(p string) Option { return func(o *options) { o.Prefix = p } }
 
 // WithLogger makes the session and its locks log what they do; by default
@@ -117,6 +124,14 @@ type Session struct {
 
 // NewSession grants a lease on client and keeps it alive until Close or the
 // session ends. The client stays the caller's: Close does not close it.
+//
+// When the lease is not granted within a second, NewSession probes the
+// client's endpoints (package diagnose): if none can be used in a way
+// that waiting will not mend (connection refused, unknown host, no port,
+// TLS on one side only, not etcd), it fails at once, with an error that
+// names each endpoint and matches (errors.Is) diagnose's sentinels, such
+// as diagnose.ErrRefused; otherwise it waits for ctx, and an error for
+// ctx's end carries the diagnosis too.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*Session, error) {
 	o := options{Config: etcdq.Config{TTL: DefaultTTL, Options: qlock.Options{Prefix: DefaultPrefix}}}
 	for _, opt := range opts {
@@ -129,16 +144,65 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 	if c.TTL < MinTTL {
 		return nil, fmt.Errorf("etcdlock: new session: %w: %v is below the minimum %v (the keepalive runs every third of the TTL and needs a safety margin)", distlock.ErrTTLTooShort, c.TTL, MinTTL)
 	}
-	if c.Prefix == "" {
-		return nil, fmt.Errorf("etcdlock: new session: empty key prefix")
+	if err := checkPrefix(c.Prefix); err != nil {
+		return nil, fmt.Errorf("etcdlock: new session: %w", err)
 	}
 	c.Options = c.Defaults()
-	d, err := etcdq.NewSession(ctx, client, c)
+	if client == nil {
+		_, err := etcdq.NewSession(ctx, client, c)
+		return nil, err
+	}
+	// The client retries a dead endpoint silently until ctx ends, or
+	// forever: when the lease is not granted within a second, the
+	// endpoints are probed, and a cluster that cannot be reached is
+	// reported at once.
+	d, err := diagstart.Run(ctx, func(ctx context.Context) (*etcdq.Session, error) {
+		return etcdq.NewSession(ctx, client, c)
+	}, func(ctx context.Context) error { return probeEtcd(ctx, client.Endpoints()) }, true)
+	if derr, ok := err.(*diagnose.Error); ok {
+		return nil, fmt.Errorf("etcdlock: new session: %w", derr)
+	}
 	if err != nil {
 		return nil, err
 	}
 	d.SetLockDelay(o.lockDelay)
 	return &Session{q: d.User(), d: d}, nil
+}
+
+// checkPrefix checks a key prefix (WithPrefix). Without the trailing
+// "/", prefix "my" and lock "appx" would share keys with prefix "myapp"
+// and lock "x".
+func checkPrefix(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%w: empty key prefix (the default is %q)", distlock.ErrInvalidName, DefaultPrefix)
+	case !strings.HasSuffix(p, "/"):
+		return fmt.Errorf("%w: key prefix %q does not end in \"/\": write %q", distlock.ErrInvalidName, p, p+"/")
+	}
+	return nil
+}
+
+// probeEtcd diagnoses the client's endpoints. The client's TLS
+// configuration is not to be read from it: on an endpoint without a
+// scheme, the probe talks plain, and a TLS server there is no verdict (it
+// is one only for a plain client).
+func probeEtcd(ctx context.Context, endpoints []string) error {
+	err := diagnose.Etcd(ctx, endpoints, nil)
+	var derr *diagnose.Error
+	if !errors.As(err, &derr) {
+		return err
+	}
+	some := false
+	for i, v := range derr.Endpoints {
+		if errors.Is(v.Err, diagnose.ErrTLSRequired) && !strings.Contains(v.Endpoint, "://") {
+			derr.Endpoints[i].Err, derr.Endpoints[i].Detail = nil, ""
+		}
+		some = some || derr.Endpoints[i].Err != nil
+	}
+	if !some {
+		return nil
+	}
+	return derr
 }
 
 // Client returns the client the session was made with.

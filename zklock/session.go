@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/diagnose"
+	"github.com/distlock/distlock/internal/diagstart"
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/qlock/zkq"
 	"github.com/go-zookeeper/zk"
@@ -40,7 +43,8 @@ type options struct {
 
 // WithPrefix sets the znode under which locks keep their directories
 // (default DefaultPrefix). It must be an absolute path without a trailing
-// "/".
+// "/" (nor an empty step, "//"), or NewSession fails with an error
+// wrapping distlock.ErrInvalidName that says what to write.
 func WithPrefix(p string) Option { return func(o *options) { o.Prefix = p } }
 
 // WithLogger makes the session and its locks log what they do; by default
@@ -110,6 +114,13 @@ func WithACL(acl []zk.ACL) Option { return func(o *options) { o.ACL = acl } }
 // NewSession waits until conn has a ZooKeeper session and follows it until
 // Close or the session ends. The connection stays the caller's: Close does
 // not close it, and its event channel is left alone.
+//
+// When conn has no session within a second, NewSession probes its
+// servers (package diagnose): if none can be used in a way that waiting
+// will not mend (connection refused, TLS, not ZooKeeper), it fails at
+// once, with an error that names each server and matches (errors.Is)
+// diagnose's sentinels, such as diagnose.ErrRefused; otherwise it waits
+// for ctx, and an error for ctx's end carries the diagnosis too.
 func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, error) {
 	o := options{Config: zkq.Config{Options: qlock.Options{Prefix: DefaultPrefix}, ACL: zk.WorldACL(zk.PermAll)}}
 	for _, opt := range opts {
@@ -125,12 +136,55 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 		return nil, fmt.Errorf("zklock: new session: tick time %v is not positive", o.Tick)
 	}
 	o.Options = o.Defaults()
-	d, err := zkq.NewSession(ctx, conn, o.Config)
+	if conn == nil {
+		_, err := zkq.NewSession(ctx, conn, o.Config)
+		return nil, err
+	}
+	// The connection retries a dead server silently until ctx ends, or
+	// forever: when it has no session within a second, the servers are
+	// probed, and an ensemble that cannot be reached is reported at once.
+	servers, all := zkServers(conn)
+	d, err := diagstart.Run(ctx, func(ctx context.Context) (*zkq.Session, error) {
+		return zkq.NewSession(ctx, conn, o.Config)
+	}, func(ctx context.Context) error {
+		if !all {
+			servers = []string{conn.Server()}
+		}
+		return diagnose.ZooKeeper(ctx, servers)
+	}, all)
+	if derr, ok := err.(*diagnose.Error); ok {
+		return nil, fmt.Errorf("zklock: new session: %w", derr)
+	}
 	if err != nil {
 		return nil, err
 	}
 	d.SetLockDelay(o.lockDelay)
 	return &Session{q: d.User(), d: d, acl: o.ACL}, nil
+}
+
+// zkServers returns the servers conn connects to, and whether they are
+// all of them. go-zookeeper does not list them; its default host provider
+// keeps them (resolved, with ports) in a field that reflection reads. For
+// another provider (zk.WithHostProvider), only the server conn tries at
+// the time is known, and NewSession does not fail on its diagnosis alone.
+func zkServers(conn *zk.Conn) ([]string, bool) {
+	hp := reflect.ValueOf(conn).Elem().FieldByName("hostProvider")
+	if !hp.IsValid() || hp.Kind() != reflect.Interface || hp.IsNil() {
+		return nil, false
+	}
+	p := hp.Elem()
+	if p.Kind() != reflect.Pointer || p.IsNil() || p.Type() != reflect.TypeOf((*zk.DNSHostProvider)(nil)) {
+		return nil, false
+	}
+	f := p.Elem().FieldByName("servers")
+	if !f.IsValid() || f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.String || f.Len() == 0 {
+		return nil, false
+	}
+	servers := make([]string, f.Len())
+	for i := range servers {
+		servers[i] = f.Index(i).String()
+	}
+	return servers, true
 }
 
 // Session follows one ZooKeeper session of a *zk.Conn the caller owns. Lock

@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/cmd/internal/backend"
+	"github.com/distlock/distlock/diagnose"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/zklock"
 )
@@ -70,7 +71,7 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.zk, "zk", os.Getenv("DISTLOCK_ZK"), "ZooKeeper servers host:port, comma-separated (default $DISTLOCK_ZK); distlock talks to ZooKeeper without TLS")
 	fs.StringVar(&c.zkAuth, "zk-auth", os.Getenv("DISTLOCK_ZK_AUTH"), "ZooKeeper: digest credentials user:password; the lock nodes get a creator-only ACL, and locks made with other credentials are refused (exit 69) (default $DISTLOCK_ZK_AUTH)")
 	fs.StringVar(&c.zkChroot, "zk-chroot", os.Getenv("DISTLOCK_ZK_CHROOT"), "ZooKeeper: a path all lock nodes live under, e.g. /myapp (default $DISTLOCK_ZK_CHROOT)")
-	fs.StringVar(&c.prefix, "prefix", "", "where the locks live: an etcd key prefix (default "+etcdlock.DefaultPrefix+") or a znode path (default "+zklock.DefaultPrefix+")")
+	fs.StringVar(&c.prefix, "prefix", "", "where the locks live: an etcd key prefix ending in \"/\" (default "+etcdlock.DefaultPrefix+") or an absolute znode path (default "+zklock.DefaultPrefix+")")
 	fs.DurationVar(&c.timeout, "dial-timeout", 5*time.Second, "how long to try reaching the cluster; an endpoint that refuses the connection, whose host is unknown, or that is not etcd or ZooKeeper fails at once")
 }
 
@@ -255,16 +256,16 @@ func dial(ctx context.Context, cfg backend.Config, st store) (*backend.Client, e
 				return d.b, nil
 			}
 			awaitVerdicts()
-			cause := fmt.Errorf("%s %s: no connection within --dial-timeout %v: %w", st.name, strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, errNoAnswer)
+			cause := fmt.Errorf("%s %s: no connection within --dial-timeout %v: %w", st.name, strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, diagnose.ErrTimeout)
 			switch {
 			case errors.Is(d.err, backend.ErrCredentials):
 				cause = d.err // it came with the time
 			case have && !anyVerdict(verdicts):
 				// Each endpoint answers like the store, yet no session.
 				if st.etcd {
-					cause = fmt.Errorf("etcd %s: the endpoints answer, but the cluster did not answer a read within --dial-timeout %v: has it lost its quorum (no leader)? 'etcdctl endpoint status' tells: %w", strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, errNoAnswer)
+					cause = fmt.Errorf("etcd %s: the endpoints answer, but the cluster did not answer a read within --dial-timeout %v: has it lost its quorum (no leader)? 'etcdctl endpoint status' tells: %w", strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, diagnose.ErrTimeout)
 				} else {
-					cause = fmt.Errorf("ZooKeeper %s: the servers answer, but none granted a session within --dial-timeout %v: has the ensemble lost its quorum? (echo srvr | nc HOST PORT tells): %w", strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, errNoAnswer)
+					cause = fmt.Errorf("ZooKeeper %s: the servers answer, but none granted a session within --dial-timeout %v: has the ensemble lost its quorum? (echo srvr | nc HOST PORT tells): %w", strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, diagnose.ErrTimeout)
 				}
 			}
 			return nil, exit(exitUnreachable, explain(st, verdicts, cfg.DialTimeout, cause))
@@ -287,7 +288,7 @@ func explain(st store, verdicts []verdict, timeout time.Duration, cause error) e
 	}
 	if errors.Is(cause, backend.ErrCredentials) {
 		for _, v := range verdicts {
-			if v.kind == connNone || v.kind == connSilent || v.kind == connNoTCP {
+			if v.Err == nil || errors.Is(v.Err, diagnose.ErrTimeout) {
 				return cause // an endpoint the credentials are for: the refusal is the news
 			}
 		}

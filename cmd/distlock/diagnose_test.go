@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock/diagnose"
 )
 
 // The connection failures users meet, each made real by the test (a
@@ -153,34 +155,35 @@ type connCase struct {
 func TestConnDiagnosisEtcd(t *testing.T) {
 	invalid := fmt.Sprintf("no-such-host-%d.invalid", os.Getpid())
 	testConnCases(t, "--etcd", []connCase{
-		{name: "refused", ep: closedPort, want: []string{"connection refused: is etcd running on 127.0.0.1:", "pass --etcd with etcd's client port"}, is: errRefused, fast: true},
-		{name: "unknown host", ep: func(*testing.T) string { return invalid + ":2379" }, want: []string{`unknown host "` + invalid + `"`, "check the host name in --etcd"}, is: errUnknownHost, fast: true},
-		{name: "no answer", ep: silentListener, timeout: time.Second, want: []string{"the connection was accepted, but nothing answered within --dial-timeout 1s", "hung or overloaded"}, is: errNoAnswer},
-		{name: "TLS required", ep: tlsServer, want: []string{"speaks TLS", "use an https:// endpoint"}, is: errTLSRequired},
+		{name: "refused", ep: closedPort, want: []string{"connection refused: is etcd running on 127.0.0.1:", "pass --etcd with etcd's client port"}, is: diagnose.ErrRefused, fast: true},
+		{name: "unknown host", ep: func(*testing.T) string { return invalid + ":2379" }, want: []string{`unknown host "` + invalid + `"`, "check the host name in --etcd"}, is: diagnose.ErrUnknownHost, fast: true},
+		{name: "no answer", ep: silentListener, timeout: time.Second, want: []string{"the connection was accepted, but nothing answered within --dial-timeout 1s", "hung or overloaded"}, is: diagnose.ErrTimeout},
+		{name: "TLS required", ep: tlsServer, want: []string{"speaks TLS", "use an https:// endpoint"}, is: diagnose.ErrTLSRequired},
 		{name: "TLS offered to a plain server", ep: func(t *testing.T) string { return "https://" + hostPort(t, etcdCluster(t).Endpoints()[0]) },
-			want: []string{"speaks HTTP/2 without TLS", "pass --etcd http://HOST:PORT"}, is: errTLSOffered},
-		{name: "HTTP server", ep: httpServer, want: []string{"not etcd: an HTTP/1 server answered", "not the peer port"}, is: errNotStore},
-		{name: "peer port", ep: func(t *testing.T) string { return etcdPeerURL(t) }, want: []string{"not etcd", "not the peer port (2380)"}, is: errNotStore},
-		{name: "garbage banner", ep: garbageBanner, want: []string{"not etcd: it spoke first"}, is: errNotStore},
-		{name: "garbage reply", ep: garbageReply, want: []string{"not etcd: it answered HTTP/2's greeting with"}, is: errNotStore},
+			want: []string{"speaks HTTP/2 without TLS", "pass --etcd http://HOST:PORT"}, is: diagnose.ErrTLSOffered},
+		{name: "HTTP server", ep: httpServer, want: []string{"not etcd: an HTTP/1 server answered", "not the peer port"}, is: diagnose.ErrNotStore},
+		{name: "peer port", ep: func(t *testing.T) string { return etcdPeerURL(t) }, want: []string{"not etcd", "not the peer port (2380)"}, is: diagnose.ErrNotStore},
+		{name: "garbage banner", ep: garbageBanner, want: []string{"not etcd: it spoke first"}, is: diagnose.ErrNotStore},
+		{name: "garbage reply", ep: garbageReply, want: []string{"not etcd: it answered HTTP/2's greeting with"}, is: diagnose.ErrNotStore},
+		{name: "no port", ep: func(*testing.T) string { return "localhost" }, want: []string{`no port in "localhost"`, "write localhost:2379"}, is: diagnose.ErrBadEndpoint, fast: true},
 	})
 }
 
 func TestConnDiagnosisZooKeeper(t *testing.T) {
 	invalid := fmt.Sprintf("no-such-host-%d.invalid", os.Getpid())
 	testConnCases(t, "--zk", []connCase{
-		{name: "refused", ep: closedPort, want: []string{"connection refused: is ZooKeeper running on 127.0.0.1:", "pass --zk with a server's clientPort"}, is: errRefused, fast: true},
-		{name: "unknown host", ep: func(*testing.T) string { return invalid + ":2181" }, want: []string{`unknown host "` + invalid + `"`, "check the host name in --zk"}, is: errUnknownHost, fast: true},
-		{name: "no answer", ep: silentListener, timeout: time.Second, want: []string{"the connection was accepted, but nothing answered within --dial-timeout 1s"}, is: errNoAnswer},
-		{name: "TLS required", ep: tlsServer, want: []string{"speaks TLS", "distlock talks to ZooKeeper without TLS"}, is: errTLSRequired},
+		{name: "refused", ep: closedPort, want: []string{"connection refused: is ZooKeeper running on 127.0.0.1:", "pass --zk with a server's clientPort"}, is: diagnose.ErrRefused, fast: true},
+		{name: "unknown host", ep: func(*testing.T) string { return invalid + ":2181" }, want: []string{`unknown host "` + invalid + `"`, "check the host name in --zk"}, is: diagnose.ErrUnknownHost, fast: true},
+		{name: "no answer", ep: silentListener, timeout: time.Second, want: []string{"the connection was accepted, but nothing answered within --dial-timeout 1s"}, is: diagnose.ErrTimeout},
+		{name: "TLS required", ep: tlsServer, want: []string{"speaks TLS", "distlock talks to ZooKeeper without TLS"}, is: diagnose.ErrTLSRequired},
 		// The command has no TLS for ZooKeeper: offering it is refused
 		// before connecting, against the harness's real ensemble.
 		{name: "TLS offered to a plain server", ep: func(t *testing.T) string { return strings.Join(zkEnsemble(t).Addrs(), ",") }, extra: []string{"--cacert", os.DevNull},
 			want: []string{"--cacert, --cert and --key are for etcd: distlock talks to ZooKeeper without TLS"}},
-		{name: "HTTP server", ep: httpServer, want: []string{"not ZooKeeper: an HTTP server answered"}, is: errNotStore},
-		{name: "etcd client port", ep: func(t *testing.T) string { return hostPort(t, etcdCluster(t).Endpoints()[0]) }, want: []string{"not ZooKeeper"}, is: errNotStore},
-		{name: "garbage banner", ep: garbageBanner, want: []string{"not ZooKeeper: it spoke first"}, is: errNotStore},
-		{name: "garbage reply", ep: garbageReply, want: []string{"not ZooKeeper: it answered ZooKeeper's srvr with"}, is: errNotStore},
+		{name: "HTTP server", ep: httpServer, want: []string{"not ZooKeeper: an HTTP server answered"}, is: diagnose.ErrNotStore},
+		{name: "etcd client port", ep: func(t *testing.T) string { return hostPort(t, etcdCluster(t).Endpoints()[0]) }, want: []string{"not ZooKeeper"}, is: diagnose.ErrNotStore},
+		{name: "garbage banner", ep: garbageBanner, want: []string{"not ZooKeeper: it spoke first"}, is: diagnose.ErrNotStore},
+		{name: "garbage reply", ep: garbageReply, want: []string{"not ZooKeeper: it answered ZooKeeper's srvr with"}, is: diagnose.ErrNotStore},
 	})
 }
 

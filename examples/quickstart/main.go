@@ -12,7 +12,9 @@
 //	ETCD_ENDPOINTS=http://127.0.0.1:2379 go run ./examples/quickstart
 //
 // It uses the lock "reports/daily" and revokes one of its own sessions'
-// leases. Copied into a module of yours, it builds as it is.
+// leases. With no etcd at the endpoints given, it fails within seconds,
+// saying why (e.g. "etcd 127.0.0.1:2379: connection refused"). Copied
+// into a module of yours, it builds as it is.
 package main
 
 import (
@@ -76,7 +78,12 @@ func newWorker(ctx context.Context, endpoints []string, name string) (*worker, e
 	if err != nil {
 		return nil, err
 	}
-	sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(5*time.Second), etcdlock.WithHolder(name))
+	// A cluster that is not there should be reported within seconds, not
+	// waited for: NewSession says why (refused, unknown host, not etcd,
+	// ...) as soon as it knows, and the timeout bounds the rest.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	sess, err := etcdlock.NewSession(sctx, cli, etcdlock.WithTTL(5*time.Second), etcdlock.WithHolder(name))
 	if err != nil {
 		cli.Close()
 		return nil, err

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -22,5 +24,28 @@ func TestQuickstart(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestQuickstartNoEtcd: pointed at a port where no etcd listens, the
+// quick start fails within seconds, naming the endpoint and the refusal.
+func TestQuickstartNoEtcd(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	begin := time.Now()
+	err = run(ctx, io.Discard, []string{"http://" + addr})
+	took := time.Since(begin)
+	t.Logf("%v: %v", took.Round(time.Millisecond), err)
+	if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("error %v: want one naming %s and \"refused\"", err, addr)
+	}
+	if took > 5*time.Second {
+		t.Errorf("took %v, want < 5s", took)
 	}
 }

@@ -1,6 +1,9 @@
 // Package embedded starts a single etcd member inside the current process,
 // on free loopback ports, with its data in a new temporary directory: a
 // real etcd for examples, demos and quick tests, with nothing to install.
+// StartZooKeeper does the same for ZooKeeper, as a Java process (it needs
+// Java and ZooKeeper's jars: Debian's zookeeper package, or
+// $ZOOKEEPER_HOME).
 //
 //	etcd, err := embedded.StartEtcd(ctx)
 //	if err != nil {
@@ -27,7 +30,9 @@
 // dependencies to your module's graph — testcontainers-go, the Docker
 // client, pgx, go-zookeeper — for one function that needs none of them.
 // This package imports etcd's server (go.etcd.io/etcd/server/v3/embed),
-// etcd's client and zap, and nothing else outside the standard library.
+// etcd's client and zap, and nothing else outside the standard library
+// and this module (the ZooKeeper server is a process, found and started
+// with the standard library).
 //
 // etcd's server adds about 14 MB to a binary. A program that runs against a
 // cluster of yours in production should not import this package; the
@@ -51,13 +56,32 @@ type Etcd struct {
 	closeErr  error
 }
 
-// StartEtcd starts an etcd member on free loopback ports, with its data in
-// a new temporary directory, and returns once it serves clients. A port
-// that another process takes between the probe and etcd's bind is
-// retried with new ports. Close stops the member and removes the
-// directory.
-func StartEtcd(ctx context.Context) (*Etcd, error) {
-	srv, err := embedetcd.Start(ctx)
+// Option configures StartEtcd, NewEtcd, StartZooKeeper and NewZooKeeper.
+type Option func(*options)
+
+type options struct{ addr string }
+
+// WithAddr makes the server serve clients on addr (host:port; for etcd the
+// host is an IP address or localhost) rather than on a free loopback port:
+// "localhost:2379" for etcd, "localhost:2181" for ZooKeeper, the clients'
+// defaults. An address that is taken is an error.
+func WithAddr(addr string) Option { return func(o *options) { o.addr = addr } }
+
+func newOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// StartEtcd starts an etcd member on free loopback ports (see WithAddr),
+// with its data in a new temporary directory, and returns once it serves
+// clients. A free port that another process takes between the probe and
+// etcd's bind is retried with new ports. Close stops the member and
+// removes the directory.
+func StartEtcd(ctx context.Context, opts ...Option) (*Etcd, error) {
+	srv, err := embedetcd.StartAt(ctx, newOptions(opts).addr)
 	if err != nil {
 		return nil, err
 	}
@@ -66,11 +90,11 @@ func StartEtcd(ctx context.Context) (*Etcd, error) {
 
 // NewEtcd starts an etcd member for a test (as StartEtcd does) and stops
 // it when the test ends. It fails the test if the member cannot start.
-func NewEtcd(t testing.TB) *Etcd {
+func NewEtcd(t testing.TB, opts ...Option) *Etcd {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	e, err := StartEtcd(ctx)
+	e, err := StartEtcd(ctx, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,18 @@ package embedded_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/diagnose"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration/embedded"
+	"github.com/distlock/distlock/zklock"
+	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -71,4 +76,78 @@ func TestNewEtcd(t *testing.T) {
 	if err := etcd.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
+}
+
+// Trying zklock without a ZooKeeper of your own: one server, a process of
+// its own, for as long as the program runs.
+func ExampleStartZooKeeper() {
+	ctx := context.Background()
+	srv, err := embedded.StartZooKeeper(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	conn, _, err := zk.Connect(srv.Servers(), 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	sess, err := zklock.NewSession(ctx, conn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	mu, err := zklock.NewMutex(sess, "reports/daily")
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := mu.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
+	fmt.Println("holding", lease.Token().Name)
+	// Output: holding reports/daily
+}
+
+// TestWithAddr: both servers serve on the address given, and a taken
+// address is an error.
+func TestWithAddr(t *testing.T) {
+	addr := freeLoopback(t)
+	etcd := embedded.NewEtcd(t, embedded.WithAddr(addr))
+	if got := etcd.Endpoints(); len(got) != 1 || got[0] != "http://"+addr {
+		t.Errorf("etcd endpoints %v, want http://%s", got, addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := embedded.StartEtcd(ctx, embedded.WithAddr(addr)); err == nil {
+		t.Errorf("a second etcd on %s started", addr)
+	}
+	zaddr := freeLoopback(t)
+	z := embedded.NewZooKeeper(t, embedded.WithAddr(zaddr))
+	if got := z.Servers(); len(got) != 1 || got[0] != zaddr {
+		t.Errorf("ZooKeeper servers %v, want %s", got, zaddr)
+	}
+	if err := diagnose.ZooKeeper(ctx, z.Servers()); err != nil {
+		t.Error(err)
+	}
+	if _, err := embedded.StartZooKeeper(ctx, embedded.WithAddr(zaddr)); err == nil {
+		t.Errorf("a second ZooKeeper on %s started", zaddr)
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := diagnose.ZooKeeper(ctx, z.Servers()); !errors.Is(err, diagnose.ErrRefused) {
+		t.Errorf("after Close: %v, want refused", err)
+	}
+}
+
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

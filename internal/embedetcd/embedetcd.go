@@ -28,14 +28,19 @@ import (
 type Server struct {
 	etcd *embed.Etcd
 	dir  string
-	// Endpoint is the member's client URL on loopback.
+	// Endpoint is the member's client URL.
 	Endpoint string
 }
 
 // Start runs an etcd member on free loopback ports, with its data in a new
 // temporary directory, and waits until it serves. Close stops it and
 // removes the directory.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return StartAt(ctx, "") }
+
+// StartAt is Start with the client URL on addr (host:port, the host an IP
+// address or localhost); "" means a free loopback port. A given address
+// that is taken is an error, not retried.
+func StartAt(ctx context.Context, addr string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "distlock-etcd-*")
 	if err != nil {
 		return nil, err
@@ -45,29 +50,34 @@ func Start(ctx context.Context) (*Server, error) {
 	// data directory, a few times.
 	for attempt := 0; ; attempt++ {
 		sub := filepath.Join(dir, strconv.Itoa(attempt))
-		srv, err := start(ctx, sub)
+		srv, err := start(ctx, sub, addr)
 		if err == nil {
 			srv.dir = dir
 			return srv, nil
 		}
 		inUse := errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
-		if !inUse || attempt == 4 {
+		if !inUse || attempt == 4 || addr != "" {
 			os.RemoveAll(dir)
 			return nil, err
 		}
 	}
 }
 
-func start(ctx context.Context, dir string) (*Server, error) {
-	cport, err := freePort()
-	if err != nil {
-		return nil, err
+func start(ctx context.Context, dir, addr string) (*Server, error) {
+	if addr == "" {
+		cport, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		addr = fmt.Sprintf("127.0.0.1:%d", cport)
+	} else if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("embedetcd: client address %q: want host:port: %w", addr, err)
 	}
 	pport, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	curl := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", cport)}
+	curl := url.URL{Scheme: "http", Host: addr}
 	purl := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", pport)}
 
 	cfg := embed.NewConfig()

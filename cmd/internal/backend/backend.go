@@ -157,6 +157,11 @@ func dialEtcd(ctx context.Context, cfg Config) (*Client, error) {
 	if c.prefix == "" {
 		c.prefix = etcdlock.DefaultPrefix
 	}
+	if !strings.HasSuffix(c.prefix, "/") {
+		// etcdlock.NewSession refuses it too: prefix "my" and lock "appx"
+		// would share keys with prefix "myapp" and lock "x".
+		return nil, configErrorf("--prefix %q: an etcd key prefix must end in \"/\": write %q", c.prefix, c.prefix+"/")
+	}
 	cli, err := clientv3.New(ec)
 	if err != nil {
 		if aerr := c.etcdAuthFailed(err, ""); aerr != nil {

@@ -150,10 +150,20 @@ func newSession(ctx context.Context, conn *zk.Conn, c Config) (*Session, error) 
 	return s, nil
 }
 
-// CheckPrefix checks a znode prefix (WithPrefix).
+// CheckPrefix checks a znode prefix (WithPrefix); its error wraps
+// distlock.ErrInvalidName and says what to write instead.
 func CheckPrefix(p string) error {
 	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
-		return fmt.Errorf("prefix %q: want an absolute znode path without a trailing '/'", p)
+		var parts []string
+		for _, part := range strings.Split(p, "/") {
+			if part != "" {
+				parts = append(parts, part)
+			}
+		}
+		if len(parts) == 0 {
+			return fmt.Errorf("%w: prefix %q: want an absolute znode path without a trailing '/', such as %q", distlock.ErrInvalidName, p, "/distlock")
+		}
+		return fmt.Errorf("%w: prefix %q: want an absolute znode path without a trailing '/': write %q", distlock.ErrInvalidName, p, "/"+strings.Join(parts, "/"))
 	}
 	return nil
 }
