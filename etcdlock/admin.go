@@ -27,12 +27,17 @@ type Admin struct{ q *qlock.Admin }
 
 // NewAdmin returns the Admin of the locks under key prefix prefix
 // (DefaultPrefix if empty) on cli; a nil cli is an error wrapping
-// distlock.ErrNilClient. The client stays the caller's.
+// distlock.ErrNilClient, a prefix that does not end in "/" one wrapping
+// distlock.ErrInvalidName (as WithPrefix). The client stays the caller's.
 func NewAdmin(cli *clientv3.Client, prefix string) (*Admin, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("etcdlock: new admin: %w: *clientv3.Client is nil", distlock.ErrNilClient)
 	}
-	return &Admin{newAdmin(cli, cmp.Or(prefix, DefaultPrefix), "")}, nil
+	prefix = cmp.Or(prefix, DefaultPrefix)
+	if err := checkPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("etcdlock: new admin: %w", err)
+	}
+	return &Admin{newAdmin(cli, prefix, "")}, nil
 }
 
 func newAdmin(cli *clientv3.Client, prefix, holder string) *qlock.Admin {
