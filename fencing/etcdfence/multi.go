@@ -24,9 +24,9 @@ const maxAttempts = 64
 // and then the response has one entry in Responses per op, in order (the
 // fences' own puts are left out). Otherwise nothing is written, and the
 // error is the refusing fence's *fencing.StaleError or *fencing.ForkError,
-// naming its key and the newer token read (several joined when several
-// refuse; errors.Is and errors.As find each). Tokens and fences that do
-// not pair up one to one by lock name are refused with
+// naming its key and the newer token read (a *fencing.RefusalsError of
+// each, on one line, when several refuse; errors.Is and errors.As find
+// each). Tokens and fences that do not pair up one to one by lock name are refused with
 // fencing.ErrUnmatched, an invalid token as Write refuses it, before etcd
 // is asked.
 //

@@ -25,8 +25,8 @@ const maxAttempts = 64
 // zk.MultiResponse per op, in order (the fences' own sets and creates are
 // left out). Otherwise nothing is written, and the error is the refusing
 // fence's *fencing.StaleError or *fencing.ForkError, naming its path and
-// the newer token (several joined when several refuse; errors.Is and
-// errors.As find each). Tokens and fences that do not pair up one to one
+// the newer token (a *fencing.RefusalsError of each when several refuse,
+// on one line; errors.Is and errors.As find each). Tokens and fences that do not pair up one to one
 // by lock name are refused with fencing.ErrUnmatched, an invalid token as
 // Write refuses it, before ZooKeeper is asked.
 //
