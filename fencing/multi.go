@@ -161,7 +161,7 @@ func DoAll(ctx context.Context, tokens []distlock.Token, fences []*Memory, write
 	locks := make([]string, len(fences))
 	for i, m := range fences {
 		if m == nil {
-			return fmt.Errorf("fencing: do all: fence %d is nil", i)
+			return fmt.Errorf("fencing: do all: %w: fence %d is nil", ErrInvalidArgument, i)
 		}
 		locks[i] = m.lock
 	}
