@@ -68,6 +68,11 @@ func TestLongNameCut(t *testing.T) {
 	}
 	check("a backend's LockError", &distlock.LockError{Backend: "etcd", Name: long, Op: distlock.OpValidate, Err: distlock.ErrInvalidName})
 
+	oe := &distlock.OnceError{Name: long, Slot: "2026-12-04", Op: distlock.OpValidate, Err: distlock.ValidateName(long)}
+	if msg := oe.Error(); len(msg) > 400 || !strings.Contains(msg, cut) || !errors.Is(oe, distlock.ErrInvalidName) {
+		t.Errorf("OnceError: %d-byte message %.300q..., want the name cut to %s", len(msg), msg, cut)
+	}
+
 	valid := strings.Repeat("v", distlock.MaxNameLen)
 	if msg := (&distlock.LockError{Name: valid, Op: distlock.OpLock, Err: distlock.ErrLocked}).Error(); !strings.Contains(msg, `"`+valid+`"`) {
 		t.Errorf("a valid %d-byte name is not named whole: %s", len(valid), msg)
