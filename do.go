@@ -14,13 +14,29 @@ const unlockTimeout = 10 * time.Second
 //
 // fn's context is cancelled when ctx is, and also when the lock is lost;
 // context.Cause then tells why. fn receives the acquisition's fencing token,
-// to pass along with every write it makes to the protected resource.
+// to pass along with every write it makes to the protected resource. A
+// multi-lock (the stores' MultiMutex) has one token per name, and Do
+// hands fn only the first: use DoLease, whose fn gets the Lease and so
+// every token (Lease.Tokens), to fence writes under the other names too.
 //
 // Do returns the error of Lock, or fn's error joined with any error of the
 // release. If the lock was lost while fn ran, Do returns an error wrapping
 // ErrLost even when fn returned nil: fn's work may have overlapped with a
 // successor's, and only a fenced resource can have kept that safe.
-func Do(ctx context.Context, l Locker, fn func(ctx context.Context, t Token) error) (err error) {
+func Do(ctx context.Context, l Locker, fn func(ctx context.Context, t Token) error) error {
+	return DoLease(ctx, l, func(ctx context.Context, lease *Lease) error {
+		return fn(ctx, lease.Token())
+	})
+}
+
+// DoLease is Do for an fn that needs the held Lease itself: a
+// multi-lock's tokens, one per name (Lease.Tokens, which fencing.DoAll
+// and the store fences' WriteAll and AdmitAll take), or its Deadline,
+// not to start a step that cannot finish in time. fn must not Unlock the
+// Lease: DoLease releases it when fn returns (an Unlock of fn's own
+// makes that release report ErrReleased). Errors and the context fn runs
+// with are Do's.
+func DoLease(ctx context.Context, l Locker, fn func(ctx context.Context, lease *Lease) error) (err error) {
 	lease, err := l.Lock(ctx)
 	if err != nil {
 		return err
@@ -38,5 +54,5 @@ func Do(ctx context.Context, l Locker, fn func(ctx context.Context, t Token) err
 	defer cancel(nil)
 	stop := context.AfterFunc(lease.Context(), func() { cancel(lease.Err()) })
 	defer stop()
-	return fn(runCtx, lease.Token())
+	return fn(runCtx, lease)
 }

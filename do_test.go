@@ -270,3 +270,27 @@ func TestDoCallerCancel(t *testing.T) {
 		t.Error("release ran without a deadline")
 	}
 }
+
+func TestDoLeaseHandsTheLease(t *testing.T) {
+	lk := newSemLocker("jobs/weekly")
+	var got *distlock.Lease
+	err := distlock.DoLease(context.Background(), lk, func(ctx context.Context, l *distlock.Lease) error {
+		got = l
+		if l.Err() != nil {
+			t.Errorf("fn's Lease ended on entry: %v", l.Err())
+		}
+		if ts := l.Tokens(); len(ts) != 1 || ts[0] != l.Token() || l.Token().Name != "jobs/weekly" {
+			t.Errorf("fn's Lease: Token %v, Tokens %v", l.Token(), ts)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("DoLease = %v", err)
+	}
+	if !errors.Is(got.Err(), distlock.ErrReleased) {
+		t.Fatalf("the Lease after DoLease: Err %v, want ErrReleased", got.Err())
+	}
+	if n, _ := lk.stats(); n != 1 {
+		t.Fatalf("%d releases, want 1", n)
+	}
+}

@@ -1,7 +1,7 @@
 // Package distlock is the user's contract of distlock's distributed locks:
 // fencing tokens ([Token], [ParseToken]), the held lock ([Lease]), the
 // [Locker] and [Elector] interfaces that the backends' recipes implement,
-// the helpers that run work under a lock or as the leader ([Do],
+// the helpers that run work under a lock or as the leader ([Do], [DoLease],
 // [RunAsLeader]), the errors ([LockError] and the sentinels), lock-name
 // rules ([ValidateName]), the read-only view of a lock's queue
 // ([QueueEntry]) and an operator's revocation of a holder

@@ -10,7 +10,11 @@ var (
 	// ErrNoLeader reports an election that nobody leads right now.
 	ErrNoLeader = errors.New("no leader")
 	// ErrNotLeader reports a Proclaim, Resign or HandOff by a candidate
-	// that no longer leads (deposed: its entry or session is gone).
+	// that no longer leads: its own Resign or HandOff ended the term, or
+	// it was deposed (its entry or session is gone). The message says
+	// which: "not the leader: this term ended (resigned)", "... (handed
+	// off)", or "not the leader: this term was lost: CAUSE"; the error
+	// also matches ErrReleased or ErrLost (and the loss's cause) then.
 	ErrNotLeader = errors.New("not the leader")
 	// ErrNoCandidate reports a HandOff that found no candidate to hand
 	// over to: none waits, or none has the value asked for. Found before

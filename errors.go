@@ -3,6 +3,8 @@ package distlock
 import (
 	"errors"
 	"fmt"
+
+	"github.com/distlock/distlock/internal/quote"
 )
 
 // Sentinel errors. Backends wrap them in a *LockError naming the lock, so
@@ -128,7 +130,8 @@ type LockError struct {
 	// made the error).
 	Backend string
 	// Name is the lock's name; for a multi-lock, its names joined by "+"
-	// (which no lock name contains).
+	// (which no lock name contains). It is the name as given, whole, even
+	// where Error cuts one longer than MaxNameLen bytes short.
 	Name string
 	// Op is the operation that failed; the constants above list them all.
 	Op Op
@@ -142,12 +145,14 @@ func (e *LockError) Error() string {
 }
 
 // lock is the lock as Error names it: `etcd lock "ledger"`, or `lock
-// "ledger"` without a backend.
+// "ledger"` without a backend. A name longer than MaxNameLen (never a
+// valid one; a multi-lock's joined names can be) shows its first 64 bytes
+// and its length: `lock "aaaa…"…(5000 bytes)`.
 func (e *LockError) lock() string {
 	if e.Backend == "" {
-		return fmt.Sprintf("lock %q", e.Name)
+		return "lock " + quote.Q(e.Name)
 	}
-	return fmt.Sprintf("%s lock %q", e.Backend, e.Name)
+	return e.Backend + " lock " + quote.Q(e.Name)
 }
 
 // Unwrap returns the cause.

@@ -11,6 +11,11 @@ import (
 
 // Locker is a lock that can be acquired. The backends' Mutex types (and the
 // writer and reader sides of their RWMutex types) implement it.
+//
+// A Locker is not reentrant: every Lock is an acquisition of its own, so
+// a second Lock by a caller that holds the lock waits for the first
+// Lease's Unlock like anyone else's, and a goroutine that locks twice
+// without unlocking waits for itself until ctx or the session ends.
 type Locker interface {
 	// Lock waits until the lock is held, ctx is done, or the session ends.
 	// On any failure it leaves no entry behind.

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/distlock/distlock/internal/quote"
 )
 
 // MaxNameLen is the longest lock name accepted, in bytes.
@@ -38,7 +40,7 @@ func ValidateNames(names []string) ([]string, error) {
 			return nil, err
 		}
 		if i > 0 && sorted[i-1] == n {
-			return nil, bad(fmt.Sprintf("name %q given twice", n))
+			return nil, bad(fmt.Sprintf("name %s given twice", quote.Q(n)))
 		}
 	}
 	return sorted, nil
@@ -53,7 +55,9 @@ func ValidateNames(names []string) ([]string, error) {
 // can start with '@', the entries of lock "a" can never be mistaken for
 // those of lock "a/b" (or the other way round), whatever the names.
 //
-// The error wraps ErrInvalidName and says what is wrong.
+// The error wraps ErrInvalidName and says what is wrong. It is a
+// *LockError whose Name is name whole; its message cuts a name longer
+// than MaxNameLen to its first 64 bytes and its length.
 func ValidateName(name string) error {
 	bad := func(why string) error {
 		return &LockError{Name: name, Op: OpValidate, Err: fmt.Errorf("%w: %s", ErrInvalidName, why)}
@@ -62,7 +66,7 @@ func ValidateName(name string) error {
 	case name == "":
 		return bad("empty")
 	case len(name) > MaxNameLen:
-		return bad(fmt.Sprintf("longer than %d bytes", MaxNameLen))
+		return bad(fmt.Sprintf("longer than %d bytes (%d)", MaxNameLen, len(name)))
 	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/"):
 		return bad("leading or trailing '/'")
 	}
@@ -71,11 +75,11 @@ func ValidateName(name string) error {
 			return bad("empty segment (\"//\")")
 		}
 		if seg == "." || seg == ".." {
-			return bad(fmt.Sprintf("segment %q", seg))
+			return bad(fmt.Sprintf("segment %s", quote.Q(seg)))
 		}
 		for _, r := range seg {
 			if r >= utf8.RuneSelf || !nameByte(byte(r)) {
-				return bad(fmt.Sprintf("character %q at segment %q: only ASCII letters, digits, '.', '_', '-' and '/' are allowed", r, seg))
+				return bad(fmt.Sprintf("character %q at segment %s: only ASCII letters, digits, '.', '_', '-' and '/' are allowed", r, quote.Q(seg)))
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 )
@@ -17,21 +18,36 @@ const (
 )
 
 // RunAsLeader is the singleton-worker loop: it campaigns in e with value,
-// runs fn while this candidate leads, and starts over, until ctx ends;
-// then it returns ctx's cause. At most one of the workers running
-// RunAsLeader on one election leads at a time.
+// runs fn while this candidate leads, and starts over, until ctx ends
+// (then it returns ctx's cause) or fn fails on its own (then it returns
+// fn's error). At most one of the workers running RunAsLeader on one
+// election leads at a time.
 //
 // fn's context is cancelled the moment leadership is lost (entry deleted,
 // session expired or not confirmed alive in time; context.Cause says why)
-// and when ctx ends. When fn returns, for any reason, RunAsLeader resigns,
-// which hands leadership to the next candidate in the same write (see
-// Leadership.Resign), and campaigns again: right away if fn returned nil,
-// otherwise after a backoff. A
-// failed Campaign is retried after a backoff too. The backoff starts at
+// and when ctx ends. When fn returns, for any reason, RunAsLeader first
+// resigns, which hands leadership to the next candidate in the same write
+// (see Leadership.Resign). Then:
+//
+//   - ctx has ended: RunAsLeader returns context.Cause(ctx), whatever fn
+//     returned.
+//   - fn returned an error while this candidate still led (fn's context
+//     not cancelled) and the Resign found the term still its own and
+//     ended it cleanly: RunAsLeader returns fn's error as it is. A worker
+//     whose fn fails stops, as with errgroup; to keep a worker going
+//     through fn's failures, have fn handle them (or call RunAsLeader in
+//     a loop).
+//   - fn returned nil: RunAsLeader campaigns again right away.
+//   - leadership was lost or revoked during the term (fn's context was
+//     cancelled by it, or the Resign found the term over, as when a fence
+//     refused a deposed leader before it heard of its loss): fn's error
+//     is taken for the loss's consequence, and RunAsLeader campaigns again
+//     after a backoff.
+//
+// A failed Campaign is retried after a backoff too. The backoff starts at
 // 100 ms, doubles after each such failure up to 10 s, is jittered (each
 // pause is uniform between half and all of the current value), and starts
-// over after a term that lasted longer than 10 s. fn's errors are not
-// returned: a worker that must stop cancels ctx.
+// over after a term that lasted longer than 10 s.
 //
 // Waiting candidates are queued in their Campaign, not in a backoff: when
 // the leader dies, the next one takes over as soon as the backend sees the
@@ -98,15 +114,25 @@ func RunAsLeader(ctx context.Context, e Elector, value string, fn func(ctx conte
 			continue
 		}
 		began := time.Now()
-		ferr := runTerm(ctx, l, fn)
-		lost := l.Err() != nil
+		leading, ferr := runTerm(ctx, l, fn)
 
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
-		// A failed resign is not lost: the entry goes with the session at
-		// the latest, and the backend keeps trying to delete it.
-		_ = l.Resign(rctx)
+		// A failed resign is not retried here: the entry goes with the
+		// session at the latest, and the backend keeps trying to delete
+		// it. It does say the term may not have been this candidate's to
+		// the end, so fn's error is not taken for fn's own.
+		rerr := l.Resign(rctx)
 		cancel()
+		lost := !leading || rerr != nil || errors.Is(l.Err(), ErrLost)
 
+		switch {
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case ferr != nil && !lost:
+			// fn failed on its own while this candidate led, and the
+			// term ended cleanly: the caller's error to handle.
+			return ferr
+		}
 		if time.Since(began) > maxBackoff {
 			failures = 0
 		}
@@ -121,11 +147,14 @@ func RunAsLeader(ctx context.Context, e Elector, value string, fn func(ctx conte
 }
 
 // runTerm runs fn for one term of leadership l, with a context cancelled
-// when ctx ends or l does.
-func runTerm(ctx context.Context, l Leadership, fn func(ctx context.Context, t Token) error) error {
+// when ctx ends or l does. leading reports whether that context was still
+// live when fn returned: fn's error, if any, is then fn's own, not the
+// consequence of a lost (or revoked) term or of ctx's end.
+func runTerm(ctx context.Context, l Leadership, fn func(ctx context.Context, t Token) error) (leading bool, err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(l.Context(), func() { cancel(l.Err()) })
 	defer stop()
-	return fn(runCtx, l.Token())
+	err = fn(runCtx, l.Token())
+	return runCtx.Err() == nil && l.Err() == nil, err
 }

@@ -8,16 +8,15 @@
 // go, forcing them out after a grace period (holders opt in with
 // WithRevocable).
 //
-// The recipes are written once, for etcd and ZooKeeper alike, on distlock's
-// queue-lock engine (internal/qlock, whose lifecycle.go tells an
-// acquisition from enqueue to release); this package is their etcd entry
-// point, and the engine's etcd driver (internal/qlock/etcdq) does the
-// store's part, as described below.
+// The recipes are written once, for etcd and ZooKeeper alike, on one
+// queue-lock engine that zklock shares; this package is their etcd entry
+// point, and the engine's etcd driver does the store's part, as described
+// below.
 //
 // Session, Mutex, RWMutex, Election and Semaphore are this package's own
 // declared types over that one engine, each method documented here in
-// etcd's terms (the methods are forwarders, generated into
-// recipes_gen.go from one template for both backends). etcdlock.Mutex and
+// etcd's terms (zklock's types have the same methods, documented in
+// ZooKeeper's, and behave alike wherever the docs do not say otherwise). etcdlock.Mutex and
 // zklock.Mutex are different types with identical method sets, and so
 // are the others: code that must work on both stores takes a
 // distlock.Locker (a distlock.Elector for elections).
@@ -39,7 +38,8 @@
 // whose outcome is unknown (a Lock that failed or was cancelled while its
 // Txn was in flight) moves it and deletes the key in one Txn, so the put,
 // should the server apply it late, can never re-create a key after its
-// cleanup (see internal/qlock/etcdq/guard.go for the reasoning). It exists only once such a
+// cleanup: that put's compare of the guard fails once the cleanup moved
+// it. It exists only once such a
 // cleanup has happened, and goes with the lease. It is in no lock's queue:
 // no lock name starts with "@".
 //

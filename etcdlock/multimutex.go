@@ -14,8 +14,8 @@ import (
 // Taking several Mutexes one after another deadlocks unless every caller
 // agrees on one order; a MultiMutex cannot deadlock, whatever order its
 // callers list the names in, and mixes freely with the Mutexes of its
-// names (see Lock). It is a handle, safe for concurrent use, like a
-// Mutex. zklock.MultiMutex has the same methods.
+// names (see Lock). It is a handle, safe for concurrent use, and not
+// reentrant, like a Mutex. zklock.MultiMutex has the same methods.
 type MultiMutex struct{ q *qlock.MultiMutex }
 
 // NewMultiMutex returns the lock on names (each valid, see

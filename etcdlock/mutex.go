@@ -13,8 +13,10 @@ import "github.com/distlock/distlock/internal/qlock"
 //
 // A Mutex is a handle, safe for concurrent use: each Lock call enqueues its
 // own key, so goroutines sharing one Mutex (or one Session) exclude each
-// other exactly like separate processes do. zklock.Mutex has the same
-// methods: code that must work on both takes a distlock.Locker.
+// other exactly like separate processes do. It is not reentrant: a
+// holder's second Lock waits for its first Lease's Unlock, so a goroutine
+// that locks twice waits for itself. zklock.Mutex has the same methods:
+// code that must work on both takes a distlock.Locker.
 type Mutex struct{ q *qlock.Mutex }
 
 // NewMutex returns the lock called name (see distlock.ValidateName) on the

@@ -76,7 +76,11 @@ func (s *Session) Close(ctx context.Context) error { return s.q.Close(ctx) }
 // by the time it could return, its process stopped while it waited) or
 // when its key is deleted by someone else (distlock.ErrEntryGone). Each
 // call enqueues its own key: calls sharing one Mutex or one Session
-// exclude each other exactly like separate processes do.
+// exclude each other exactly like separate processes do. The lock is not
+// reentrant: a second Lock by a holder, on the same or another handle,
+// waits for the first Lease's Unlock like any other caller's, so a
+// goroutine that calls Lock again without unlocking waits for itself until
+// ctx or the session ends.
 func (m *Mutex) Lock(ctx context.Context) (*distlock.Lease, error) { return m.q.Lock(ctx) }
 
 // TryLock takes the lock only if no entry at all is queued; otherwise it
@@ -113,7 +117,11 @@ func (m *Mutex) Dir() string { return m.q.Dir() }
 // (distlock.ErrSessionExpired or distlock.ErrSessionClosed; also when its
 // client-side Deadline had passed by the time it could return, its process
 // stopped while it waited) or when its key is deleted by someone else
-// (distlock.ErrEntryGone). Every entry is removed when it fails.
+// (distlock.ErrEntryGone). Every entry is removed when it fails. The lock
+// is not reentrant: a second Lock by a holder, on the same or another
+// handle, waits for the first Lease's Unlock like any other caller's, so a
+// goroutine that calls Lock again without unlocking waits for itself until
+// ctx or the session ends.
 func (m *MultiMutex) Lock(ctx context.Context) (*distlock.Lease, error) { return m.q.Lock(ctx) }
 
 // TryLock takes the lock only if no name has an entry queued; otherwise it
@@ -143,6 +151,13 @@ func (m *MultiMutex) Dirs() []string { return m.q.Dirs() }
 // distlock.ErrSessionClosed; also when its client-side Deadline had passed
 // by the time it could return, its process stopped while it waited) or
 // when its key is deleted by someone else (distlock.ErrEntryGone).
+//
+// Read locks are not reentrant either: a second RLock by a reader shares
+// the lock with its first only while no writer waits; once a writer has
+// queued between them, the second waits behind the writer, which waits for
+// the first, so a goroutine that read-locks twice can wait for itself (as
+// with sync.RWMutex). A Lock by a holder of a read lock waits for that
+// read lock's Unlock: a reader cannot upgrade in place.
 func (m *RWMutex) RLock(ctx context.Context) (*distlock.Lease, error) { return m.q.RLock(ctx) }
 
 // TryRLock takes the lock shared only if no writer holds or waits: it wins
@@ -161,7 +176,12 @@ func (m *RWMutex) TryRLock(ctx context.Context) (*distlock.Lease, error) { retur
 // cause), when the session ends (distlock.ErrSessionExpired or
 // distlock.ErrSessionClosed; also when its client-side Deadline had passed
 // by the time it could return, its process stopped while it waited) or
-// when its key is deleted by someone else (distlock.ErrEntryGone).
+// when its key is deleted by someone else (distlock.ErrEntryGone). The
+// lock is not reentrant: a second Lock by a holder, on the same or another
+// handle, waits for the first Lease's Unlock like any other caller's, so a
+// goroutine that calls Lock again without unlocking waits for itself until
+// ctx or the session ends. An RLock by a holder of the write lock waits
+// for it too: a writer cannot downgrade in place.
 func (m *RWMutex) Lock(ctx context.Context) (*distlock.Lease, error) { return m.q.Lock(ctx) }
 
 // TryLock takes the lock exclusively only if no entry at all, reader or

@@ -13,6 +13,10 @@ import "github.com/distlock/distlock/internal/qlock"
 // any writer holds or waits; RLocker is a distlock.Locker of the read
 // side. A reader's token is ordered against writers' only: see "Readers
 // and writers" in the package documentation before fencing with it.
+//
+// Neither side is reentrant, and a holder cannot upgrade or downgrade in
+// place: see Lock and RLock for how a second acquisition by a holder
+// waits.
 type RWMutex struct{ q *qlock.RWMutex }
 
 // NewRWMutex returns the readers-writer lock called name (see

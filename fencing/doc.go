@@ -42,7 +42,14 @@
 // sub-packages have WriteAll (etcdfence, zkfence) and AdmitAll (sqlfence).
 // Match pairs fences with tokens by lock name, refusing with ErrUnmatched
 // what does not pair up one to one; Refusals is the error of every fence
-// that refused.
+// that refused (a *RefusalsError, one line naming each, when several did).
+//
+// Arguments a fence cannot use, in this package and the sub-packages'
+// constructors and writes (an empty etcd key, a znode path that is not
+// absolute, a bad SQL table or resource name, a nil fence), are errors
+// wrapping ErrInvalidArgument; a bad lock name wraps
+// distlock.ErrInvalidName, a nil client distlock.ErrNilClient. They are
+// found before any store is asked.
 //
 // The stores keep the owner beside the sequence number. A sequence number
 // stored by a version before tokens named their owner reads as owner 0,

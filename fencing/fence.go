@@ -22,6 +22,17 @@ var (
 	// is a *ForkError. It is distlock.ErrTokenFork, so errors.Is matches
 	// either name.
 	ErrFork = distlock.ErrTokenFork
+	// ErrInvalidArgument reports a fence made or called with an argument
+	// it cannot use: an empty etcd key, a znode path that is not absolute,
+	// a SQL table or resource name out of sqlfence's rules, an unknown
+	// placeholder form, a nil fence, or fences and operations that cannot
+	// go into one atomic write (different clients, one key twice, an
+	// operation on a fence's own key). It is the caller's mistake, found
+	// before the store is asked. A lock name out of the rules wraps
+	// distlock.ErrInvalidName instead, and a nil client
+	// distlock.ErrNilClient; tokens and fences that do not pair up,
+	// ErrUnmatched.
+	ErrInvalidArgument = errors.New("invalid fence argument")
 )
 
 // ForkError is the refusal of a token whose sequence number equals that

@@ -78,10 +78,12 @@ func quoted(ss []string) string {
 	return strings.Join(q, ", ")
 }
 
-// Refusals returns nil for no refusals, the one refusal alone, or several
-// joined (errors.Join), so that errors.Is and errors.As find each. The
-// backends' writes across several locks return it: every fence that
-// refused is named, in the order the fences were given.
+// Refusals returns nil for no refusals, the one refusal alone, or, when
+// several fences refused, a *RefusalsError holding each, so that
+// errors.Is and errors.As find every one. errs holds one entry per fence
+// of the write, nil for a fence that admitted its token. The backends'
+// writes across several locks return it: every fence that refused is
+// named, in the order the fences were given.
 func Refusals(errs []error) error {
 	var out []error
 	for _, err := range errs {
@@ -95,7 +97,47 @@ func Refusals(errs []error) error {
 	case 1:
 		return out[0]
 	}
-	return errors.Join(out...)
+	return &RefusalsError{Tokens: len(errs), Errs: out}
+}
+
+// RefusalsError is the refusal of a write across several locks by more
+// than one of its fences. Its message is one line that names each refused
+// token and why, e.g.
+//
+//	fencing: 2 of 3 tokens refused: a@5.1f stale (a@7.2e admitted); b@5.1f stale (b@9.2e admitted)
+//
+// and Unwrap gives every refusal (a *StaleError, *ForkError, ...), so
+// errors.Is(err, ErrStale) and errors.As(err, &stale) see through it.
+type RefusalsError struct {
+	// Tokens is how many tokens the write carried, one per fence.
+	Tokens int
+	// Errs are the refusals, in the order of the fences that made them.
+	Errs []error
+}
+
+// Error names every refused token and why, on one line.
+func (e *RefusalsError) Error() string {
+	parts := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		parts[i] = refusalText(err)
+	}
+	return fmt.Sprintf("fencing: %d of %d tokens refused: %s", len(e.Errs), e.Tokens, strings.Join(parts, "; "))
+}
+
+// Unwrap returns the refusals, for errors.Is and errors.As.
+func (e *RefusalsError) Unwrap() []error { return e.Errs }
+
+// refusalText is one refusal as a RefusalsError lists it.
+func refusalText(err error) string {
+	var stale *StaleError
+	var fork *ForkError
+	switch {
+	case errors.As(err, &stale):
+		return fmt.Sprintf("%v stale (%s admitted)", stale.Token, admittedText(stale.Newest))
+	case errors.As(err, &fork):
+		return fmt.Sprintf("%v forked (%s admitted with the same sequence number)", fork.Token, admittedText(fork.Admitted))
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
 // DoAll runs write (if not nil) only if every fence admits its token, the
@@ -104,8 +146,8 @@ func Refusals(errs []error) error {
 // token per name, all with one Seq and Owner). It is Memory.Do across
 // fences, all or nothing: if any fence refuses (a stale, forked or invalid
 // token), no fence records anything and write does not run, and the error
-// is that fence's *StaleError or *ForkError (several joined if several
-// refuse; errors.Is and errors.As find each). Tokens and fences that do not
+// is that fence's *StaleError or *ForkError (a *RefusalsError holding
+// each if several refuse; errors.Is and errors.As find each). Tokens and fences that do not
 // pair up one to one by lock name are refused with ErrUnmatched before any
 // fence is looked at.
 //
@@ -119,7 +161,7 @@ func DoAll(ctx context.Context, tokens []distlock.Token, fences []*Memory, write
 	locks := make([]string, len(fences))
 	for i, m := range fences {
 		if m == nil {
-			return fmt.Errorf("fencing: do all: fence %d is nil", i)
+			return fmt.Errorf("fencing: do all: %w: fence %d is nil", ErrInvalidArgument, i)
 		}
 		locks[i] = m.lock
 	}

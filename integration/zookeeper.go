@@ -126,9 +126,16 @@ func NewZooKeeper(t testing.TB, opts ...Option) *ZooKeeperEnsemble {
 	return e
 }
 
-// StartZooKeeper finds Java and the ZooKeeper jars (see zooKeeperClasspath),
-// starts an ensemble and waits until a majority serves under one leader.
-// Close stops it and removes its files.
+// StartZooKeeper finds Java and the ZooKeeper jars, starts an ensemble and
+// waits until a majority serves under one leader. Close stops it and
+// removes its files.
+//
+// The jars are taken from $ZOOKEEPER_CLASSPATH (a Java classpath, as
+// given); else every jar in $ZOOKEEPER_HOME/lib or in $ZOOKEEPER_HOME (an
+// Apache release); else Debian's zookeeper package (/usr/share/java:
+// zookeeper.jar, whose manifest lists its dependencies, and the log4j
+// binding it logs with). It fails, saying what is missing, when none is
+// there.
 func StartZooKeeper(ctx context.Context, opts ...Option) (*ZooKeeperEnsemble, error) {
 	cfg := newConfig(opts)
 	if cfg.size < 1 {

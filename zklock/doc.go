@@ -8,16 +8,15 @@
 // lock's holders to let go, forcing them out after a grace period
 // (holders opt in with WithRevocable).
 //
-// The recipes are written once, for etcd and ZooKeeper alike, on distlock's
-// queue-lock engine (internal/qlock, whose lifecycle.go tells an
-// acquisition from enqueue to release); this package is their ZooKeeper
-// entry point, and the engine's ZooKeeper driver (internal/qlock/zkq) does
-// the store's part, as described below.
+// The recipes are written once, for etcd and ZooKeeper alike, on one
+// queue-lock engine that etcdlock shares; this package is their ZooKeeper
+// entry point, and the engine's ZooKeeper driver does the store's part, as
+// described below.
 //
 // Session, Mutex, RWMutex, Election and Semaphore are this package's own
 // declared types over that one engine, each method documented here in
-// ZooKeeper's terms (the methods are forwarders, generated into
-// recipes_gen.go from one template for both backends). zklock.Mutex and
+// ZooKeeper's terms (etcdlock's types have the same methods, documented in
+// etcd's, and behave alike wherever the docs do not say otherwise). zklock.Mutex and
 // etcdlock.Mutex are different types with identical method sets, and so
 // are the others: code that must work on both stores takes a
 // distlock.Locker (a distlock.Elector for elections).
@@ -186,8 +185,7 @@
 //     request that was answered"; the remaining eighth covers followers
 //     reporting session activity to the leader only every half tick (so a
 //     follower that fails may never report the last request), and the
-//     clocks' rate difference. (See the comment on timing in
-//     internal/qlock/zkq/monitor.go for the reasoning.) With the tick at most an eighth of the timeout
+//     clocks' rate difference. With the tick at most an eighth of the timeout
 //     it is also late enough for one frozen or cut-off server not to cost the session:
 //     go-zookeeper gives up on a silent server two thirds of the timeout
 //     after it last heard from it and connects to another, and the next

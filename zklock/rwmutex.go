@@ -15,6 +15,10 @@ import "github.com/distlock/distlock/internal/qlock"
 // fencing are as for etcdlock.RWMutex: a reader's czxid is ordered against
 // writers' only, so readers must not record their tokens in a writers'
 // fence.
+//
+// Neither side is reentrant, and a holder cannot upgrade or downgrade in
+// place: see Lock and RLock for how a second acquisition by a holder
+// waits.
 type RWMutex struct{ q *qlock.RWMutex }
 
 // NewRWMutex returns the readers-writer lock called name (see

@@ -3,12 +3,12 @@ package etcdfence
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/internal/quote"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -55,13 +55,13 @@ var _ fencing.Fence = (*Fence)(nil)
 // yet means no token was admitted.
 func New(client *clientv3.Client, key, lock string, opts ...Option) (*Fence, error) {
 	if client == nil {
-		return nil, fmt.Errorf("etcdfence: new fence %q: %w: *clientv3.Client is nil", key, distlock.ErrNilClient)
+		return nil, fmt.Errorf("etcdfence: new fence %s: %w: *clientv3.Client is nil", quote.Q(key), distlock.ErrNilClient)
 	}
 	if key == "" {
-		return nil, errors.New("etcdfence: new fence: empty key")
+		return nil, fmt.Errorf("etcdfence: new fence: %w: empty key", fencing.ErrInvalidArgument)
 	}
 	if err := distlock.ValidateName(lock); err != nil {
-		return nil, fmt.Errorf("etcdfence: new fence %q: %w", key, err)
+		return nil, fmt.Errorf("etcdfence: new fence %s: %w", quote.Q(key), err)
 	}
 	f := &Fence{client: client, key: key, lock: lock}
 	for _, o := range opts {
@@ -114,7 +114,7 @@ func (f *Fence) Write(ctx context.Context, t distlock.Token, ops ...clientv3.Op)
 // the key of an etcdlock lock's token.
 func (f *Fence) WriteHeld(ctx context.Context, t distlock.Token, lockKey string, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	if lockKey == "" {
-		return nil, fmt.Errorf("etcdfence: %s: empty lock key", f.resource())
+		return nil, fmt.Errorf("etcdfence: %s: %w: empty lock key", f.resource(), fencing.ErrInvalidArgument)
 	}
 	return f.write(ctx, t, lockKey, ops)
 }
@@ -132,7 +132,7 @@ func (f *Fence) decide(ctx context.Context, t distlock.Token, lockKey string, op
 	}
 	for i, op := range ops {
 		if (op.IsPut() || op.IsDelete()) && string(op.KeyBytes()) == f.key {
-			return nil, fmt.Errorf("etcdfence: %s: op %d writes the fence's own key", f.resource(), i)
+			return nil, fmt.Errorf("etcdfence: %s: %w: op %d writes the fence's own key", f.resource(), fencing.ErrInvalidArgument, i)
 		}
 	}
 	v := encode(t)

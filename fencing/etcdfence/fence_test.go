@@ -307,8 +307,8 @@ func TestEtcdFence(t *testing.T) {
 		if _, err := etcdfence.New(nil, "/k", "ledger"); !errors.Is(err, distlock.ErrNilClient) {
 			t.Errorf("nil client: %v", err)
 		}
-		if _, err := etcdfence.New(cli, "", "ledger"); err == nil {
-			t.Error("empty key accepted")
+		if _, err := etcdfence.New(cli, "", "ledger"); !errors.Is(err, fencing.ErrInvalidArgument) {
+			t.Errorf("empty key: %v, want ErrInvalidArgument", err)
 		}
 		if _, err := etcdfence.New(cli, "/k", "bad name"); !errors.Is(err, distlock.ErrInvalidName) {
 			t.Errorf("bad lock name: %v", err)
@@ -322,11 +322,14 @@ func TestEtcdFence(t *testing.T) {
 				t.Errorf("invalid token %#v: %v", bad, err)
 			}
 		}
-		if _, err := f.Write(ctx, tok(3), clientv3.OpPut("/bad/fence", "1")); err == nil {
-			t.Error("an op on the fence's key accepted")
+		if _, err := f.Write(ctx, tok(3), clientv3.OpPut("/bad/fence", "1")); !errors.Is(err, fencing.ErrInvalidArgument) {
+			t.Errorf("an op on the fence's key: %v, want ErrInvalidArgument", err)
 		}
-		if _, err := f.WriteHeld(ctx, tok(3), ""); err == nil {
-			t.Error("WriteHeld with an empty lock key accepted")
+		if _, err := f.WriteHeld(ctx, tok(3), ""); !errors.Is(err, fencing.ErrInvalidArgument) {
+			t.Errorf("WriteHeld with an empty lock key: %v, want ErrInvalidArgument", err)
+		}
+		if _, err := etcdfence.WriteAll(ctx, []distlock.Token{tok(3)}, []*etcdfence.Fence{nil}); !errors.Is(err, fencing.ErrInvalidArgument) {
+			t.Errorf("WriteAll with a nil fence: %v, want ErrInvalidArgument", err)
 		}
 		if _, err := etcdfence.HolderKey(ctx, nil, etcdlock.DefaultPrefix, tok(3)); !errors.Is(err, distlock.ErrNilClient) {
 			t.Errorf("HolderKey with a nil client: %v", err)

@@ -24,9 +24,9 @@ const maxAttempts = 64
 // and then the response has one entry in Responses per op, in order (the
 // fences' own puts are left out). Otherwise nothing is written, and the
 // error is the refusing fence's *fencing.StaleError or *fencing.ForkError,
-// naming its key and the newer token read (several joined when several
-// refuse; errors.Is and errors.As find each). Tokens and fences that do
-// not pair up one to one by lock name are refused with
+// naming its key and the newer token read (a *fencing.RefusalsError of
+// each, on one line, when several refuse; errors.Is and errors.As find
+// each). Tokens and fences that do not pair up one to one by lock name are refused with
 // fencing.ErrUnmatched, an invalid token as Write refuses it, before etcd
 // is asked.
 //
@@ -74,13 +74,13 @@ func checkAll(ctx context.Context, tokens []distlock.Token, fences []*Fence, ops
 	keys := make(map[string]int, len(fences))
 	for i, f := range fences {
 		if f == nil {
-			return nil, fmt.Errorf("etcdfence: write all: fence %d is nil", i)
+			return nil, fmt.Errorf("etcdfence: write all: %w: fence %d is nil", fencing.ErrInvalidArgument, i)
 		}
 		if f.client != fences[0].client {
-			return nil, fmt.Errorf("etcdfence: write all: %s and %s use different clients; the Txn goes through one, so the fences must share it", fences[0].resource(), f.resource())
+			return nil, fmt.Errorf("etcdfence: write all: %w: %s and %s use different clients; the Txn goes through one, so the fences must share it", fencing.ErrInvalidArgument, fences[0].resource(), f.resource())
 		}
 		if j, dup := keys[f.key]; dup {
-			return nil, fmt.Errorf("etcdfence: write all: fences %d and %d both have key %q", j, i, f.key)
+			return nil, fmt.Errorf("etcdfence: write all: %w: fences %d and %d both have key %q", fencing.ErrInvalidArgument, j, i, f.key)
 		}
 		keys[f.key], locks[i] = i, f.lock
 	}
@@ -97,7 +97,7 @@ func checkAll(ctx context.Context, tokens []distlock.Token, fences []*Fence, ops
 	for i, op := range ops {
 		if op.IsPut() || op.IsDelete() {
 			if j, ok := keys[string(op.KeyBytes())]; ok {
-				return nil, fmt.Errorf("etcdfence: write all: op %d writes the key of %s", i, fences[j].resource())
+				return nil, fmt.Errorf("etcdfence: write all: %w: op %d writes the key of %s", fencing.ErrInvalidArgument, i, fences[j].resource())
 			}
 		}
 	}

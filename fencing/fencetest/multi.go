@@ -68,7 +68,8 @@ func MultiToks(seq int64, locks ...string) []distlock.Token {
 // Multis made by newMulti: every token fresh admits all and writes; one
 // stale or forked token refuses the whole write (no fence changed, nothing
 // written) and the error names that fence's lock and token (when several
-// refuse, the error names at least one of them); the same
+// refuse, the error is one line naming at least one of them, each if it
+// is a *fencing.RefusalsError); the same
 // tokens again are admitted (a retry); tokens and fences that do not pair
 // up by lock are refused with fencing.ErrUnmatched; concurrent writes on
 // overlapping fences, given in opposite orders, apply in token order and
@@ -172,6 +173,54 @@ func RunMulti(t *testing.T, newMulti NewMulti) {
 		}
 		newest(t, ctx, m, MultiTok(LockA, 10), MultiTok(LockB, 10), MultiTok(LockC, 10))
 		ledger(t, ctx, m, 9, 10)
+	})
+
+	t.Run("TwoStale", func(t *testing.T) {
+		ctx := Ctx(t)
+		l := name(t, "l")
+		m, rs := fresh(t, l, LockA, LockB, LockC)
+		// Locks a and c alone move on, to 7 and 9.
+		for _, alone := range []struct {
+			i    int
+			lock string
+			seq  int64
+		}{{0, LockA, 7}, {2, LockC, 9}} {
+			if err := newMulti(t, l, rs[alone.i:alone.i+1], []string{alone.lock}).Write(ctx, MultiToks(alone.seq, alone.lock), alone.seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := m.Write(ctx, MultiToks(5, LockA, LockB, LockC), 5)
+		if !errors.Is(err, fencing.ErrStale) || fencing.Reason(err) != "stale" {
+			t.Fatalf("write 5 after a admitted 7 and c 9: %v, want ErrStale", err)
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "\n") {
+			t.Errorf("error of two refusals spans lines: %q", msg)
+		}
+		// A backend that decides all at once names each refusal (a
+		// *fencing.RefusalsError); one that admits in turn, the first.
+		var many *fencing.RefusalsError
+		if errors.As(err, &many) {
+			var got []string
+			for _, e := range many.Errs {
+				var stale *fencing.StaleError
+				if !errors.As(e, &stale) {
+					t.Fatalf("refusal %v is not a *StaleError", e)
+				}
+				got = append(got, stale.Token.String()+"<"+stale.Newest.String())
+			}
+			want := []string{MultiTok(LockA, 5).String() + "<" + MultiTok(LockA, 7).String(), MultiTok(LockC, 5).String() + "<" + MultiTok(LockC, 9).String()}
+			if fmt.Sprint(got) != fmt.Sprint(want) || many.Tokens != 3 {
+				t.Fatalf("refusals %v of %d tokens, want %v of 3", got, many.Tokens, want)
+			}
+			if !strings.HasPrefix(msg, "fencing: 2 of 3 tokens refused: ") || !strings.Contains(msg, LockA+"@5") || !strings.Contains(msg, LockC+"@5") || strings.Contains(msg, LockB+"@") {
+				t.Errorf("error %q does not name a's and c's refused tokens alone", msg)
+			}
+		} else if !strings.Contains(msg, "@5") {
+			t.Errorf("error %q names no refused token", msg)
+		}
+		newest(t, ctx, m, MultiTok(LockA, 7), zero, MultiTok(LockC, 9))
+		ledger(t, ctx, m, 7, 9)
 	})
 
 	t.Run("Fork", func(t *testing.T) {

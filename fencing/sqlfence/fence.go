@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/internal/quote"
 )
 
 // DefaultTable is a conventional name for the fence table.
@@ -85,7 +86,7 @@ func New(table, resource, lock string, opts ...Option) (*Fence, error) {
 		o(f)
 	}
 	if f.ph != Dollar && f.ph != Question {
-		return nil, fmt.Errorf("sqlfence: new fence: unknown placeholder form %d", f.ph)
+		return nil, fmt.Errorf("sqlfence: new fence: %w: unknown placeholder form %d", fencing.ErrInvalidArgument, f.ph)
 	}
 	f.obs, f.tel = fencing.NewTelemetry("sql", lock, f.tel...), nil
 	q := `"` + table + `"`
@@ -110,12 +111,12 @@ func New(table, resource, lock string, opts ...Option) (*Fence, error) {
 // (PostgreSQL's identifier limit).
 func validateTable(s string) error {
 	if s == "" || len(s) > 63 {
-		return fmt.Errorf("table name %q: want 1 to 63 characters", s)
+		return fmt.Errorf("%w: table name %s: want 1 to 63 characters", fencing.ErrInvalidArgument, quote.Q(s))
 	}
 	for i, c := range []byte(s) {
 		ok := c == '_' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9'
 		if !ok {
-			return fmt.Errorf("table name %q: want a plain lower-case SQL identifier ([a-z_][a-z0-9_]*)", s)
+			return fmt.Errorf("%w: table name %s: want a plain lower-case SQL identifier ([a-z_][a-z0-9_]*)", fencing.ErrInvalidArgument, quote.Q(s))
 		}
 	}
 	return nil
@@ -124,13 +125,13 @@ func validateTable(s string) error {
 func validateResource(s string) error {
 	switch {
 	case s == "":
-		return errors.New("empty resource name")
+		return fmt.Errorf("%w: empty resource name", fencing.ErrInvalidArgument)
 	case len(s) > MaxResourceLen:
-		return fmt.Errorf("resource name of %d bytes, more than %d", len(s), MaxResourceLen)
+		return fmt.Errorf("%w: resource name of %d bytes, more than %d", fencing.ErrInvalidArgument, len(s), MaxResourceLen)
 	case !utf8.ValidString(s):
-		return fmt.Errorf("resource name %q is not valid UTF-8", s)
+		return fmt.Errorf("%w: resource name %s is not valid UTF-8", fencing.ErrInvalidArgument, quote.Q(s))
 	case strings.IndexByte(s, 0) >= 0:
-		return fmt.Errorf("resource name %q holds a NUL byte", s)
+		return fmt.Errorf("%w: resource name %s holds a NUL byte", fencing.ErrInvalidArgument, quote.Q(s))
 	}
 	return nil
 }

@@ -34,11 +34,11 @@ func AdmitAll(ctx context.Context, q Querier, tokens []distlock.Token, fences ..
 	locks := make([]string, len(fences))
 	for i, f := range fences {
 		if f == nil {
-			return fmt.Errorf("sqlfence: admit all: fence %d is nil", i)
+			return fmt.Errorf("sqlfence: admit all: %w: fence %d is nil", fencing.ErrInvalidArgument, i)
 		}
 		for j, g := range fences[:i] {
 			if g.table == f.table && g.resource == f.resource {
-				return fmt.Errorf("sqlfence: admit all: fences %d and %d both guard %s", j, i, f.name())
+				return fmt.Errorf("sqlfence: admit all: %w: fences %d and %d both guard %s", fencing.ErrInvalidArgument, j, i, f.name())
 			}
 		}
 		locks[i] = f.lock

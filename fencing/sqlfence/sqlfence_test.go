@@ -363,15 +363,24 @@ func TestSQLFenceBadInput(t *testing.T) {
 		{"fence", "r", "bad name"},
 		{"fence", "r", "a@b"},
 	} {
-		if f, err := sqlfence.New(c.table, c.resource, c.lock); err == nil {
-			t.Errorf("New(%q, %q, %q) = %v, want an error", c.table, c.resource, c.lock, f)
+		want := fencing.ErrInvalidArgument // a bad table or resource name
+		if c.table == "fence" && c.resource == "r" {
+			want = distlock.ErrInvalidName
+		}
+		if f, err := sqlfence.New(c.table, c.resource, c.lock); !errors.Is(err, want) {
+			t.Errorf("New(%.80q, %.80q, %q) = %v, %v; want %v", c.table, c.resource, c.lock, f, err, want)
+		} else if len(err.Error()) > 300 {
+			t.Errorf("New(%.80q, %.80q, %q): a %d-byte message", c.table, c.resource, c.lock, len(err.Error()))
 		}
 	}
 	if _, err := sqlfence.New("fence", "r", "bad name"); !errors.Is(err, distlock.ErrInvalidName) {
 		t.Errorf("bad lock name: %v, want ErrInvalidName", err)
 	}
-	if _, err := sqlfence.New("fence", "r", "ledger", sqlfence.WithPlaceholder(7)); err == nil {
-		t.Error("unknown placeholder form accepted")
+	if _, err := sqlfence.New("fence", "r", "ledger", sqlfence.WithPlaceholder(7)); !errors.Is(err, fencing.ErrInvalidArgument) {
+		t.Errorf("unknown placeholder form: %v, want ErrInvalidArgument", err)
+	}
+	if err := sqlfence.AdmitAll(context.Background(), nil, []distlock.Token{tok(3)}, nil); !errors.Is(err, fencing.ErrInvalidArgument) {
+		t.Errorf("AdmitAll with a nil fence: %v, want ErrInvalidArgument", err)
 	}
 	for _, ok := range []string{"_f", "fence_2", strings.Repeat("t", 63)} {
 		if _, err := sqlfence.New(ok, "any resource: 'quoted' \"text\" ünïcode", "ledger/eu"); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/internal/quote"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -47,13 +48,13 @@ var _ fencing.Fence = (*Fence)(nil)
 // exist yet means no token was admitted.
 func New(conn *zk.Conn, path, lock string, opts ...Option) (*Fence, error) {
 	if conn == nil {
-		return nil, fmt.Errorf("zkfence: new fence %q: %w: *zk.Conn is nil", path, distlock.ErrNilClient)
+		return nil, fmt.Errorf("zkfence: new fence %s: %w: *zk.Conn is nil", quote.Q(path), distlock.ErrNilClient)
 	}
 	if err := checkPath(path); err != nil {
 		return nil, fmt.Errorf("zkfence: new fence: %w", err)
 	}
 	if err := distlock.ValidateName(lock); err != nil {
-		return nil, fmt.Errorf("zkfence: new fence %q: %w", path, err)
+		return nil, fmt.Errorf("zkfence: new fence %s: %w", quote.Q(path), err)
 	}
 	f := &Fence{conn: conn, path: path, lock: lock}
 	for _, o := range opts {
@@ -70,11 +71,11 @@ func New(conn *zk.Conn, path, lock string, opts ...Option) (*Fence, error) {
 // empty, "." or ".." segments or a trailing '/'.
 func checkPath(p string) error {
 	if p == "" || p[0] != '/' || p == "/" || strings.HasSuffix(p, "/") {
-		return fmt.Errorf("path %q is not an absolute znode path below the root", p)
+		return fmt.Errorf("%w: path %s is not an absolute znode path below the root", fencing.ErrInvalidArgument, quote.Q(p))
 	}
 	for _, seg := range strings.Split(p[1:], "/") {
 		if seg == "" || seg == "." || seg == ".." || strings.ContainsRune(seg, 0) {
-			return fmt.Errorf("path %q has an empty, \".\", \"..\" or invalid segment", p)
+			return fmt.Errorf("%w: path %s has an empty, \".\", \"..\" or invalid segment", fencing.ErrInvalidArgument, quote.Q(p))
 		}
 	}
 	return nil
@@ -174,7 +175,7 @@ func (f *Fence) checkOps(ops []any) error {
 			return fmt.Errorf("zkfence: %s: op %d %w", f.resource(), i, err)
 		}
 		if p == f.path {
-			return fmt.Errorf("zkfence: %s: op %d (%T) is on the fence node itself", f.resource(), i, op)
+			return fmt.Errorf("zkfence: %s: %w: op %d (%T) is on the fence node itself", f.resource(), fencing.ErrInvalidArgument, i, op)
 		}
 	}
 	return nil
@@ -201,10 +202,10 @@ func opPath(op any) (string, error) {
 			p = o.Path
 		}
 	default:
-		return "", fmt.Errorf("is a %T, not a *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or *zk.CheckVersionRequest", op)
+		return "", fmt.Errorf("%w: is a %T, not a *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or *zk.CheckVersionRequest", fencing.ErrInvalidArgument, op)
 	}
 	if p == "" {
-		return "", fmt.Errorf("(%T) is nil or has no path", op)
+		return "", fmt.Errorf("%w: (%T) is nil or has no path", fencing.ErrInvalidArgument, op)
 	}
 	return p, nil
 }

@@ -298,8 +298,8 @@ func TestZooKeeperFence(t *testing.T) {
 			t.Errorf("nil conn: %v", err)
 		}
 		for _, p := range []string{"", "/", "k", "/k/", "/a//b", "/a/./b", "/a/.."} {
-			if _, err := zkfence.New(conn, p, "ledger"); err == nil {
-				t.Errorf("path %q accepted", p)
+			if _, err := zkfence.New(conn, p, "ledger"); !errors.Is(err, fencing.ErrInvalidArgument) {
+				t.Errorf("path %q: %v, want ErrInvalidArgument", p, err)
 			}
 		}
 		if _, err := zkfence.New(conn, "/k", "bad name"); !errors.Is(err, distlock.ErrInvalidName) {
@@ -318,9 +318,12 @@ func TestZooKeeperFence(t *testing.T) {
 		}
 		for _, op := range []any{"create", zk.CreateRequest{Path: "/bad-x"}, (*zk.SetDataRequest)(nil),
 			&zk.SetDataRequest{Path: "/bad/fence", Version: -1}, &zk.DeleteRequest{Path: "/bad/fence", Version: -1}} {
-			if _, err := f.Write(ctx, tok(3), op); err == nil {
-				t.Errorf("op %#v accepted", op)
+			if _, err := f.Write(ctx, tok(3), op); !errors.Is(err, fencing.ErrInvalidArgument) {
+				t.Errorf("op %#v: %v, want ErrInvalidArgument", op, err)
 			}
+		}
+		if _, err := zkfence.WriteAll(ctx, []distlock.Token{tok(3)}, []*zkfence.Fence{nil}); !errors.Is(err, fencing.ErrInvalidArgument) {
+			t.Errorf("WriteAll with a nil fence: %v, want ErrInvalidArgument", err)
 		}
 		absent(t, conn, "/bad")
 		absent(t, conn, "/bad-x")

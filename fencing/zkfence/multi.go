@@ -25,8 +25,8 @@ const maxAttempts = 64
 // zk.MultiResponse per op, in order (the fences' own sets and creates are
 // left out). Otherwise nothing is written, and the error is the refusing
 // fence's *fencing.StaleError or *fencing.ForkError, naming its path and
-// the newer token (several joined when several refuse; errors.Is and
-// errors.As find each). Tokens and fences that do not pair up one to one
+// the newer token (a *fencing.RefusalsError of each when several refuse,
+// on one line; errors.Is and errors.As find each). Tokens and fences that do not pair up one to one
 // by lock name are refused with fencing.ErrUnmatched, an invalid token as
 // Write refuses it, before ZooKeeper is asked.
 //
@@ -69,13 +69,13 @@ func checkAll(ctx context.Context, tokens []distlock.Token, fences []*Fence, ops
 	paths := make(map[string]int, len(fences))
 	for i, f := range fences {
 		if f == nil {
-			return nil, fmt.Errorf("zkfence: write all: fence %d is nil", i)
+			return nil, fmt.Errorf("zkfence: write all: %w: fence %d is nil", fencing.ErrInvalidArgument, i)
 		}
 		if f.conn != fences[0].conn {
-			return nil, fmt.Errorf("zkfence: write all: %s and %s use different connections; the multi goes through one, so the fences must share it", fences[0].resource(), f.resource())
+			return nil, fmt.Errorf("zkfence: write all: %w: %s and %s use different connections; the multi goes through one, so the fences must share it", fencing.ErrInvalidArgument, fences[0].resource(), f.resource())
 		}
 		if j, dup := paths[f.path]; dup {
-			return nil, fmt.Errorf("zkfence: write all: fences %d and %d both have path %q", j, i, f.path)
+			return nil, fmt.Errorf("zkfence: write all: %w: fences %d and %d both have path %q", fencing.ErrInvalidArgument, j, i, f.path)
 		}
 		paths[f.path], locks[i] = i, f.lock
 	}
@@ -95,7 +95,7 @@ func checkAll(ctx context.Context, tokens []distlock.Token, fences []*Fence, ops
 			return nil, fmt.Errorf("zkfence: write all: op %d %w", i, err)
 		}
 		if j, ok := paths[p]; ok {
-			return nil, fmt.Errorf("zkfence: write all: op %d (%T) is on the node of %s", i, op, fences[j].resource())
+			return nil, fmt.Errorf("zkfence: write all: %w: op %d (%T) is on the node of %s", fencing.ErrInvalidArgument, i, op, fences[j].resource())
 		}
 	}
 	return paired, nil

@@ -55,6 +55,7 @@ var electionCases = []struct {
 	{"ElectionStepDownReplyLost", electionStepDownReplyLost},
 	{"ElectionStepDownDeadline1ms", electionStepDownDeadline},
 	{"ElectionStepDownDeadlineSweep", electionStepDownDeadlines},
+	{"ElectionErrorWords", electionWords},
 }
 
 func election(t *testing.T, s Session, name string) Elector {

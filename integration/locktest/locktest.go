@@ -96,6 +96,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"SameSessionExcludes", sameSessionExcludes},
 		{"NamesDoNotInterfere", namesDoNotInterfere},
 		{"DoubleUnlock", doubleUnlock},
+		{"NotReentrant", notReentrant},
 		{"Do", do},
 		{"InvalidNames", invalidNames},
 		{"TokensNameTheirOwner", tokensNameTheirOwner},

@@ -30,6 +30,7 @@ var multiCases = []struct {
 	{"MultiMixesWithMutex", multiMixes},
 	{"MultiInvalidNames", multiInvalidNames},
 	{"MultiFenceRefusesStaleName", multiFence},
+	{"MultiDoLease", multiDoLease},
 }
 
 func multi(t *testing.T, s Session, names ...string) distlock.Locker {

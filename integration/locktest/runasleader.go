@@ -9,13 +9,14 @@ import (
 	"github.com/distlock/distlock"
 )
 
-// runAsLeaderCases: RunAsLeader's graceful stop and preemption.
+// runAsLeaderCases: RunAsLeader's graceful stop, preemption and fn's errors.
 var runAsLeaderCases = []struct {
 	name string
 	run  func(t *testing.T, b Backend)
 }{
 	{"RunAsLeaderStopHandsOver", runAsLeaderStopHandsOver},
 	{"RunAsLeaderPreempted", runAsLeaderPreempted},
+	{"RunAsLeaderReturnsFnError", runAsLeaderReturnsFnError},
 }
 
 // worker is one RunAsLeader worker: its terms' tokens, and what

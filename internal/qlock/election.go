@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -447,10 +448,77 @@ func (l *leadership) fail(op distlock.Op, err error) error {
 // endCause says why the leader's entry's life ended.
 func (l *leadership) endCause() error { return cmp.Or(l.Err(), context.Cause(l.n.alive)) }
 
-// notLeader is the error of an operation on a leadership that has ended.
+// notLeader is the error of an operation on a leadership whose term has
+// ended. err is what the operation found (the Lease's error, Unlock's, or
+// the term record's state); the message says in an election's words how
+// the term ended ("not the leader: this term ended (resigned)", "not the
+// leader: this term was lost: ..."), from the Lease's Err unless err is
+// the loss itself, and errors.Is and errors.As see both.
 func (l *leadership) notLeader(op distlock.Op, err error) error {
-	return l.fail(op, fmt.Errorf("%w: %w", distlock.ErrNotLeader, inner(err)))
+	why := err
+	if e := l.Err(); e != nil && !errors.Is(err, distlock.ErrLost) {
+		why = e
+	}
+	return l.fail(op, fmt.Errorf("%w: %w", distlock.ErrNotLeader, &termOver{err: err, why: why}))
 }
+
+// termOver is how a leadership's term ended, as the cause of an election
+// operation's error: its text is an election's words (termWords of why),
+// and it wraps err, and why if that is another error.
+type termOver struct{ err, why error }
+
+func (e *termOver) Error() string { return termWords(e.why) }
+
+func (e *termOver) Unwrap() []error {
+	if e.why == e.err {
+		return []error{e.err}
+	}
+	return []error{e.err, e.why}
+}
+
+// termWords says in an election's words how a term ended, given the
+// Lease's error that ended it (or what an operation found).
+func termWords(err error) string {
+	var sd *steppedDown
+	var rev *distlock.RevokedError
+	switch {
+	case errors.Is(err, distlock.ErrLost):
+		return "this term was lost: " + strings.TrimPrefix(causeText(err), distlock.ErrLost.Error()+": ")
+	case errors.As(err, &sd):
+		return "this term ended (" + sd.ended() + ")"
+	case errors.As(err, &rev):
+		return fmt.Sprintf("this leader was asked to step down by %s: %q", rev.By, rev.Reason)
+	case errors.Is(err, distlock.ErrReleased):
+		return "this term ended (released)"
+	}
+	return "this term ended: " + causeText(err)
+}
+
+// causeText is the text of a Lease's error without the lock's operation
+// ("unlock: ", "hold: "), which an election's own operation replaces: the
+// cause of each *distlock.LockError in it, joined by "; ".
+func causeText(err error) string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		parts := []string{}
+		for _, e := range j.Unwrap() {
+			parts = append(parts, causeText(e))
+		}
+		return strings.Join(parts, "; ")
+	}
+	var le *distlock.LockError
+	if errors.As(err, &le) && le.Err != nil {
+		return le.Err.Error()
+	}
+	return err.Error()
+}
+
+// entryDelete is the error of the leader's entry's delete (the Lease's
+// Unlock) inside a step-down's: it reads "deleting the leader's entry:
+// CAUSE" and wraps err.
+type entryDelete struct{ err error }
+
+func (e entryDelete) Error() string { return "deleting the leader's entry: " + causeText(e.err) }
+func (e entryDelete) Unwrap() error { return e.err }
 
 // Proclaim replaces the leader's value, only while this term's entry
 // still exists; otherwise (and, without writing, once this Leadership has
@@ -504,11 +572,22 @@ func (l *leadership) HandOff(ctx context.Context, to string) (distlock.LeaderInf
 const handoffTries = 8
 
 // steppedDown is the cause a leadership's Done closes with when its leader
-// ends the term (Resign, HandOff): it matches distlock.ErrReleased.
-type steppedDown struct{ how string }
+// ends the term (Resign, HandOff, op): it matches distlock.ErrReleased.
+type steppedDown struct {
+	op  distlock.Op
+	how string
+}
 
 func (e *steppedDown) Error() string { return e.how }
 func (e *steppedDown) Unwrap() error { return distlock.ErrReleased }
+
+// ended says how the term ended, for termWords.
+func (e *steppedDown) ended() string {
+	if e.op == distlock.OpHandOff {
+		return "handed off"
+	}
+	return "resigned"
+}
 
 // stepDown is Resign (resign set) and HandOff(to). The rule it keeps: the
 // leader stops believing before anybody else can lead. Everything that
@@ -567,7 +646,7 @@ func (l *leadership) stepDown(ctx context.Context, op distlock.Op, to string, re
 	// The write deletes this entry: its follower must not take that for a
 	// loss. Held back, the loss is reported if the write did not happen.
 	n.holdLoss()
-	l.lose(l.fail(op, &steppedDown{fmt.Sprintf("handing leadership over to candidate %q", next.Value)}))
+	l.lose(l.fail(op, &steppedDown{op, fmt.Sprintf("handing leadership over to candidate %q", next.Value)}))
 	var instead error // set once HandOff(to)'s candidate left and the next in line was picked
 	for try := 1; ; try++ {
 		term, resent, err := l.handOffWrite(ctx, st, next)
@@ -733,13 +812,16 @@ func (l *leadership) vacate(ctx context.Context, op distlock.Op, how string, why
 	if how == "" {
 		how = fmt.Sprintf("stepped down: %v; the entry is deleted, the term left vacant", why)
 	}
-	l.lose(l.fail(op, &steppedDown{how}))
+	l.lose(l.fail(op, &steppedDown{op, how}))
 	err := l.Unlock(ctx)
 	switch {
 	case err != nil && why != nil:
-		return l.fail(op, fmt.Errorf("%w; stepping down by deleting the entry instead failed too: %w", why, inner(err)))
+		return l.fail(op, fmt.Errorf("%w; stepping down by deleting the entry instead failed too: %w", why, entryDelete{err}))
+	case errors.Is(err, distlock.ErrLost):
+		// The delete found the term lost before it.
+		return l.notLeader(op, err)
 	case err != nil:
-		return l.fail(op, inner(err))
+		return l.fail(op, entryDelete{err})
 	case why != nil && op != distlock.OpResign:
 		return l.fail(op, fmt.Errorf("%w; stepped down by deleting the entry instead (the term is vacant until the next candidate claims it)", why))
 	}

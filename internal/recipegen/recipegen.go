@@ -82,7 +82,7 @@ Lease's fencing token is {{template "token" .}}.
 
 {{template "fails" .}} Each call enqueues its own {{.Entry}}: calls
 sharing one Mutex or one Session exclude each other exactly like
-separate processes do.`},
+separate processes do. {{template "reentrant" .}}`},
 	{Type: "Mutex", Name: "TryLock", Params: "ctx context.Context", Args: "ctx", Results: "(*distlock.Lease, error)", Doc: `
 TryLock takes the lock only if no entry at all is queued; otherwise it
 returns an error wrapping distlock.ErrLocked that names the {{.Entry}}
@@ -111,7 +111,7 @@ The returned Lease holds one token per name (Lease.Tokens, sorted by
 name), all with the sequence number {{template "token" .}}, and is lost
 as a whole: when any entry is lost, Done closes with the cause and the
 name. Unlock deletes every entry. {{template "fails" .}} Every entry is
-removed when it fails.`},
+removed when it fails. {{template "reentrant" .}}`},
 	{Type: "MultiMutex", Name: "TryLock", Params: "ctx context.Context", Args: "ctx", Results: "(*distlock.Lease, error)", Doc: `
 TryLock takes the lock only if no name has an entry queued; otherwise it
 returns an error wrapping distlock.ErrLocked that names the {{.Entry}}
@@ -141,7 +141,14 @@ waits queues behind that writer, so readers cannot starve writers.
 The returned Lease's fencing token is {{template "token" .}}: it is
 ordered against writers' tokens only, not against the other readers'
 (see "Readers and writers" in the package documentation before fencing
-with it). {{template "fails" .}}`},
+with it). {{template "fails" .}}
+
+Read locks are not reentrant either: a second RLock by a reader shares
+the lock with its first only while no writer waits; once a writer has
+queued between them, the second waits behind the writer, which waits
+for the first, so a goroutine that read-locks twice can wait for itself
+(as with sync.RWMutex). A Lock by a holder of a read lock waits for that
+read lock's Unlock: a reader cannot upgrade in place.`},
 	{Type: "RWMutex", Name: "TryRLock", Params: "ctx context.Context", Args: "ctx", Results: "(*distlock.Lease, error)", Doc: `
 TryRLock takes the lock shared only if no writer holds or waits: it wins
 while readers alone hold. Otherwise it returns an error wrapping
@@ -157,7 +164,9 @@ Mutex of the same name puts{{else}}an ephemeral sequential node "@w-…"
 in Dir(), the kind a Mutex of the same name creates{{end}}) and waits,
 watching only its immediate predecessor, until every earlier entry,
 reader or writer, is gone. Its fencing token, {{template "token" .}},
-exceeds every earlier reader's and writer's. {{template "fails" .}}`},
+exceeds every earlier reader's and writer's. {{template "fails" .}}
+{{template "reentrant" .}} An RLock by a holder of the write lock waits
+for it too: a writer cannot downgrade in place.`},
 	{Type: "RWMutex", Name: "TryLock", Params: "ctx context.Context", Args: "ctx", Results: "(*distlock.Lease, error)", Doc: `
 TryLock takes the lock exclusively only if no entry at all, reader or
 writer, is queued; otherwise it returns an error wrapping
@@ -442,6 +451,10 @@ caller's: Close does not close it. Calling Close again is a no-op.`},
 // templates are the passages that several methods share.
 const templates = `
 {{define "token"}}{{if .Etcd}}its key's create revision{{else}}its node's czxid{{end}}{{end}}
+{{define "reentrant"}}The lock is not reentrant: a second Lock by a holder, on the
+same or another handle, waits for the first Lease's Unlock like any
+other caller's, so a goroutine that calls Lock again without unlocking
+waits for itself until ctx or the session ends.{{end}}
 {{define "fails"}}It fails, leaving no {{.Entry}} behind, when ctx ends (the
 error wraps ctx's cause), when the session ends
 (distlock.ErrSessionExpired or distlock.ErrSessionClosed; also when its
