@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/distlock/distlock/internal/quote"
 	"strings"
 	"sync"
 	"time"
@@ -236,7 +237,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	slot := l.Slot(now)
 	slotLock := distlock.SlotLockName(name, slot)
 	fail := func(err error) error {
-		return fmt.Errorf("gocronlock: job %q (lock %q) slot %s: %w", key, slotLock, slot, err)
+		return fmt.Errorf("gocronlock: job %s (lock %q) slot %s: %w", quote.Q(key), slotLock, slot, err)
 	}
 	mu, err := l.b.Mutex(slotLock)
 	if err != nil {
@@ -334,7 +335,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	var merr error
 	if lk.l.mode == distlock.AtLeastOnce {
 		if err := lk.mark(ctx); err != nil && !errors.Is(err, distlock.ErrSlotDone) {
-			merr = fmt.Errorf("gocronlock: job %q slot %s ran but is not marked done (it may run again): %w", lk.key, lk.slot, err)
+			merr = fmt.Errorf("gocronlock: job %s slot %s ran but is not marked done (it may run again): %w", quote.Q(lk.key), lk.slot, err)
 		}
 	}
 	return errors.Join(merr, lk.lease.Unlock(ctx))
