@@ -48,11 +48,12 @@ func ValidateSlot(s string) error {
 }
 
 // SlotLockName returns the name of the lock a run of slot of job lock
-// name holds: name + "/slot-" + slot, with each ':' of the slot written
-// as '-' (lock names have no ':'). A result longer than MaxNameLen is
-// name + "/slot-sha256-" and the SHA-256 of the slot in hex, cut to fit;
+// name holds: name + "/once-" + slot, with each ':' of the slot written
+// as '-' (lock names have no ':'); "once-", not "slot-", so that it never
+// names a semaphore permit's slot (SlotName). A result longer than MaxNameLen is
+// name + "/once-sha256-" and the SHA-256 of the slot in hex, cut to fit;
 // where name leaves room for fewer than 16 hex digits, it is
-// "slot-sha256/" and the SHA-256 of name, a newline and slot.
+// "once-sha256/" and the SHA-256 of name, a newline and slot.
 //
 // Each slot has a lock of its own so that a holder of one slot that died
 // delays no other slot: the next slot's runs take another lock, while the
@@ -62,16 +63,16 @@ func ValidateSlot(s string) error {
 // ("10:00" and "10-00"): that is harmless, they merely exclude each other;
 // their markers stay apart, since markers are per slot.
 func SlotLockName(name, slot string) string {
-	s := name + "/slot-" + strings.ReplaceAll(slot, ":", "-")
+	s := name + "/once-" + strings.ReplaceAll(slot, ":", "-")
 	if len(s) <= MaxNameLen {
 		return s
 	}
 	sum := sha256.Sum256([]byte(slot))
-	s = name + "/slot-sha256-"
+	s = name + "/once-sha256-"
 	if room := MaxNameLen - len(s); room >= 16 {
 		h := hex.EncodeToString(sum[:])
 		return s + h[:min(room, len(h))]
 	}
 	sum = sha256.Sum256([]byte(name + "\n" + slot))
-	return "slot-sha256/" + hex.EncodeToString(sum[:])
+	return "once-sha256/" + hex.EncodeToString(sum[:])
 }

@@ -22,10 +22,10 @@ func TestValidateSlot(t *testing.T) {
 }
 
 func TestSlotLockName(t *testing.T) {
-	if got := distlock.SlotLockName("jobs/report", "2026-12-01T08:00:00Z"); got != "jobs/report/slot-2026-12-01T08-00-00Z" {
+	if got := distlock.SlotLockName("jobs/report", "2026-12-01T08:00:00Z"); got != "jobs/report/once-2026-12-01T08-00-00Z" {
 		t.Errorf("SlotLockName = %q", got)
 	}
-	long := strings.Repeat("n", distlock.MaxNameLen-20) // too long for "/slot-sha256-" and 16 hex digits
+	long := strings.Repeat("n", distlock.MaxNameLen-20) // too long for "/once-sha256-" and 16 hex digits
 	seen := map[string]string{}
 	for _, slot := range []string{"a", "2026-12-01T08:00:00Z", strings.Repeat("s", distlock.MaxSlotLen), strings.Repeat("t", distlock.MaxSlotLen)} {
 		for _, name := range []string{"x", long} {
@@ -33,7 +33,7 @@ func TestSlotLockName(t *testing.T) {
 			if err := distlock.ValidateName(got); err != nil {
 				t.Errorf("SlotLockName(%q, %q) = %q: %v", name, slot, got, err)
 			}
-			if name == "x" && !strings.HasPrefix(got, name+"/slot-") {
+			if name == "x" && !strings.HasPrefix(got, name+"/once-") {
 				t.Errorf("SlotLockName(%q, %q) = %q: not under the job's name", name, slot, got)
 			}
 			if prev, ok := seen[got]; ok {

@@ -24,7 +24,7 @@ const onceUsage = `Usage:
 
 Runs COMMAND once per SLOT across every server that runs the same line:
 put the same cron entry on all of them, and the first to get SLOT's lock
-(NAME/slot-SLOT, each ':' of SLOT written '-') runs COMMAND for SLOT; the
+(NAME/once-SLOT, each ':' of SLOT written '-') runs COMMAND for SLOT; the
 others, once they get the lock, find SLOT done and exit 0 without running
 it ("slot SLOT already done by ...").
 
@@ -73,10 +73,10 @@ on ZooKeeper; '@' never occurs in lock names or slots, so these never
 collide with a lock's entries or another lock's markers):
   etcd       key   PREFIX@once/NAME/@slot/SLOT    the marker (a JSON value)
              key   PREFIX@once/NAME/@fence        the fence of NAME's tokens
-             keys  PREFIX NAME/slot-SLOT/@...     the slot lock's entries
+             keys  PREFIX NAME/once-SLOT/@...     the slot lock's entries
   ZooKeeper  znode PREFIX/@once/NAME/@slot/SLOT   the marker (JSON data)
              znode PREFIX/@once/NAME/@fence       the fence of NAME's tokens
-             znodes PREFIX/NAME/slot-SLOT/@...    the slot lock's entries
+             znodes PREFIX/NAME/once-SLOT/@...    the slot lock's entries
 The marker is {"slot","token","holder","mode","marked"}. Markers are never
 deleted by distlock: remove one (etcdctl del KEY, zkCli delete PATH) to let
 a slot run again.
@@ -89,8 +89,8 @@ process group is killed with it at once (Linux; see distlock run --help).
 
 Environment of COMMAND (added to distlock's own):
   DISTLOCK_LOCK      NAME, as given with --lock
-  DISTLOCK_TOKEN     the fencing token of the slot's lock, NAME/slot-SLOT@SEQ.OWNER,
-                     e.g. reports/daily/slot-2026-11-30@1042.694d7f0c8a1b2c3d
+  DISTLOCK_TOKEN     the fencing token of the slot's lock, NAME/once-SLOT@SEQ.OWNER,
+                     e.g. reports/daily/once-2026-11-30@1042.694d7f0c8a1b2c3d
                      (the sequence number in decimal, then the etcd lease
                      or ZooKeeper session in hex): the token the marker is
                      written with

@@ -82,7 +82,7 @@ func TestOnce(t *testing.T) {
 				t.Fatalf("command ran %d times, want 1: %q", len(got), got)
 			}
 			f := strings.Fields(got[0])
-			if len(f) < 4 || f[0] != "reports/daily" || f[1] != "2026-11-30" || !strings.HasPrefix(f[2], "reports/daily/slot-2026-11-30@") || !strings.Contains(got[0], "distlock once --slot 2026-11-30") {
+			if len(f) < 4 || f[0] != "reports/daily" || f[1] != "2026-11-30" || !strings.HasPrefix(f[2], "reports/daily/once-2026-11-30@") || !strings.Contains(got[0], "distlock once --slot 2026-11-30") {
 				t.Errorf("command's environment: %q", got[0])
 			}
 			token := f[2]
@@ -235,7 +235,7 @@ func TestOnce(t *testing.T) {
 func TestOnceHelp(t *testing.T) {
 	r := cli(testCtx(t), t, nil, "once", "--help")
 	for _, want := range []string{"Examples:", "--at-most-once", "at-least-once (default)", "@once/NAME/@slot/SLOT",
-		"DISTLOCK_SLOT", "DISTLOCK_LOCK", "DISTLOCK_HOLDER", "DISTLOCK_DEADLINE", "DISTLOCK_TOKEN     the fencing token of the slot's lock, NAME/slot-SLOT@SEQ.OWNER"} {
+		"DISTLOCK_SLOT", "DISTLOCK_LOCK", "DISTLOCK_HOLDER", "DISTLOCK_DEADLINE", "DISTLOCK_TOKEN     the fencing token of the slot's lock, NAME/once-SLOT@SEQ.OWNER"} {
 		if r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Errorf("once --help: exit %d, no %q in\n%s", r.code, want, r.stdout)
 		}
@@ -246,7 +246,7 @@ func TestOnceHelp(t *testing.T) {
 }
 
 // TestOnceEnv: COMMAND gets what once --help says: DISTLOCK_TOKEN in
-// the slot lock's token in its text form NAME/slot-SLOT@SEQ.OWNER (not
+// the slot lock's token in its text form NAME/once-SLOT@SEQ.OWNER (not
 // NAME@N), DISTLOCK_LOCK (NAME),
 // DISTLOCK_SLOT, DISTLOCK_HOLDER and DISTLOCK_DEADLINE.
 func TestOnceEnv(t *testing.T) {
@@ -260,7 +260,7 @@ func TestOnceEnv(t *testing.T) {
 		}
 		for _, re := range []string{
 			`(?m)^lock=` + regexp.QuoteMeta(lock) + `$`,
-			`(?m)^token=` + regexp.QuoteMeta(lock) + `/slot-env-1@[1-9][0-9]*\.[1-9a-f][0-9a-f]*$`,
+			`(?m)^token=` + regexp.QuoteMeta(lock) + `/once-env-1@[1-9][0-9]*\.[1-9a-f][0-9a-f]*$`,
 			`(?m)^slot=env-1$`,
 			`(?m)^holder=.* pid [0-9]+ distlock once --slot env-1 since .+$`,
 			`(?m)^deadline=\d{4}-\d\d-\d\dT\S+Z$`,
