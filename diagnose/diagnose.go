@@ -76,6 +76,7 @@ const (
 	ZooKeeperStore
 )
 
+// String is the store's name in messages: "etcd" or "ZooKeeper".
 func (s Store) String() string {
 	if s == EtcdStore {
 		return "etcd"
@@ -135,6 +136,8 @@ func (e *Error) Unwrap() []error {
 	return errs
 }
 
+// Error names each endpoint that failed and why, in one line: one
+// verdict for them all when they share it.
 func (e *Error) Error() string {
 	var with []Endpoint
 	for _, v := range e.Endpoints {

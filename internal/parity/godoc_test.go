@@ -28,6 +28,8 @@ var publicPackages = []string{
 	module + "/zklock",
 	module + "/gocronlock",
 	module + "/schedule",
+	module + "/diagnose",
+	module + "/integration/embedded",
 	module + "/fencing",
 	module + "/fencing/etcdfence",
 	module + "/fencing/zkfence",
