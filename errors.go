@@ -3,8 +3,6 @@ package distlock
 import (
 	"errors"
 	"fmt"
-
-	"github.com/distlock/distlock/internal/quote"
 )
 
 // Sentinel errors. Backends wrap them in a *LockError naming the lock, so
@@ -150,9 +148,9 @@ func (e *LockError) Error() string {
 // and its length: `lock "aaaa…"…(5000 bytes)`.
 func (e *LockError) lock() string {
 	if e.Backend == "" {
-		return "lock " + quote.Q(e.Name)
+		return "lock " + quoteName(e.Name)
 	}
-	return e.Backend + " lock " + quote.Q(e.Name)
+	return e.Backend + " lock " + quoteName(e.Name)
 }
 
 // Unwrap returns the cause.

@@ -3,10 +3,9 @@ package distlock
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/distlock/distlock/internal/quote"
 )
 
 // MaxNameLen is the longest lock name accepted, in bytes.
@@ -40,7 +39,7 @@ func ValidateNames(names []string) ([]string, error) {
 			return nil, err
 		}
 		if i > 0 && sorted[i-1] == n {
-			return nil, bad(fmt.Sprintf("name %s given twice", quote.Q(n)))
+			return nil, bad(fmt.Sprintf("name %s given twice", quoteName(n)))
 		}
 	}
 	return sorted, nil
@@ -75,11 +74,11 @@ func ValidateName(name string) error {
 			return bad("empty segment (\"//\")")
 		}
 		if seg == "." || seg == ".." {
-			return bad(fmt.Sprintf("segment %s", quote.Q(seg)))
+			return bad(fmt.Sprintf("segment %s", quoteName(seg)))
 		}
 		for _, r := range seg {
 			if r >= utf8.RuneSelf || !nameByte(byte(r)) {
-				return bad(fmt.Sprintf("character %q at segment %s: only ASCII letters, digits, '.', '_', '-' and '/' are allowed", r, quote.Q(seg)))
+				return bad(fmt.Sprintf("character %q at segment %s: only ASCII letters, digits, '.', '_', '-' and '/' are allowed", r, quoteName(seg)))
 			}
 		}
 	}
@@ -89,4 +88,22 @@ func ValidateName(name string) error {
 func nameByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '.' || c == '_' || c == '-'
+}
+
+// quoteName quotes s (a lock name, a token's text, a slot) for an error
+// message as %q does if it is at most MaxNameLen bytes long — every valid
+// name appears whole — and otherwise its first 64 bytes (cut at a
+// character boundary) quoted, followed by "…(N bytes)" with s's full
+// length: a message must stay readable when a caller passes a 5,000-byte
+// name by mistake. The errors that quote a name keep it whole in their
+// fields.
+func quoteName(s string) string {
+	if len(s) <= MaxNameLen {
+		return strconv.Quote(s)
+	}
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", strconv.Quote(s[:cut]), len(s))
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/distlock/distlock/internal/quote"
 )
 
 // Once runs a job once per slot across a fleet (package schedule names
@@ -106,7 +104,7 @@ type SlotDoneError struct {
 
 // Error names the lock, the slot and who marked it done.
 func (e *SlotDoneError) Error() string {
-	return fmt.Sprintf("distlock: lock %s: slot %s already done by %s", quote.Q(e.Name), quote.Q(e.Slot), e.Marker)
+	return fmt.Sprintf("distlock: lock %s: slot %s already done by %s", quoteName(e.Name), quoteName(e.Slot), e.Marker)
 }
 
 // Is makes errors.Is(err, ErrSlotDone) true.
@@ -149,7 +147,7 @@ type OnceError struct {
 // that error's backend, as LockError's doc says.
 func (e *OnceError) Error() string {
 	lost := errors.Is(e.Err, ErrLost)
-	lock, cause := "lock "+quote.Q(e.Name), any(e.Err)
+	lock, cause := "lock "+quoteName(e.Name), any(e.Err)
 	if le, ok := e.Err.(*LockError); ok && le.Name == e.Name {
 		lock, cause = le.lock(), le.Err
 		if le.Op != e.Op {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/distlock/distlock/internal/quote"
 )
 
 // Token is the fencing token of one acquisition of a lock: the lock's name,
@@ -81,13 +79,13 @@ func (t Token) IsZero() bool { return t == Token{} }
 // ErrInvalidToken.
 func (t Token) Validate() error {
 	if err := ValidateName(t.Name); err != nil {
-		return fmt.Errorf("%w %s: %w", ErrInvalidToken, quote.Q(t.String()), err)
+		return fmt.Errorf("%w %s: %w", ErrInvalidToken, quoteName(t.String()), err)
 	}
 	if t.Seq <= 0 {
-		return fmt.Errorf("%w %s: sequence %d is not positive", ErrInvalidToken, quote.Q(t.String()), t.Seq)
+		return fmt.Errorf("%w %s: sequence %d is not positive", ErrInvalidToken, quoteName(t.String()), t.Seq)
 	}
 	if t.Owner == 0 {
-		return fmt.Errorf("%w %s: no owner (a token names the lease or session that acquired)", ErrInvalidToken, quote.Q(t.String()))
+		return fmt.Errorf("%w %s: no owner (a token names the lease or session that acquired)", ErrInvalidToken, quoteName(t.String()))
 	}
 	return nil
 }
@@ -104,29 +102,29 @@ func (t Token) Validate() error {
 func ParseToken(s string) (Token, error) {
 	i := strings.LastIndexByte(s, '@')
 	if s == "" || i < 0 {
-		return Token{}, fmt.Errorf("%w %s: want \"name@seq.owner\"", ErrInvalidToken, quote.Q(s))
+		return Token{}, fmt.Errorf("%w %s: want \"name@seq.owner\"", ErrInvalidToken, quoteName(s))
 	}
 	name, rest := s[:i], s[i+1:]
 	if err := ValidateName(name); err != nil {
-		return Token{}, fmt.Errorf("%w %s: %w", ErrInvalidToken, quote.Q(s), err)
+		return Token{}, fmt.Errorf("%w %s: %w", ErrInvalidToken, quoteName(s), err)
 	}
 	num, own, ok := strings.Cut(rest, ".")
 	if !ok {
-		return Token{}, fmt.Errorf("%w %s: no owner: want \"name@seq.owner\" (the form \"name@seq\" of distlock before tokens named their owner is no longer accepted)", ErrInvalidToken, quote.Q(s))
+		return Token{}, fmt.Errorf("%w %s: no owner: want \"name@seq.owner\" (the form \"name@seq\" of distlock before tokens named their owner is no longer accepted)", ErrInvalidToken, quoteName(s))
 	}
 	if num == "" || num[0] < '1' || num[0] > '9' {
-		return Token{}, fmt.Errorf("%w %s: sequence %s is not a positive decimal without sign or leading zeros", ErrInvalidToken, quote.Q(s), quote.Q(num))
+		return Token{}, fmt.Errorf("%w %s: sequence %s is not a positive decimal without sign or leading zeros", ErrInvalidToken, quoteName(s), quoteName(num))
 	}
 	seq, err := strconv.ParseInt(num, 10, 64)
 	if err != nil {
-		return Token{}, fmt.Errorf("%w %s: sequence %s: %v", ErrInvalidToken, quote.Q(s), quote.Q(num), err)
+		return Token{}, fmt.Errorf("%w %s: sequence %s: %v", ErrInvalidToken, quoteName(s), quoteName(num), err)
 	}
 	if own == "" || len(own) > 16 || own[0] == '0' || strings.Trim(own, "0123456789abcdef") != "" {
-		return Token{}, fmt.Errorf("%w %s: owner %s is not a non-zero lower-case hexadecimal of at most 16 digits without leading zeros", ErrInvalidToken, quote.Q(s), quote.Q(own))
+		return Token{}, fmt.Errorf("%w %s: owner %s is not a non-zero lower-case hexadecimal of at most 16 digits without leading zeros", ErrInvalidToken, quoteName(s), quoteName(own))
 	}
 	owner, err := strconv.ParseUint(own, 16, 64)
 	if err != nil {
-		return Token{}, fmt.Errorf("%w %s: owner %s: %v", ErrInvalidToken, quote.Q(s), quote.Q(own), err)
+		return Token{}, fmt.Errorf("%w %s: owner %s: %v", ErrInvalidToken, quoteName(s), quoteName(own), err)
 	}
 	return Token{Name: name, Seq: seq, Owner: owner}, nil
 }
@@ -139,7 +137,7 @@ func ParseToken(s string) (Token, error) {
 // number; they are not ordered either, and the error wraps ErrTokenFork.
 func (t Token) Compare(u Token) (int, error) {
 	if t.Name != u.Name {
-		return 0, fmt.Errorf("%w: tokens of different locks %s and %s are not ordered", ErrInvalidToken, quote.Q(t.Name), quote.Q(u.Name))
+		return 0, fmt.Errorf("%w: tokens of different locks %s and %s are not ordered", ErrInvalidToken, quoteName(t.Name), quoteName(u.Name))
 	}
 	switch {
 	case t.Seq < u.Seq:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/distlock/distlock/internal/quote"
 	"log/slog"
 	"strings"
 	"time"
@@ -218,7 +217,7 @@ func (s *Session) ID() clientv3.LeaseID { return s.d.ID() }
 // an error wrapping distlock.ErrNilClient.
 func (s *Session) engine(what, name string) (*qlock.Engine, error) {
 	if s == nil {
-		return nil, fmt.Errorf("etcdlock: new %s %s: %w: *Session is nil", what, quote.Q(name), distlock.ErrNilClient)
+		return nil, fmt.Errorf("etcdlock: new %s %q: %w: *Session is nil", what, name, distlock.ErrNilClient)
 	}
 	return s.d.Engine(), nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/distlock/distlock/internal/quote"
 	"strings"
 	"sync"
 	"time"
@@ -236,8 +235,10 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	now := l.now()
 	slot := l.Slot(now)
 	slotLock := distlock.SlotLockName(name, slot)
+	// A job key may be any length (LockName hashes a long one): the
+	// message shows its first 64 characters.
 	fail := func(err error) error {
-		return fmt.Errorf("gocronlock: job %s (lock %q) slot %s: %w", quote.Q(key), slotLock, slot, err)
+		return fmt.Errorf("gocronlock: job %.64q (lock %q) slot %s: %w", key, slotLock, slot, err)
 	}
 	mu, err := l.b.Mutex(slotLock)
 	if err != nil {
@@ -335,7 +336,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	var merr error
 	if lk.l.mode == distlock.AtLeastOnce {
 		if err := lk.mark(ctx); err != nil && !errors.Is(err, distlock.ErrSlotDone) {
-			merr = fmt.Errorf("gocronlock: job %s slot %s ran but is not marked done (it may run again): %w", quote.Q(lk.key), lk.slot, err)
+			merr = fmt.Errorf("gocronlock: job %.64q slot %s ran but is not marked done (it may run again): %w", lk.key, lk.slot, err)
 		}
 	}
 	return errors.Join(merr, lk.lease.Unlock(ctx))

@@ -3,7 +3,6 @@ package zklock
 import (
 	"context"
 	"fmt"
-	"github.com/distlock/distlock/internal/quote"
 	"log/slog"
 	"reflect"
 	"time"
@@ -228,7 +227,7 @@ func (s *Session) TickTime() time.Duration { return s.d.TickTime() }
 // an error wrapping distlock.ErrNilClient.
 func (s *Session) engine(what, name string) (*qlock.Engine, error) {
 	if s == nil {
-		return nil, fmt.Errorf("zklock: new %s %s: %w: *Session is nil", what, quote.Q(name), distlock.ErrNilClient)
+		return nil, fmt.Errorf("zklock: new %s %q: %w: *Session is nil", what, name, distlock.ErrNilClient)
 	}
 	return s.d.Engine(), nil
 }

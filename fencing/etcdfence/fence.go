@@ -8,7 +8,6 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/internal/quote"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -55,13 +54,13 @@ var _ fencing.Fence = (*Fence)(nil)
 // yet means no token was admitted.
 func New(client *clientv3.Client, key, lock string, opts ...Option) (*Fence, error) {
 	if client == nil {
-		return nil, fmt.Errorf("etcdfence: new fence %s: %w: *clientv3.Client is nil", quote.Q(key), distlock.ErrNilClient)
+		return nil, fmt.Errorf("etcdfence: new fence %q: %w: *clientv3.Client is nil", key, distlock.ErrNilClient)
 	}
 	if key == "" {
 		return nil, fmt.Errorf("etcdfence: new fence: %w: empty key", fencing.ErrInvalidArgument)
 	}
 	if err := distlock.ValidateName(lock); err != nil {
-		return nil, fmt.Errorf("etcdfence: new fence %s: %w", quote.Q(key), err)
+		return nil, fmt.Errorf("etcdfence: new fence %q: %w", key, err)
 	}
 	f := &Fence{client: client, key: key, lock: lock}
 	for _, o := range opts {

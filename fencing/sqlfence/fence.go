@@ -10,7 +10,6 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/internal/quote"
 )
 
 // DefaultTable is a conventional name for the fence table.
@@ -111,12 +110,12 @@ func New(table, resource, lock string, opts ...Option) (*Fence, error) {
 // (PostgreSQL's identifier limit).
 func validateTable(s string) error {
 	if s == "" || len(s) > 63 {
-		return fmt.Errorf("%w: table name %s: want 1 to 63 characters", fencing.ErrInvalidArgument, quote.Q(s))
+		return fmt.Errorf("%w: table name %q: want 1 to 63 characters", fencing.ErrInvalidArgument, s)
 	}
 	for i, c := range []byte(s) {
 		ok := c == '_' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9'
 		if !ok {
-			return fmt.Errorf("%w: table name %s: want a plain lower-case SQL identifier ([a-z_][a-z0-9_]*)", fencing.ErrInvalidArgument, quote.Q(s))
+			return fmt.Errorf("%w: table name %q: want a plain lower-case SQL identifier ([a-z_][a-z0-9_]*)", fencing.ErrInvalidArgument, s)
 		}
 	}
 	return nil
@@ -129,9 +128,9 @@ func validateResource(s string) error {
 	case len(s) > MaxResourceLen:
 		return fmt.Errorf("%w: resource name of %d bytes, more than %d", fencing.ErrInvalidArgument, len(s), MaxResourceLen)
 	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: resource name %s is not valid UTF-8", fencing.ErrInvalidArgument, quote.Q(s))
+		return fmt.Errorf("%w: resource name %q is not valid UTF-8", fencing.ErrInvalidArgument, s)
 	case strings.IndexByte(s, 0) >= 0:
-		return fmt.Errorf("%w: resource name %s holds a NUL byte", fencing.ErrInvalidArgument, quote.Q(s))
+		return fmt.Errorf("%w: resource name %q holds a NUL byte", fencing.ErrInvalidArgument, s)
 	}
 	return nil
 }

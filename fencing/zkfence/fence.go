@@ -10,7 +10,6 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
-	"github.com/distlock/distlock/internal/quote"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -48,13 +47,13 @@ var _ fencing.Fence = (*Fence)(nil)
 // exist yet means no token was admitted.
 func New(conn *zk.Conn, path, lock string, opts ...Option) (*Fence, error) {
 	if conn == nil {
-		return nil, fmt.Errorf("zkfence: new fence %s: %w: *zk.Conn is nil", quote.Q(path), distlock.ErrNilClient)
+		return nil, fmt.Errorf("zkfence: new fence %q: %w: *zk.Conn is nil", path, distlock.ErrNilClient)
 	}
 	if err := checkPath(path); err != nil {
 		return nil, fmt.Errorf("zkfence: new fence: %w", err)
 	}
 	if err := distlock.ValidateName(lock); err != nil {
-		return nil, fmt.Errorf("zkfence: new fence %s: %w", quote.Q(path), err)
+		return nil, fmt.Errorf("zkfence: new fence %q: %w", path, err)
 	}
 	f := &Fence{conn: conn, path: path, lock: lock}
 	for _, o := range opts {
@@ -71,11 +70,11 @@ func New(conn *zk.Conn, path, lock string, opts ...Option) (*Fence, error) {
 // empty, "." or ".." segments or a trailing '/'.
 func checkPath(p string) error {
 	if p == "" || p[0] != '/' || p == "/" || strings.HasSuffix(p, "/") {
-		return fmt.Errorf("%w: path %s is not an absolute znode path below the root", fencing.ErrInvalidArgument, quote.Q(p))
+		return fmt.Errorf("%w: path %q is not an absolute znode path below the root", fencing.ErrInvalidArgument, p)
 	}
 	for _, seg := range strings.Split(p[1:], "/") {
 		if seg == "" || seg == "." || seg == ".." || strings.ContainsRune(seg, 0) {
-			return fmt.Errorf("%w: path %s has an empty, \".\", \"..\" or invalid segment", fencing.ErrInvalidArgument, quote.Q(p))
+			return fmt.Errorf("%w: path %q has an empty, \".\", \"..\" or invalid segment", fencing.ErrInvalidArgument, p)
 		}
 	}
 	return nil
