@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/distlock/distlock/internal/examplesrv"
+	"github.com/distlock/distlock/integration/examplesrv"
 )
 
 // TestMain serves localhost:2379, the address the examples name, with an

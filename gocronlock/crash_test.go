@@ -20,7 +20,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/gocronlock"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/internal/examplesrv"
+	"github.com/distlock/distlock/integration/examplesrv"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-co-op/gocron/v2"
 	"github.com/go-zookeeper/zk"
