@@ -3,6 +3,8 @@ package distlock
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Backends wrap them in a *LockError naming the lock, so
@@ -155,3 +157,21 @@ func (e *LockError) lock() string {
 
 // Unwrap returns the cause.
 func (e *LockError) Unwrap() error { return e.Err }
+
+// quoteName quotes s (a lock name, a token's text, a slot) for an error
+// message as %q does if it is at most MaxNameLen bytes long — every valid
+// name appears whole — and otherwise its first 64 bytes (cut at a
+// character boundary) quoted, followed by "…(N bytes)" with s's full
+// length: a message must stay readable when a caller passes a 5,000-byte
+// name by mistake. The errors that quote a name keep it whole in their
+// fields.
+func quoteName(s string) string {
+	if len(s) <= MaxNameLen {
+		return strconv.Quote(s)
+	}
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", strconv.Quote(s[:cut]), len(s))
+}
