@@ -166,7 +166,7 @@ func (e *LockError) Unwrap() error { return e.Err }
 // name by mistake. The errors that quote a name keep it whole in their
 // fields.
 func quoteName(s string) string {
-	if len(s) <= MaxNameLen {
+	if len(s) <= quoteWhole {
 		return strconv.Quote(s)
 	}
 	cut := 64
@@ -175,3 +175,7 @@ func quoteName(s string) string {
 	}
 	return fmt.Sprintf("%s…(%d bytes)", strconv.Quote(s[:cut]), len(s))
 }
+
+// quoteWhole is MaxNameLen, which name.go (a file above this one) keeps;
+// TestQuoteWhole holds the two equal.
+const quoteWhole = 256
