@@ -188,11 +188,12 @@ func (l *Locker) Slot(t time.Time) string {
 	return t.UTC().Round(l.period).Format("2006-01-02T15:04:05Z")
 }
 
-// LockName returns the job lock of key, whose markers the job's slots
-// get (each run holds its slot's lock, distlock.SlotLockName of this name
-// and the slot): the prefix, '/', and the key with every byte but ASCII letters, digits and '-' written as
-// '_' and two hex digits (so any key maps to a valid, distinct name); a
-// key whose escaped form is too long is named by its SHA-256 instead.
+// LockName returns the job lock of key, which keeps the job's slot
+// markers (each run holds its slot's lock, distlock.SlotLockName of this
+// name and the slot): the prefix, '/', and the key with every byte but
+// ASCII letters, digits and '-' written as '_' and two hex digits (so any
+// key maps to a valid, distinct name); a key whose escaped form is too
+// long is named by its SHA-256 instead.
 func (l *Locker) LockName(key string) string {
 	var b strings.Builder
 	for i := 0; i < len(key); i++ {
