@@ -26,7 +26,10 @@ import (
 // request is made.
 //
 // The delay is the waiter's own, counted from when it saw the entry go:
-// every process that takes the lock should set the same d (a holder
+// every process that takes the lock should set the same d. It holds
+// back the waiters queued when the entry went; a process that enqueues
+// later, into a queue already empty, learns of no going and is not held
+// back (the store keeps no record of it) (a holder
 // without it does not mark its releases, and one that Unlocks and at once
 // closes its session may then cost its successor a needless delay).
 // What etcd cannot tell: a key deleted by another client while its

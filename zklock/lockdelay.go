@@ -21,7 +21,10 @@ import (
 // released, readers' as writers'. It costs no request more.
 //
 // The delay is the waiter's own, counted from when it saw the node go:
-// every process that takes the lock should set the same d. An entry that
+// every process that takes the lock should set the same d. It holds
+// back the waiters queued when the entry went; a process that enqueues
+// later, into a queue already empty, learns of no going and is not held
+// back (the store keeps no record of it). An entry that
 // was only waiting, not holding, when it went causes no delay; one that
 // gave up as the head counts as not released, and so does one found gone
 // when the waiter sets its watch (a round trip after its enqueue): a
