@@ -15,7 +15,7 @@ import (
 // Every instance of a service runs the same scheduler: each slot's job
 // runs once across all of them. If the instance running a slot is killed
 // mid-run, another instance runs that slot again once the dead session's
-// lease is gone (the TTL, here 2 s), and the next slot runs on time.
+// lease is gone (the TTL, here 10 s), and the next slot runs on time.
 func ExampleLocker() {
 	ctx := context.Background()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}, DialTimeout: 5 * time.Second})
@@ -24,12 +24,12 @@ func ExampleLocker() {
 	}
 	defer cli.Close()
 	// The TTL must be shorter than the period (NewLocker checks it).
-	sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(2*time.Second))
+	sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	locker, err := gocronlock.NewLocker(gocronlock.Etcd(sess), 3*time.Second)
+	locker, err := gocronlock.NewLocker(gocronlock.Etcd(sess), time.Minute)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -39,8 +39,8 @@ func ExampleLocker() {
 	}
 	ran := make(chan struct{}, 1)
 	// Slots are the period's multiples of wall-clock time, the same on
-	// every instance; the job fires at each.
-	if _, err := sched.NewJob(gocron.DurationJob(3*time.Second),
+	// every instance: a run belongs to the slot nearest its start.
+	if _, err := sched.NewJob(gocron.DurationJob(time.Minute),
 		gocron.NewTask(func() {
 			select {
 			case ran <- struct{}{}:
@@ -48,12 +48,16 @@ func ExampleLocker() {
 			}
 		}),
 		gocron.WithName("report"),
-		gocron.WithStartAt(gocron.WithStartDateTime(time.Now().Truncate(3*time.Second).Add(3*time.Second)))); err != nil {
+		gocron.WithStartAt(gocron.WithStartImmediately())); err != nil {
 		log.Fatal(err)
 	}
 	sched.Start()
 	defer sched.Shutdown()
-	<-ran
+	select {
+	case <-ran:
+	case <-time.After(30 * time.Second):
+		log.Fatal("the job did not run within 30 s")
+	}
 	fmt.Println("the report ran once for its slot; job lock", locker.LockName("report"))
 	// Output: the report ran once for its slot; job lock gocron/report
 }
