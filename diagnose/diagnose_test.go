@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"github.com/distlock/distlock/integration"
 	"io"
 	"log"
 	"net"
@@ -21,17 +22,6 @@ import (
 // never answers, HTTP and TLS servers, services that send garbage, the
 // other store, real etcd and ZooKeeper servers): each endpoint gets its
 // verdict, final ones within a second or two.
-
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 // serve accepts connections on a new listener and hands each to f (nil:
 // accept and say nothing).
@@ -94,8 +84,8 @@ func TestProbe(t *testing.T) {
 	}{
 		{name: "etcd", store: diagnose.EtcdStore, ep: etcd.Endpoints()[0]},
 		{name: "ZooKeeper", store: diagnose.ZooKeeperStore, ep: zkServer.Servers()[0]},
-		{name: "etcd refused", store: diagnose.EtcdStore, ep: closedPort(t), is: diagnose.ErrRefused},
-		{name: "ZooKeeper refused", store: diagnose.ZooKeeperStore, ep: closedPort(t), is: diagnose.ErrRefused},
+		{name: "etcd refused", store: diagnose.EtcdStore, ep: integration.RefusedAddr(t), is: diagnose.ErrRefused},
+		{name: "ZooKeeper refused", store: diagnose.ZooKeeperStore, ep: integration.RefusedAddr(t), is: diagnose.ErrRefused},
 		{name: "unknown host", store: diagnose.EtcdStore, ep: "no-such-host.invalid:2379", is: diagnose.ErrUnknownHost, detail: "unknown host"},
 		{name: "etcd no port", store: diagnose.EtcdStore, ep: "localhost", is: diagnose.ErrBadEndpoint, detail: "write localhost:2379"},
 		{name: "etcd URL no port", store: diagnose.EtcdStore, ep: "http://localhost", is: diagnose.ErrBadEndpoint, detail: "write http://localhost:2379"},
@@ -160,7 +150,7 @@ func TestProbe(t *testing.T) {
 func TestError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	a, b := closedPort(t), closedPort(t)
+	a, b := integration.RefusedAddr(t), integration.RefusedAddr(t)
 	err := diagnose.ZooKeeper(ctx, []string{a, b})
 	if want := "ZooKeeper " + a + "," + b + ": connection refused"; err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"github.com/distlock/distlock/integration"
 	"net"
 	"strings"
 	"testing"
@@ -19,17 +20,6 @@ import (
 // fastFail bounds how long NewSession takes to report an endpoint that
 // cannot be used: a second alone, then the probe.
 const fastFail = 3 * time.Second
-
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 func lazyClient(t *testing.T, endpoints ...string) *clientv3.Client {
 	t.Helper()
@@ -51,7 +41,7 @@ func TestNewSessionDiagnosis(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { silent.Close() })
-	refused := closedPort(t)
+	refused := integration.RefusedAddr(t)
 	for _, tc := range []struct {
 		name     string
 		eps      []string
@@ -60,7 +50,7 @@ func TestNewSessionDiagnosis(t *testing.T) {
 		deadline time.Duration // 0: context.Background()
 	}{
 		{name: "refused", eps: []string{refused}, is: diagnose.ErrRefused, want: []string{refused, "connection refused"}},
-		{name: "two refused", eps: []string{refused, "http://" + closedPort(t)}, is: diagnose.ErrRefused, want: []string{refused, "connection refused"}},
+		{name: "two refused", eps: []string{refused, "http://" + integration.RefusedAddr(t)}, is: diagnose.ErrRefused, want: []string{refused, "connection refused"}},
 		{name: "ZooKeeper", eps: zkServer.Servers(), is: diagnose.ErrNotStore, want: []string{zkServer.Servers()[0], "not etcd"}},
 		{name: "unknown host", eps: []string{"no-such-host.invalid:2379"}, is: diagnose.ErrUnknownHost, want: []string{"no-such-host.invalid"}},
 		{name: "TLS to a plain server", eps: []string{"https://" + zkServer.Servers()[0]}, is: diagnose.ErrNotStore},
@@ -117,7 +107,7 @@ func TestNewSessionDiagnosis(t *testing.T) {
 
 // TestWithPrefixValidation: an etcd prefix must end in "/".
 func TestWithPrefixValidation(t *testing.T) {
-	cli := lazyClient(t, closedPort(t))
+	cli := lazyClient(t, integration.RefusedAddr(t))
 	for _, p := range []string{"myapp", "", "/a/b"} {
 		_, err := etcdlock.NewSession(context.Background(), cli, etcdlock.WithPrefix(p))
 		if !errors.Is(err, distlock.ErrInvalidName) {
@@ -138,7 +128,7 @@ func TestWithPrefixValidation(t *testing.T) {
 // TestNewSessionShortDeadline: a deadline under a second still gets the
 // endpoints probed, at half of it.
 func TestNewSessionShortDeadline(t *testing.T) {
-	addr := closedPort(t)
+	addr := integration.RefusedAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
 	defer cancel()
 	_, err := etcdlock.NewSession(ctx, lazyClient(t, addr))

@@ -3,6 +3,7 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"github.com/distlock/distlock/integration"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,17 +26,6 @@ const fastFail = 3 * time.Second
 type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
-
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 func dialZK(t *testing.T, servers ...string) *zk.Conn {
 	t.Helper()
@@ -65,7 +55,7 @@ func TestNewSessionDiagnosis(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { silent.Close() })
-	refused, refused2 := closedPort(t), closedPort(t)
+	refused, refused2 := integration.RefusedAddr(t), integration.RefusedAddr(t)
 	for _, tc := range []struct {
 		name     string
 		servers  []string
@@ -130,7 +120,7 @@ func TestNewSessionDiagnosis(t *testing.T) {
 // TestWithPrefixValidation: a znode prefix must be an absolute path
 // without a trailing "/"; the error says what to write.
 func TestWithPrefixValidation(t *testing.T) {
-	conn := dialZK(t, closedPort(t))
+	conn := dialZK(t, integration.RefusedAddr(t))
 	for p, fix := range map[string]string{"distlock": "/distlock", "/a/": "/a", "/a//b": "/a/b", "": "/distlock", "/": "/distlock"} {
 		_, err := zklock.NewSession(context.Background(), conn, zklock.WithPrefix(p))
 		if !errors.Is(err, distlock.ErrInvalidName) {

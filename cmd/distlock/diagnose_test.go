@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/distlock/distlock/integration"
 	"io"
 	"log"
 	"net"
@@ -30,18 +31,6 @@ import (
 // reported: far below the 5s --dial-timeout, far above a loaded
 // machine's start-up time.
 const fastBound = 3 * time.Second
-
-// closedPort returns a host:port nobody listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 // silentListener returns the address of a listener that never accepts:
 // the kernel completes TCP connects, nothing ever answers.
@@ -155,7 +144,7 @@ type connCase struct {
 func TestConnDiagnosisEtcd(t *testing.T) {
 	invalid := fmt.Sprintf("no-such-host-%d.invalid", os.Getpid())
 	testConnCases(t, "--etcd", []connCase{
-		{name: "refused", ep: closedPort, want: []string{"connection refused: is etcd running on 127.0.0.1:", "pass --etcd with etcd's client port"}, is: diagnose.ErrRefused, fast: true},
+		{name: "refused", ep: refusedAddr, want: []string{"connection refused: is etcd running on 127.0.0.1:", "pass --etcd with etcd's client port"}, is: diagnose.ErrRefused, fast: true},
 		{name: "unknown host", ep: func(*testing.T) string { return invalid + ":2379" }, want: []string{`unknown host "` + invalid + `"`, "check the host name in --etcd"}, is: diagnose.ErrUnknownHost, fast: true},
 		{name: "no answer", ep: silentListener, timeout: time.Second, want: []string{"the connection was accepted, but nothing answered within --dial-timeout 1s", "hung or overloaded"}, is: diagnose.ErrTimeout},
 		{name: "TLS required", ep: tlsServer, want: []string{"speaks TLS", "use an https:// endpoint"}, is: diagnose.ErrTLSRequired},
@@ -172,7 +161,7 @@ func TestConnDiagnosisEtcd(t *testing.T) {
 func TestConnDiagnosisZooKeeper(t *testing.T) {
 	invalid := fmt.Sprintf("no-such-host-%d.invalid", os.Getpid())
 	testConnCases(t, "--zk", []connCase{
-		{name: "refused", ep: closedPort, want: []string{"connection refused: is ZooKeeper running on 127.0.0.1:", "pass --zk with a server's clientPort"}, is: diagnose.ErrRefused, fast: true},
+		{name: "refused", ep: refusedAddr, want: []string{"connection refused: is ZooKeeper running on 127.0.0.1:", "pass --zk with a server's clientPort"}, is: diagnose.ErrRefused, fast: true},
 		{name: "unknown host", ep: func(*testing.T) string { return invalid + ":2181" }, want: []string{`unknown host "` + invalid + `"`, "check the host name in --zk"}, is: diagnose.ErrUnknownHost, fast: true},
 		{name: "no answer", ep: silentListener, timeout: time.Second, want: []string{"the connection was accepted, but nothing answered within --dial-timeout 1s"}, is: diagnose.ErrTimeout},
 		{name: "TLS required", ep: tlsServer, want: []string{"speaks TLS", "distlock talks to ZooKeeper without TLS"}, is: diagnose.ErrTLSRequired},
@@ -261,3 +250,6 @@ func testConnCases(t *testing.T, flagName string, cases []connCase) {
 		})
 	}
 }
+
+// refusedAddr is integration.RefusedAddr as a connCase's endpoint.
+func refusedAddr(t *testing.T) string { return integration.RefusedAddr(t) }

@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/distlock/distlock/integration"
 	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -30,16 +30,11 @@ func TestQuickstart(t *testing.T) {
 // TestQuickstartNoEtcd: pointed at a port where no etcd listens, the
 // quick start fails within seconds, naming the endpoint and the refusal.
 func TestQuickstartNoEtcd(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := integration.RefusedAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	begin := time.Now()
-	err = run(ctx, io.Discard, []string{"http://" + addr})
+	err := run(ctx, io.Discard, []string{"http://" + addr})
 	took := time.Since(begin)
 	t.Logf("%v: %v", took.Round(time.Millisecond), err)
 	if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "refused") {
