@@ -7,13 +7,13 @@
 // ([QueueEntry]) and an operator's revocation of a holder
 // ([RevokeRequest], [Revocation], [RevokedError]).
 //
-// The recipes live in the backend packages: etcdlock (etcd) and zklock
-// (ZooKeeper) each offer a Session, a fair FIFO Mutex, a readers-writer
-// RWMutex, an Election, a Semaphore, the done-markers of [Once] and an
-// Admin (Inspect, Revoke). Both are thin entry points to one queue-lock
-// engine, so they behave alike: the same rules decide who holds a lock,
-// the same Lease reports loss, the same errors come back. Package
-// schedule names [Once]'s slots by time.
+// The recipes live in package recipe: a fair FIFO Mutex, a readers-writer
+// RWMutex, a MultiMutex on several names, an Election, a Semaphore, the
+// done-markers of [Once] and an Admin (Inspect, Revoke), written once for
+// both stores. They run on a session of etcdlock (etcd) or zklock
+// (ZooKeeper), one queue-lock engine under both, so they behave alike: the
+// same rules decide who holds a lock, the same Lease reports loss, the
+// same errors come back. Package schedule names [Once]'s slots by time.
 //
 // A lock service alone cannot promise that two processes never do the
 // protected work at once: a holder that pauses past its TTL wakes up still

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/schedule"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -31,11 +32,11 @@ func ExampleOnce() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := etcdlock.NewMutex(sess, "reports/daily")
+	mu, err := recipe.NewMutex(sess, "reports/daily")
 	if err != nil {
 		log.Fatal(err)
 	}
-	marks, err := etcdlock.NewMarks(sess, "reports/daily")
+	marks, err := recipe.NewMarks(sess, "reports/daily")
 	if err != nil {
 		log.Fatal(err)
 	}

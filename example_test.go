@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -27,7 +28,7 @@ func ExampleDo() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := etcdlock.NewMutex(sess, "invoices/run")
+	mu, err := recipe.NewMutex(sess, "invoices/run")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func ExampleRunAsLeader() {
 		log.Fatal(err)
 	}
 	defer sess.Close(context.Background())
-	el, err := etcdlock.NewElection(sess, "compactor")
+	el, err := recipe.NewElection(sess, "compactor")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 // bounds that read.
 const MaxPermits = 1024
 
-// Permit is one held permit of a semaphore (etcdlock.Semaphore,
-// zklock.Semaphore). It has a Lease's whole surface — Token, Done, Err,
+// Permit is one held permit of a semaphore (recipe.Semaphore,
+// recipe.Semaphore). It has a Lease's whole surface — Token, Done, Err,
 // Context, Deadline, Unlock — with the same meaning, and the slot it
 // holds.
 //

@@ -34,7 +34,7 @@ func (k Kind) String() string {
 }
 
 // QueueEntry is one entry of a lock's queue as a read-only inspection sees
-// it (etcdlock.Admin's Inspect and WatchQueue, their zklock twins,
+// it (recipe.Admin's Inspect and WatchQueue, their zklock twins,
 // `distlock status`): the holder or a waiter, with what the store knows about it.
 //
 // The queue model, the same on every store:

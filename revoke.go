@@ -25,8 +25,8 @@ import (
 // learn of a revocation only when it is forced (ErrEntryGone). Opting in
 // costs each held lock one watch (etcd) or one read (ZooKeeper).
 //
-// The backends' Admin carries it out (etcdlock.Admin.Revoke,
-// zklock.Admin.Revoke), and its Revocations lists the records.
+// The backends' Admin carries it out (recipe.Admin.Revoke,
+// recipe.Admin.Revoke), and its Revocations lists the records.
 
 // ErrRevoked is the cause of a revocable Lease's Done when an operator
 // asked its holder to let go (see RevokedError). The lock is still held:

@@ -80,7 +80,7 @@ const (
 // the first refusal.
 //
 // A backend's Elector may be bound to a session that can end for good (an
-// etcdlock.Election's session, once expired, fails every Campaign);
+// recipe.Election's session, once expired, fails every Campaign);
 // RunAsLeader then keeps retrying with the longest backoff until ctx ends,
 // so watch the session and cancel ctx, or run RunAsLeader again on a new
 // session.

@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	dlintegration "github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"go.uber.org/zap"
@@ -131,11 +132,11 @@ type etcdSession struct {
 }
 
 func (s *etcdSession) Mutex(name string) (distlock.Locker, error) {
-	return etcdlock.NewMutex(s.s, name)
+	return recipe.NewMutex(s.s, name)
 }
 
 func (s *etcdSession) MultiMutex(names ...string) (distlock.Locker, error) {
-	return etcdlock.NewMultiMutex(s.s, names...)
+	return recipe.NewMultiMutex(s.s, names...)
 }
 
 // End revokes the lease from another client, as its expiry would.
@@ -162,7 +163,7 @@ func TestDeadlineSweep(t *testing.T) {
 }
 
 func (s *etcdSession) Semaphore(name string, n int) (locktest.Semaphore, error) {
-	return etcdlock.NewSemaphore(s.s, name, n)
+	return recipe.NewSemaphore(s.s, name, n)
 }
 
 // SemaphoreEntries reads the line ("c" keys) and the slots ("p" keys).

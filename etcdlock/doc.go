@@ -1,25 +1,56 @@
-// Package etcdlock implements distlock's recipes on etcd v3: a Session (one
-// lease, kept alive, with a conservative client-side deadline), a fair FIFO
-// Mutex whose fencing token is the holder key's create revision, a
-// readers-writer RWMutex on the same queue, leader Election, a counting
-// Semaphore whose permits are fenced by slot, done-markers for Once
-// (NewMarks), and an Admin of a client's locks: Inspect to list a lock's
-// queue without joining it, and Revoke to ask a lock's holders to let
-// go, forcing them out after a grace period (holders opt in with
-// WithRevocable).
+// Package etcdlock runs distlock's recipes (package recipe) on etcd v3.
+// It holds what belongs to etcd alone: a Session, one lease kept alive
+// with a conservative client-side deadline, made from the caller's own
+// *clientv3.Client (NewSession and its options), the session's lease ID
+// and client, and NewAdmin, an Admin of a client's locks. The recipes
+// themselves (recipe.Mutex, RWMutex, MultiMutex, Election, Semaphore,
+// Marks, Admin) are written and documented once, in package recipe, for
+// etcd and ZooKeeper alike, and take a *Session:
 //
-// The recipes are written once, for etcd and ZooKeeper alike, on one
-// queue-lock engine that zklock shares; this package is their etcd entry
-// point, and the engine's etcd driver does the store's part, as described
-// below.
+//	sess, err := etcdlock.NewSession(ctx, client)
+//	m, err := recipe.NewMutex(sess, "daily-report")
 //
-// Session, Mutex, RWMutex, Election and Semaphore are this package's own
-// declared types over that one engine, each method documented here in
-// etcd's terms (zklock's types have the same methods, documented in
-// ZooKeeper's, and behave alike wherever the docs do not say otherwise). etcdlock.Mutex and
-// zklock.Mutex are different types with identical method sets, and so
-// are the others: code that must work on both stores takes a
-// distlock.Locker (a distlock.Elector for elections).
+// This documentation says how their entries look on etcd and what each
+// call costs there.
+//
+// # What each call costs
+//
+//   - Mutex.Lock: one Txn that puts the key (bound to the lease) and reads
+//     the nearest entries ahead; uncontended, that is the whole acquire.
+//     Waiting is one watch on the key just ahead, from the current
+//     revision. The token is the key's create revision.
+//   - Mutex.TryLock: one Txn that compares the lock's queue and puts the
+//     key only if it is empty: a loss writes nothing.
+//   - Lease.Unlock: one Txn, the delete guarded by the key's create
+//     revision (with WithLockDelay, the release mark put in the same Txn).
+//   - RWMutex: as Mutex; TryRLock compares the writers' keys only.
+//   - MultiMutex.Lock: one Txn that puts one key per name, all at one
+//     revision (every token of the acquisition carries it), then a wait in
+//     every name's queue at once; TryLock compares every name's queue in
+//     the one Txn.
+//   - Election.Campaign: uncontended, the enqueue Txn and the claim Txn;
+//     the candidate follows the election with one watch on its
+//     candidates and term record. Leader is one linearizable range read;
+//     Observe one watch from the next revision, reading again after a
+//     compaction, a member's failure or a reconnect. Proclaim is a Put
+//     guarded by the key's create revision; HandOff and Resign one Txn.
+//   - Semaphore.Acquire: a direct claim is one Txn that puts the slot's
+//     key only if the slot is free and the line is empty; a waiter puts a
+//     line key and watches the one ahead; the head watches the slots and
+//     claims a freed one in one Txn that also deletes its line key.
+//     TryAcquire is the direct claim alone.
+//   - Admin.Inspect: one linearizable range read sorted by create
+//     revision (a consistent snapshot); QueueEntry.Created is zero, since
+//     etcd keeps no creation time (the distlock command puts one in the
+//     value). WatchQueue: one watch on the lock's queue, set before each
+//     read; it requires a leader, so a member cut off from the others ends
+//     it with an error rather than going silent.
+//   - Marks: Marker is one linearizable read; Mark one Txn through the
+//     fence that also requires the lease's key, create revision and
+//     lease; Markers one linearizable Txn (the count and n values); Prune
+//     one request.
+//   - Session.Close: one Revoke of the lease, which deletes all its keys
+//     at once.
 //
 // # Keys
 //
@@ -151,5 +182,3 @@
 // place, and hears a release, while two members serve. Enqueueing (Lock's
 // first Txn) is not hedged: its put is not idempotent.
 package etcdlock
-
-//go:generate go run ../internal/cmd/genrecipes -store etcd -o recipes_gen.go

@@ -9,19 +9,20 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration/locktest"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-func newElection(t *testing.T, s *etcdlock.Session, name string) *etcdlock.Election {
+func newElection(t *testing.T, s *etcdlock.Session, name string) *recipe.Election {
 	t.Helper()
-	e, err := etcdlock.NewElection(s, name)
+	e, err := recipe.NewElection(s, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func wantLeader(t *testing.T, e *etcdlock.Election, value string, token distlock.Token) {
+func wantLeader(t *testing.T, e *recipe.Election, value string, token distlock.Token) {
 	t.Helper()
 	info, err := e.Leader(testCtx(t))
 	if err != nil {
@@ -49,10 +50,10 @@ func nextInfo(t *testing.T, ch <-chan distlock.LeaderInfo, what string) distlock
 
 func TestElectionBadInput(t *testing.T) {
 	clus := newCluster(t)
-	if _, err := etcdlock.NewElection(nil, "x"); !errors.Is(err, distlock.ErrNilClient) {
+	if _, err := recipe.NewElection(nil, "x"); !errors.Is(err, distlock.ErrNilClient) {
 		t.Fatalf("nil session: %v", err)
 	}
-	if _, err := etcdlock.NewElection(newSession(t, clus.Client(0)), "a/@b"); err == nil {
+	if _, err := recipe.NewElection(newSession(t, clus.Client(0)), "a/@b"); err == nil {
 		t.Fatal("invalid name accepted")
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -37,7 +38,7 @@ func ExampleElection_handOff() {
 			log.Fatal(err)
 		}
 		sessions = append(sessions, sess)
-		el, err := etcdlock.NewElection(sess, "scheduler")
+		el, err := recipe.NewElection(sess, "scheduler")
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -106,13 +107,13 @@ func ExampleElection_priority() {
 			s.Close(ctx)
 		}
 	}()
-	election := func(opts ...etcdlock.Option) *etcdlock.Election {
+	election := func(opts ...etcdlock.Option) *recipe.Election {
 		sess, err := etcdlock.NewSession(ctx, cli, opts...)
 		if err != nil {
 			log.Fatal(err)
 		}
 		sessions = append(sessions, sess)
-		el, err := etcdlock.NewElection(sess, "primary", distlock.WithPreemptGrace(time.Minute))
+		el, err := recipe.NewElection(sess, "primary", distlock.WithPreemptGrace(time.Minute))
 		if err != nil {
 			log.Fatal(err)
 		}

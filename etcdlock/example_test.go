@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/schedule"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -39,7 +40,7 @@ func ExampleNewSession() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := etcdlock.NewMutex(sess, "billing/invoices")
+	mu, err := recipe.NewMutex(sess, "billing/invoices")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func ExampleMutex() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := etcdlock.NewMutex(sess, "reports/daily")
+	mu, err := recipe.NewMutex(sess, "reports/daily")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -131,8 +132,8 @@ func ExampleMutex_TryLock() {
 		log.Fatal(err)
 	}
 	defer b.Close(ctx)
-	muA, _ := etcdlock.NewMutex(a, "jobs/cleanup")
-	muB, _ := etcdlock.NewMutex(b, "jobs/cleanup")
+	muA, _ := recipe.NewMutex(a, "jobs/cleanup")
+	muB, _ := recipe.NewMutex(b, "jobs/cleanup")
 
 	held, err := muA.Lock(ctx)
 	if err != nil {
@@ -166,7 +167,7 @@ func ExampleRWMutex() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	rw, err := etcdlock.NewRWMutex(sess, "config")
+	rw, err := recipe.NewRWMutex(sess, "config")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func ExampleElection_Observe() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	el, err := etcdlock.NewElection(sess, "compactor")
+	el, err := recipe.NewElection(sess, "compactor")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func ExampleElection_runAsLeader() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		el, err := etcdlock.NewElection(sess, "indexer")
+		el, err := recipe.NewElection(sess, "indexer")
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -303,7 +304,7 @@ func ExampleSemaphore() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	exports, err := etcdlock.NewSemaphore(sess, "exports", 2) // two at a time
+	exports, err := recipe.NewSemaphore(sess, "exports", 2) // two at a time
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -348,11 +349,11 @@ func ExampleMarks() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := etcdlock.NewMutex(sess, "reports/daily")
+	mu, err := recipe.NewMutex(sess, "reports/daily")
 	if err != nil {
 		log.Fatal(err)
 	}
-	marks, err := etcdlock.NewMarks(sess, "reports/daily")
+	marks, err := recipe.NewMarks(sess, "reports/daily")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -393,7 +394,7 @@ func ExampleAdmin_Revoke() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := etcdlock.NewMutex(sess, "imports/nightly")
+	mu, err := recipe.NewMutex(sess, "imports/nightly")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -444,7 +445,7 @@ func ExampleAdmin_Inspect() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	rw, err := etcdlock.NewRWMutex(sess, "exports/catalog")
+	rw, err := recipe.NewRWMutex(sess, "exports/catalog")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -499,14 +500,14 @@ func ExampleAdmin_WatchQueue() {
 	fmt.Println(<-queues)
 
 	// Two workers, each with its session, take the lock in turn.
-	var mu [2]*etcdlock.Mutex
+	var mu [2]*recipe.Mutex
 	for i, holder := range []string{"worker-a", "worker-b"} {
 		sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithHolder(holder))
 		if err != nil {
 			log.Fatal(err)
 		}
 		defer sess.Close(ctx)
-		mu[i], _ = etcdlock.NewMutex(sess, "backups/db")
+		mu[i], _ = recipe.NewMutex(sess, "backups/db")
 	}
 	a, err := mu[0].Lock(ctx)
 	if err != nil {
@@ -559,7 +560,7 @@ func ExampleMultiMutex() {
 		transfers int
 	)
 	for _, names := range [][]string{{"ledger/eur", "ledger/usd"}, {"ledger/usd", "ledger/eur"}} {
-		mm, err := etcdlock.NewMultiMutex(sess, names...)
+		mm, err := recipe.NewMultiMutex(sess, names...)
 		if err != nil {
 			log.Fatal(err)
 		}

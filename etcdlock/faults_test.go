@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"go.uber.org/zap"
@@ -124,7 +125,7 @@ func TestLeaderStoppedWhileHeld(t *testing.T) {
 	}
 	clus.WaitLeader(t)
 	mc := newMutex(t, newSession(t, newClient(t, clus, lead)), "leader")
-	for _, m := range []*etcdlock.Mutex{mc, ma, mb, mc} {
+	for _, m := range []*recipe.Mutex{mc, ma, mb, mc} {
 		l := mustLock(t, m)
 		if !l.Token().Newer(prev) {
 			t.Fatalf("token %v not newer than %v", l.Token(), prev)

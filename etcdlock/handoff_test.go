@@ -9,13 +9,14 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // ElectionWith makes etcdSession a locktest.ElectionOpener, for the
 // contract's preemption cases.
 func (s *etcdSession) ElectionWith(name string, opts ...distlock.ElectionOption) (locktest.Elector, error) {
-	e, err := etcdlock.NewElection(s.s, name, opts...)
+	e, err := recipe.NewElection(s.s, name, opts...)
 	if err != nil {
 		return nil, err
 	}

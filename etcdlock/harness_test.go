@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -202,7 +203,7 @@ func TestEnqueueAcrossLeaderLoss(t *testing.T) {
 			continue
 		}
 		names[i] = []string{name, name + "-x"}
-		m, err := etcdlock.NewMultiMutex(sessions[i%2], names[i]...)
+		m, err := recipe.NewMultiMutex(sessions[i%2], names[i]...)
 		if err != nil {
 			t.Fatal(err)
 		}

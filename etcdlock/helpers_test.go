@@ -9,6 +9,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration/locktest"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"go.uber.org/zap"
@@ -92,9 +93,9 @@ func newSession(t *testing.T, cli *clientv3.Client, opts ...etcdlock.Option) *et
 	return s
 }
 
-func newMutex(t *testing.T, s *etcdlock.Session, name string) *etcdlock.Mutex {
+func newMutex(t *testing.T, s *etcdlock.Session, name string) *recipe.Mutex {
 	t.Helper()
-	m, err := etcdlock.NewMutex(s, name)
+	m, err := recipe.NewMutex(s, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ var (
 )
 
 func (s *etcdSession) RWMutex(name string) (locktest.RWLocker, error) {
-	m, err := etcdlock.NewRWMutex(s.s, name)
+	m, err := recipe.NewRWMutex(s.s, name)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +177,7 @@ func (s *etcdSession) RWMutex(name string) (locktest.RWLocker, error) {
 }
 
 func (s *etcdSession) Election(name string) (locktest.Elector, error) {
-	e, err := etcdlock.NewElection(s.s, name)
+	e, err := recipe.NewElection(s.s, name)
 	if err != nil {
 		return nil, err
 	}

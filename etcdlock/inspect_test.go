@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -95,7 +96,7 @@ func TestInspect(t *testing.T) {
 
 // mustAdmin returns the Admin of cli's locks under prefix (the first of
 // prefix; DefaultPrefix if none).
-func mustAdmin(t *testing.T, cli *clientv3.Client, prefix ...string) *etcdlock.Admin {
+func mustAdmin(t *testing.T, cli *clientv3.Client, prefix ...string) *recipe.Admin {
 	t.Helper()
 	a, err := etcdlock.NewAdmin(cli, append(prefix, "")[0])
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -222,7 +223,7 @@ func TestOneMemberDown(t *testing.T) {
 func enqueuesThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault) {
 	victim, admin := follower(t, c)
 	holders := make([]*distlock.Lease, memberTries)
-	mutexes := make([]*etcdlock.Mutex, memberTries)
+	mutexes := make([]*recipe.Mutex, memberTries)
 	for i := range holders {
 		name := fmt.Sprintf("down-%s-enqueue-%d", f.name, i)
 		// The holders are not under test here: a session that outlasts

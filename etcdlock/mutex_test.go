@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -63,7 +64,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := etcdlock.NewSession(ctx, nil); !errors.Is(err, distlock.ErrNilClient) {
 		t.Fatalf("nil client: %v", err)
 	}
-	if _, err := etcdlock.NewMutex(nil, "x"); !errors.Is(err, distlock.ErrNilClient) {
+	if _, err := recipe.NewMutex(nil, "x"); !errors.Is(err, distlock.ErrNilClient) {
 		t.Fatalf("nil session: %v", err)
 	}
 	if _, err := etcdlock.NewSession(ctx, clus.Client(0), etcdlock.WithTTL(time.Second)); !errors.Is(err, distlock.ErrTTLTooShort) {

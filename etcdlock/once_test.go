@@ -7,6 +7,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing/etcdfence"
 	"github.com/distlock/distlock/integration/locktest"
+	"github.com/distlock/distlock/recipe"
 )
 
 // TestOnce runs the distlock.Once cases on one real 3-member etcd cluster,
@@ -21,7 +22,7 @@ type etcdOnceBackend struct{ etcdBackend }
 var _ locktest.OnceSession = (*etcdSession)(nil)
 
 func (s *etcdSession) Marks(name string) (distlock.SlotMarks, error) {
-	m, err := etcdlock.NewMarks(s.s, name)
+	m, err := recipe.NewMarks(s.s, name)
 	if err != nil {
 		return nil, err
 	}

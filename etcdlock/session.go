@@ -8,14 +8,16 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/diagnose"
 	"github.com/distlock/distlock/internal/diagstart"
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/qlock/etcdq"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
+	"github.com/distlock/distlock/recipe"
 )
 
 const (
@@ -99,9 +101,10 @@ func WithRevocable() Option { return func(o *options) { o.Revocable = true } }
 func WithHolder(v string) Option { return func(o *options) { o.Holder = v } }
 
 // Session is one etcd lease kept alive in the background. Lock entries are
-// bound to it, so they vanish when it ends. Its methods Done, Err,
-// Deadline, Holder, Prefix, TTL and Close are those of every distlock
-// session; Client and ID are etcd's own.
+// bound to it, so they vanish when it ends. It embeds recipe.Session,
+// what every store's session has (Done, Err, Deadline, Holder, Prefix,
+// TTL, Close); Client and ID are etcd's own. The recipes of package
+// recipe take it: recipe.NewMutex(sess, "name").
 //
 // A session ends when Close is called, when the server reports the lease
 // gone, or — conservatively — when no keepalive has been confirmed in time:
@@ -118,8 +121,8 @@ func WithHolder(v string) Option { return func(o *options) { o.Holder = v } }
 //
 // A Session is safe for concurrent use. Use one session for many locks.
 type Session struct {
-	q qlock.Session // what every store's session has (recipes_gen.go)
-	d *etcdq.Session
+	*recipe.Session // what every store's session has
+	d               *etcdq.Session
 }
 
 // NewSession grants a lease on client and keeps it alive until Close or the
@@ -166,7 +169,9 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 		return nil, err
 	}
 	d.SetLockDelay(o.lockDelay)
-	return &Session{q: d.User(), d: d}, nil
+	u := d.User()
+	admin := func() *qlock.Admin { return newAdmin(client, c.Prefix, u.Holder()) }
+	return &Session{Session: qlock.Link.Session(u, d.Engine(), admin).(*recipe.Session), d: d}, nil
 }
 
 // checkPrefix checks a key prefix (WithPrefix). Without the trailing
@@ -211,13 +216,3 @@ func (s *Session) Client() *clientv3.Client { return s.d.Client() }
 // ID returns the ID of the session's lease: the Owner of its fencing
 // tokens.
 func (s *Session) ID() clientv3.LeaseID { return s.d.ID() }
-
-// engine returns the engine of s for a new recipe (what:
-// "mutex", "rwmutex", "election", "semaphore") called name; for a nil s,
-// an error wrapping distlock.ErrNilClient.
-func (s *Session) engine(what, name string) (*qlock.Engine, error) {
-	if s == nil {
-		return nil, fmt.Errorf("etcdlock: new %s %q: %w: *Session is nil", what, name, distlock.ErrNilClient)
-	}
-	return s.d.Engine(), nil
-}

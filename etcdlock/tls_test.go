@@ -7,6 +7,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -78,11 +79,11 @@ func TestOverTLS(t *testing.T) {
 	})
 
 	t.Run("election", func(t *testing.T) {
-		ea, err := etcdlock.NewElection(sa, "tls-election")
+		ea, err := recipe.NewElection(sa, "tls-election")
 		if err != nil {
 			t.Fatal(err)
 		}
-		eb, err := etcdlock.NewElection(sb, "tls-election")
+		eb, err := recipe.NewElection(sb, "tls-election")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/gocronlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-co-op/gocron/v2"
 )
@@ -58,7 +59,7 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 			return instance{
 				holder: h,
 				markers: func(ctx context.Context, name string) (int, error) {
-					m, err := etcdlock.NewMarks(s, name)
+					m, err := recipe.NewMarks(s, name)
 					if err != nil {
 						return 0, err
 					}
@@ -67,7 +68,7 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 				},
 				b: untimed(gocronlock.Etcd(s)),
 				election: func(name string) distlock.Elector {
-					e, err := etcdlock.NewElection(s, name)
+					e, err := recipe.NewElection(s, name)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -97,7 +98,7 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 		return instance{
 			holder: h,
 			markers: func(ctx context.Context, name string) (int, error) {
-				m, err := zklock.NewMarks(s, name)
+				m, err := recipe.NewMarks(s, name)
 				if err != nil {
 					return 0, err
 				}
@@ -106,7 +107,7 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 			},
 			b: untimed(gocronlock.ZooKeeper(s)),
 			election: func(name string) distlock.Elector {
-				e, err := zklock.NewElection(s, name)
+				e, err := recipe.NewElection(s, name)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-co-op/gocron/v2"
 )
@@ -50,8 +51,8 @@ func Etcd(s *etcdlock.Session) Backend {
 		return Backend{}
 	}
 	return Backend{
-		Mutex: func(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s, name) },
-		Marks: func(name string) (distlock.SlotMarks, error) { return etcdlock.NewMarks(s, name) },
+		Mutex: func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name) },
+		Marks: func(name string) (distlock.SlotMarks, error) { return recipe.NewMarks(s, name) },
 		TTL:   s.TTL(),
 	}
 }
@@ -63,8 +64,8 @@ func ZooKeeper(s *zklock.Session) Backend {
 		return Backend{}
 	}
 	return Backend{
-		Mutex: func(name string) (distlock.Locker, error) { return zklock.NewMutex(s, name) },
-		Marks: func(name string) (distlock.SlotMarks, error) { return zklock.NewMarks(s, name) },
+		Mutex: func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name) },
+		Marks: func(name string) (distlock.SlotMarks, error) { return recipe.NewMarks(s, name) },
 		TTL:   s.TTL(),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 )
 
 // TestExampleLostLock is the README's example of a user's own integration
@@ -28,7 +29,7 @@ func TestExampleLostLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := etcdlock.NewMutex(sess, "jobs/report")
+	mu, err := recipe.NewMutex(sess, "jobs/report")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/internal/proc"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -237,7 +238,7 @@ func TestHolderZooKeeper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	b, err := zklock.NewMutex(sess, "report")
+	b, err := recipe.NewMutex(sess, "report")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,14 +285,14 @@ func TestHolderZooKeeper(t *testing.T) {
 }
 
 // newMutex returns a Mutex on a session of its own (closed with the test).
-func newMutex(ctx context.Context, t *testing.T, cli *clientv3.Client, name string) *etcdlock.Mutex {
+func newMutex(ctx context.Context, t *testing.T, cli *clientv3.Client, name string) *recipe.Mutex {
 	t.Helper()
 	sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sess.Close(context.Background()) })
-	mu, err := etcdlock.NewMutex(sess, name)
+	mu, err := recipe.NewMutex(sess, name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,21 @@ import (
 	"cmp"
 	"fmt"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/qlock/zkq"
-	"github.com/go-zookeeper/zk"
+	"github.com/distlock/distlock/recipe"
 )
 
-// Admin reads and manages the locks under one znode prefix of a
+// NewAdmin returns the Admin of the locks under znode prefix prefix
+// (DefaultPrefix if empty) on conn, whose znodes get acl (none given:
+// zk.WorldACL(zk.PermAll)); a nil conn is an error wrapping
+// distlock.ErrNilClient, and a prefix that is not an absolute path
+// without a trailing "/" an error too. The connection stays the caller's.
+//
+// A recipe.Admin reads and manages the locks under one znode prefix of a
 // ZooKeeper connection without holding any: their queues (Inspect,
 // WatchQueue), revocations of their holders (Revoke, Revocations) and the
 // done-markers of their slots (Marks). What it keeps are persistent
@@ -22,16 +30,7 @@ import (
 //	PREFIX/@revoke/NAME/@req/TOKEN    a holder's revocation record (JSON, see distlock.Revocation)
 //	PREFIX/@once/NAME/@slot/SLOT      a slot's done-marker (JSON, see distlock.SlotMarker)
 //	PREFIX/@once/NAME/@fence          the fence the markers are written through
-//
-// An Admin is safe for concurrent use.
-type Admin struct{ q *qlock.Admin }
-
-// NewAdmin returns the Admin of the locks under znode prefix prefix
-// (DefaultPrefix if empty) on conn, whose znodes get acl (none given:
-// zk.WorldACL(zk.PermAll)); a nil conn is an error wrapping
-// distlock.ErrNilClient, and a prefix that is not an absolute path
-// without a trailing "/" an error too. The connection stays the caller's.
-func NewAdmin(conn *zk.Conn, prefix string, acl ...zk.ACL) (*Admin, error) {
+func NewAdmin(conn *zk.Conn, prefix string, acl ...zk.ACL) (*recipe.Admin, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("zklock: new admin: %w: *zk.Conn is nil", distlock.ErrNilClient)
 	}
@@ -39,26 +38,9 @@ func NewAdmin(conn *zk.Conn, prefix string, acl ...zk.ACL) (*Admin, error) {
 	if err := zkq.CheckPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("zklock: new admin: %w", err)
 	}
-	return &Admin{newAdmin(conn, prefix, acl, "")}, nil
+	return qlock.Link.Admin(newAdmin(conn, prefix, acl, "")).(*recipe.Admin), nil
 }
 
 func newAdmin(conn *zk.Conn, prefix string, acl []zk.ACL, holder string) *qlock.Admin {
 	return qlock.NewAdmin(zkq.AdminStore{RevokeStore: zkq.RevokeStore{Conn: conn, Prefix: prefix, ACL: acl}}, holder)
-}
-
-// Marks keeps the done-markers of one lock's slots for distlock.Once, as
-// persistent znodes beside the lock's directory (see Admin): they outlive
-// the session that wrote them. A Marks is safe for concurrent use.
-type Marks struct{ q *qlock.Marks }
-
-// NewMarks returns the done-markers of the locks s takes called name: on
-// s's connection, under s's prefix, with s's ACL, and with s's holder
-// value as a marker's default Holder. A job holds its lock through a
-// Session, so it needs no Admin for its markers; Admin.Marks is for tools
-// that hold nothing.
-func NewMarks(s *Session, name string) (*Marks, error) {
-	if s == nil {
-		return nil, fmt.Errorf("zklock: new marks %q: %w: *Session is nil", name, distlock.ErrNilClient)
-	}
-	return (&Admin{newAdmin(s.Conn(), s.Prefix(), s.acl, s.Holder())}).Marks(name)
 }

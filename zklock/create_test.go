@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -29,7 +30,7 @@ func TestCreateConnectionLost(t *testing.T) {
 	type lost struct {
 		conn    *zk.Conn
 		s       *zklock.Session
-		m       *zklock.Mutex
+		m       *recipe.Mutex
 		dir     string
 		release func()
 	}

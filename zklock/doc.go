@@ -1,25 +1,65 @@
-// Package zklock implements distlock's recipes on ZooKeeper
-// (github.com/go-zookeeper/zk): a Session that follows the state of a
-// *zk.Conn the caller already has, a fair FIFO Mutex whose fencing token is
-// the holder znode's czxid, a readers-writer RWMutex on the same queue,
-// leader Election, a counting Semaphore whose permits are fenced by slot,
-// done-markers for Once (NewMarks), and an Admin of a connection's locks:
-// Inspect to list a lock's queue without joining it, and Revoke to ask a
-// lock's holders to let go, forcing them out after a grace period
-// (holders opt in with WithRevocable).
+// Package zklock runs distlock's recipes (package recipe) on ZooKeeper
+// (github.com/go-zookeeper/zk). It holds what belongs to ZooKeeper alone:
+// a Session that follows the state of a *zk.Conn the caller already has
+// (NewSession and its options), the session's ID, connection and the
+// servers' tick time, and NewAdmin, an Admin of a connection's locks. The
+// recipes themselves (recipe.Mutex, RWMutex, MultiMutex, Election,
+// Semaphore, Marks, Admin) are written and documented once, in package
+// recipe, for etcd and ZooKeeper alike, and take a *Session:
 //
-// The recipes are written once, for etcd and ZooKeeper alike, on one
-// queue-lock engine that etcdlock shares; this package is their ZooKeeper
-// entry point, and the engine's ZooKeeper driver does the store's part, as
-// described below.
+//	sess, err := zklock.NewSession(ctx, conn)
+//	m, err := recipe.NewMutex(sess, "daily-report")
 //
-// Session, Mutex, RWMutex, Election and Semaphore are this package's own
-// declared types over that one engine, each method documented here in
-// ZooKeeper's terms (etcdlock's types have the same methods, documented in
-// etcd's, and behave alike wherever the docs do not say otherwise). zklock.Mutex and
-// etcdlock.Mutex are different types with identical method sets, and so
-// are the others: code that must work on both stores takes a
-// distlock.Locker (a distlock.Elector for elections).
+// This documentation says how their entries look on ZooKeeper and what
+// each call costs there.
+//
+// # What each call costs
+//
+//   - Mutex.Lock: a protected ephemeral sequential create in the lock's
+//     directory (Dir), then a listing of the directory and a read of its
+//     node's Stat, sent together; waiting is one data watch on the node
+//     just ahead. The token is the node's czxid.
+//   - Mutex.TryLock: ZooKeeper cannot compare children and create in one
+//     operation, so TryLock syncs and lists the directory (a loss to a
+//     visible entry writes nothing, and a release that completed before
+//     the call is always seen), then creates its node and lists again; if
+//     an entry created meanwhile is ahead, it deletes its node before
+//     returning.
+//   - Lease.Unlock: one multi that sets the node's data (the release
+//     mark) and deletes it, version-checked.
+//   - RWMutex: as Mutex.
+//   - MultiMutex.Lock: one multi that creates one node per name (all at
+//     one zxid), then a listing of each directory and a wait in every
+//     directory at once; TryLock syncs and lists each directory first,
+//     as Mutex.TryLock.
+//   - Election.Campaign: uncontended, the create, a listing and the
+//     claim's multi; the candidate follows the election with a child
+//     watch on Dir() and data watches on Dir() (the term record) and on the
+//     leader's node. Leader syncs, reads Dir()'s data and lists and reads
+//     the candidates. Observe keeps those watches, re-arming the one that
+//     fired (terms that follow each other faster than a watch is re-armed
+//     are coalesced), and needs only the connection, so it carries on
+//     across reconnects and after the Session ended. Proclaim is a SetData
+//     guarded by the node's version; HandOff and Resign one multi.
+//   - Semaphore.Acquire: the direct claim lists the line and the slots,
+//     creates a free slot's ephemeral znode
+//     Dir() + "/@permits/<slot>-of-<N>", and gives the slot back if a line
+//     entry appeared meanwhile; a waiter creates a line node ("@c-…") and
+//     watches the one ahead; the head alone has a child watch on @permits
+//     and claims a freed slot with one multi that creates it and deletes
+//     its line node.
+//   - Admin.Inspect: a sync of the lock's directory, a listing, and a
+//     read of every entry (sent together); entries deleted between the
+//     listing and their read are left out. QueueEntry.Created is the
+//     node's ctime. WatchQueue: a child watch on the directory (an exists
+//     watch while there is none), set before each read.
+//   - Marks: Marker reads after a sync; Mark is one multi through the fence
+//     that also checks the lease's lock node; Markers syncs, lists and
+//     reads n; Prune deletes a hundred per multi.
+//   - Session.Close: deletes the session's lock nodes (the ZooKeeper
+//     session, which belongs to the connection, stays open); the cleanups
+//     of failed Locks outlive it until they succeed or the connection
+//     loses the session.
 //
 // # Znodes
 //
@@ -203,5 +243,3 @@
 // with WithSessionTimeout, or NewSession reads it from the connection
 // (reflection on the unexported field, failing clearly if it is absent).
 package zklock
-
-//go:generate go run ../internal/cmd/genrecipes -store zk -o recipes_gen.go

@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -56,11 +57,11 @@ func TestElection(t *testing.T) {
 	n := 0
 	// candidate returns an election on a connection and session of its
 	// own, on the servers in turn.
-	candidate := func(t *testing.T, prefix, name string) (*zklock.Election, *zk.Conn) {
+	candidate := func(t *testing.T, prefix, name string) (*recipe.Election, *zk.Conn) {
 		conn, events := connect(t, ens, n%3)
 		n++
 		drain(events)
-		el, err := zklock.NewElection(newSession(t, conn, zklock.WithPrefix(prefix)), name)
+		el, err := recipe.NewElection(newSession(t, conn, zklock.WithPrefix(prefix)), name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,13 +69,13 @@ func TestElection(t *testing.T) {
 	}
 
 	t.Run("BadInput", func(t *testing.T) {
-		if _, err := zklock.NewElection(nil, "x"); !errors.Is(err, distlock.ErrNilClient) {
+		if _, err := recipe.NewElection(nil, "x"); !errors.Is(err, distlock.ErrNilClient) {
 			t.Errorf("NewElection(nil): %v, want ErrNilClient", err)
 		}
 		_, conn := candidate(t, newPrefix(), "ok")
 		sess := newSession(t, conn)
 		for _, name := range []string{"", "/a", "a@1", "a b"} {
-			if _, err := zklock.NewElection(sess, name); !errors.Is(err, distlock.ErrInvalidName) {
+			if _, err := recipe.NewElection(sess, name); !errors.Is(err, distlock.ErrInvalidName) {
 				t.Errorf("name %q: %v, want ErrInvalidName", name, err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -36,7 +37,7 @@ func ExampleElection_handOff() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		el, err := zklock.NewElection(sess, "scheduler")
+		el, err := recipe.NewElection(sess, "scheduler")
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -107,7 +108,7 @@ func ExampleElection_priority() {
 	}()
 	// election joins on a connection of its own: one ZooKeeper session
 	// per process.
-	election := func(opts ...zklock.Option) *zklock.Election {
+	election := func(opts ...zklock.Option) *recipe.Election {
 		conn, _, err := zk.Connect([]string{"localhost:2181"}, 10*time.Second, zk.WithLogInfo(false))
 		if err != nil {
 			log.Fatal(err)
@@ -117,7 +118,7 @@ func ExampleElection_priority() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		el, err := zklock.NewElection(sess, "primary", distlock.WithPreemptGrace(time.Minute))
+		el, err := recipe.NewElection(sess, "primary", distlock.WithPreemptGrace(time.Minute))
 		if err != nil {
 			log.Fatal(err)
 		}

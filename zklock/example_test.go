@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fencing"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/schedule"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
@@ -39,7 +40,7 @@ func ExampleNewSession() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := zklock.NewMutex(sess, "billing/invoices")
+	mu, err := recipe.NewMutex(sess, "billing/invoices")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func ExampleMutex() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := zklock.NewMutex(sess, "reports/daily")
+	mu, err := recipe.NewMutex(sess, "reports/daily")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -136,8 +137,8 @@ func ExampleMutex_TryLock() {
 		log.Fatal(err)
 	}
 	defer b.Close(ctx)
-	muA, _ := zklock.NewMutex(a, "jobs/cleanup")
-	muB, _ := zklock.NewMutex(b, "jobs/cleanup")
+	muA, _ := recipe.NewMutex(a, "jobs/cleanup")
+	muB, _ := recipe.NewMutex(b, "jobs/cleanup")
 
 	held, err := muA.Lock(ctx)
 	if err != nil {
@@ -171,7 +172,7 @@ func ExampleRWMutex() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	rw, err := zklock.NewRWMutex(sess, "config")
+	rw, err := recipe.NewRWMutex(sess, "config")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func ExampleElection_Observe() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	el, err := zklock.NewElection(sess, "compactor")
+	el, err := recipe.NewElection(sess, "compactor")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func ExampleElection_runAsLeader() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		el, err := zklock.NewElection(sess, "indexer")
+		el, err := recipe.NewElection(sess, "indexer")
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -308,7 +309,7 @@ func ExampleSemaphore() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	exports, err := zklock.NewSemaphore(sess, "exports", 2) // two at a time
+	exports, err := recipe.NewSemaphore(sess, "exports", 2) // two at a time
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -353,11 +354,11 @@ func ExampleMarks() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := zklock.NewMutex(sess, "reports/daily")
+	mu, err := recipe.NewMutex(sess, "reports/daily")
 	if err != nil {
 		log.Fatal(err)
 	}
-	marks, err := zklock.NewMarks(sess, "reports/daily")
+	marks, err := recipe.NewMarks(sess, "reports/daily")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -398,7 +399,7 @@ func ExampleAdmin_Revoke() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := zklock.NewMutex(sess, "imports/nightly")
+	mu, err := recipe.NewMutex(sess, "imports/nightly")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -449,7 +450,7 @@ func ExampleAdmin_Inspect() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	rw, err := zklock.NewRWMutex(sess, "exports/catalog")
+	rw, err := recipe.NewRWMutex(sess, "exports/catalog")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -504,7 +505,7 @@ func ExampleAdmin_WatchQueue() {
 	fmt.Println(<-queues)
 
 	// Two workers, each with its session, take the lock in turn.
-	var mu [2]*zklock.Mutex
+	var mu [2]*recipe.Mutex
 	for i, holder := range []string{"worker-a", "worker-b"} {
 		conn, _, err := zk.Connect([]string{"localhost:2181"}, 10*time.Second, zk.WithLogInfo(false))
 		if err != nil {
@@ -516,7 +517,7 @@ func ExampleAdmin_WatchQueue() {
 			log.Fatal(err)
 		}
 		defer sess.Close(ctx)
-		mu[i], _ = zklock.NewMutex(sess, "backups/db")
+		mu[i], _ = recipe.NewMutex(sess, "backups/db")
 	}
 	a, err := mu[0].Lock(ctx)
 	if err != nil {
@@ -569,7 +570,7 @@ func ExampleMultiMutex() {
 		transfers int
 	)
 	for _, names := range [][]string{{"ledger/eur", "ledger/usd"}, {"ledger/usd", "ledger/eur"}} {
-		mm, err := zklock.NewMultiMutex(sess, names...)
+		mm, err := recipe.NewMultiMutex(sess, names...)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -7,13 +7,13 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
-	"github.com/distlock/distlock/zklock"
+	"github.com/distlock/distlock/recipe"
 )
 
 // ElectionWith makes zkSession a locktest.ElectionOpener, for the
 // contract's preemption cases.
 func (s *zkSession) ElectionWith(name string, opts ...distlock.ElectionOption) (locktest.Elector, error) {
-	e, err := zklock.NewElection(s.s, name, opts...)
+	e, err := recipe.NewElection(s.s, name, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -59,9 +60,9 @@ func newSession(t *testing.T, conn *zk.Conn, opts ...zklock.Option) *zklock.Sess
 	return s
 }
 
-func newMutex(t *testing.T, s *zklock.Session, name string) *zklock.Mutex {
+func newMutex(t *testing.T, s *zklock.Session, name string) *recipe.Mutex {
 	t.Helper()
-	m, err := zklock.NewMutex(s, name)
+	m, err := recipe.NewMutex(s, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,10 +290,10 @@ type zkSession struct {
 	s    *zklock.Session
 }
 
-func (s *zkSession) Mutex(name string) (distlock.Locker, error) { return zklock.NewMutex(s.s, name) }
+func (s *zkSession) Mutex(name string) (distlock.Locker, error) { return recipe.NewMutex(s.s, name) }
 
 func (s *zkSession) MultiMutex(names ...string) (distlock.Locker, error) {
-	return zklock.NewMultiMutex(s.s, names...)
+	return recipe.NewMultiMutex(s.s, names...)
 }
 
 // End expires the session on the servers, for real.
@@ -322,7 +323,7 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 }
 
 func (s *zkSession) RWMutex(name string) (locktest.RWLocker, error) {
-	m, err := zklock.NewRWMutex(s.s, name)
+	m, err := recipe.NewRWMutex(s.s, name)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +331,7 @@ func (s *zkSession) RWMutex(name string) (locktest.RWLocker, error) {
 }
 
 func (s *zkSession) Election(name string) (locktest.Elector, error) {
-	e, err := zklock.NewElection(s.s, name)
+	e, err := recipe.NewElection(s.s, name)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +339,7 @@ func (s *zkSession) Election(name string) (locktest.Elector, error) {
 }
 
 func (s *zkSession) Semaphore(name string, n int) (locktest.Semaphore, error) {
-	return zklock.NewSemaphore(s.s, name, n)
+	return recipe.NewSemaphore(s.s, name, n)
 }
 
 // SemaphoreEntries lists the line ("@c-" children) and the slots (the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -104,7 +105,7 @@ func TestInspect(t *testing.T) {
 }
 
 // mustAdmin returns the Admin of conn's locks under prefix.
-func mustAdmin(t *testing.T, conn *zk.Conn, prefix string) *zklock.Admin {
+func mustAdmin(t *testing.T, conn *zk.Conn, prefix string) *recipe.Admin {
 	t.Helper()
 	a, err := zklock.NewAdmin(conn, prefix)
 	if err != nil {

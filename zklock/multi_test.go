@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -25,7 +26,7 @@ func TestMultiCreateConnectionLost(t *testing.T) {
 	type lost struct {
 		conn *zk.Conn
 		s    *zklock.Session
-		m    *zklock.MultiMutex
+		m    *recipe.MultiMutex
 		dirs []string
 	}
 	lose := func(t *testing.T) *lost {
@@ -41,7 +42,7 @@ func TestMultiCreateConnectionLost(t *testing.T) {
 		drain(ev)
 		l.conn = conn
 		l.s = newSession(t, conn, zklock.WithPrefix(prefix))
-		m, err := zklock.NewMultiMutex(l.s, "b", "a")
+		m, err := recipe.NewMultiMutex(l.s, "b", "a")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -38,7 +39,7 @@ func TestMutex(t *testing.T) {
 	}
 
 	t.Run("BadInput", func(t *testing.T) {
-		if _, err := zklock.NewMutex(nil, "x"); !errors.Is(err, distlock.ErrNilClient) {
+		if _, err := recipe.NewMutex(nil, "x"); !errors.Is(err, distlock.ErrNilClient) {
 			t.Errorf("NewMutex(nil): %v, want ErrNilClient", err)
 		}
 		if _, err := zklock.NewSession(testCtx(t), nil); !errors.Is(err, distlock.ErrNilClient) {
@@ -46,7 +47,7 @@ func TestMutex(t *testing.T) {
 		}
 		s := session(t, newPrefix())
 		for _, name := range []string{"", "/a", "a/", "a//b", "a/../b", "a@1", "@w-x", "a b", "ä"} {
-			if _, err := zklock.NewMutex(s, name); !errors.Is(err, distlock.ErrInvalidName) {
+			if _, err := recipe.NewMutex(s, name); !errors.Is(err, distlock.ErrInvalidName) {
 				t.Errorf("name %q: %v, want ErrInvalidName", name, err)
 			}
 		}

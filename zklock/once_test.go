@@ -8,7 +8,7 @@ import (
 	"github.com/distlock/distlock/fencing/zkfence"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
-	"github.com/distlock/distlock/zklock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -27,7 +27,7 @@ type zkOnceBackend struct{ *zkBackend }
 var _ locktest.OnceSession = (*zkSession)(nil)
 
 func (s *zkSession) Marks(name string) (distlock.SlotMarks, error) {
-	m, err := zklock.NewMarks(s.s, name)
+	m, err := recipe.NewMarks(s.s, name)
 	if err != nil {
 		return nil, err
 	}

@@ -7,14 +7,15 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/go-zookeeper/zk"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/distlock/distlock/diagnose"
 	"github.com/distlock/distlock/internal/diagstart"
 	"github.com/distlock/distlock/internal/qlock"
 	"github.com/distlock/distlock/internal/qlock/zkq"
-	"github.com/go-zookeeper/zk"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
+	"github.com/distlock/distlock/recipe"
 )
 
 const (
@@ -159,7 +160,9 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 		return nil, err
 	}
 	d.SetLockDelay(o.lockDelay)
-	return &Session{q: d.User(), d: d, acl: o.ACL}, nil
+	u := d.User()
+	admin := func() *qlock.Admin { return newAdmin(conn, o.Prefix, o.ACL, u.Holder()) }
+	return &Session{Session: qlock.Link.Session(u, d.Engine(), admin).(*recipe.Session), d: d, acl: o.ACL}, nil
 }
 
 // zkServers returns the servers conn connects to, and whether they are
@@ -207,9 +210,9 @@ func zkServers(conn *zk.Conn) ([]string, bool) {
 //
 // A Session is safe for concurrent use. Use one session for many locks.
 type Session struct {
-	q   qlock.Session // what every store's session has (recipes_gen.go)
-	d   *zkq.Session
-	acl []zk.ACL // of the znodes it creates, for its locks' slot markers too
+	*recipe.Session // what every store's session has
+	d               *zkq.Session
+	acl             []zk.ACL // of the znodes it creates, for its locks' slot markers too
 }
 
 // Conn returns the connection the session follows.
@@ -221,13 +224,3 @@ func (s *Session) ID() int64 { return s.d.ID() }
 // TickTime returns the servers' tickTime the client-side deadline allows
 // for (see WithTickTime).
 func (s *Session) TickTime() time.Duration { return s.d.TickTime() }
-
-// engine returns the engine of s for a new recipe (what:
-// "mutex", "rwmutex", "election", "semaphore") called name; for a nil s,
-// an error wrapping distlock.ErrNilClient.
-func (s *Session) engine(what, name string) (*qlock.Engine, error) {
-	if s == nil {
-		return nil, fmt.Errorf("zklock: new %s %q: %w: *Session is nil", what, name, distlock.ErrNilClient)
-	}
-	return s.d.Engine(), nil
-}

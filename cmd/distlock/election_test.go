@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -35,7 +36,7 @@ func (b *testBackend) election(t *testing.T, name, holder string, revocable bool
 			t.Fatal(serr)
 		}
 		t.Cleanup(func() { s.Close(context.Background()) })
-		el, err = etcdlock.NewElection(s, name)
+		el, err = recipe.NewElection(s, name)
 	default:
 		opts := []zklock.Option{zklock.WithPrefix(b.prefix), zklock.WithHolder(holder)}
 		if revocable {
@@ -46,7 +47,7 @@ func (b *testBackend) election(t *testing.T, name, holder string, revocable bool
 			t.Fatal(serr)
 		}
 		t.Cleanup(func() { s.Close(context.Background()) })
-		el, err = zklock.NewElection(s, name)
+		el, err = recipe.NewElection(s, name)
 	}
 	if err != nil {
 		t.Fatal(err)

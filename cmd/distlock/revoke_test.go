@@ -14,6 +14,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -49,14 +50,14 @@ func (b *testBackend) revocableMutex(t *testing.T, name, holder string) distlock
 			t.Fatal(serr)
 		}
 		t.Cleanup(func() { s.Close(context.Background()) })
-		m, err = etcdlock.NewMutex(s, name)
+		m, err = recipe.NewMutex(s, name)
 	default:
 		s, serr := zklock.NewSession(ctx, b.ens(), zklock.WithPrefix(b.prefix), zklock.WithHolder(holder), zklock.WithRevocable())
 		if serr != nil {
 			t.Fatal(serr)
 		}
 		t.Cleanup(func() { s.Close(context.Background()) })
-		m, err = zklock.NewMutex(s, name)
+		m, err = recipe.NewMutex(s, name)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/distlock/distlock/fencing/etcdfence"
 	"github.com/distlock/distlock/fencing/zkfence"
 	"github.com/distlock/distlock/integration/locktest"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -103,14 +104,14 @@ func (b *testBackend) mutex(t *testing.T, name, holder string) distlock.Locker {
 			t.Fatal(serr)
 		}
 		t.Cleanup(func() { s.Close(context.Background()) })
-		m, err = etcdlock.NewMutex(s, name)
+		m, err = recipe.NewMutex(s, name)
 	default:
 		s, serr := zklock.NewSession(ctx, b.ens(), zklock.WithPrefix(b.prefix), zklock.WithHolder(holder))
 		if serr != nil {
 			t.Fatal(serr)
 		}
 		t.Cleanup(func() { s.Close(context.Background()) })
-		m, err = zklock.NewMutex(s, name)
+		m, err = recipe.NewMutex(s, name)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -670,8 +671,8 @@ func TestStatusLockDelay(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { ws.Close(context.Background()) })
-			holder, _ = etcdlock.NewMutex(hs, lock)
-			waiter, _ = etcdlock.NewMutex(ws, lock)
+			holder, _ = recipe.NewMutex(hs, lock)
+			waiter, _ = recipe.NewMutex(ws, lock)
 			end = func() {
 				if _, err := b.etcd.Revoke(ctx, hs.ID()); err != nil {
 					t.Fatal(err)
@@ -688,8 +689,8 @@ func TestStatusLockDelay(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { ws.Close(context.Background()) })
-			holder, _ = zklock.NewMutex(hs, lock)
-			waiter, _ = zklock.NewMutex(ws, lock)
+			holder, _ = recipe.NewMutex(hs, lock)
+			waiter, _ = recipe.NewMutex(ws, lock)
 			end = func() {
 				if err := b.zk.Delete(b.entries(t, lock)[0], -1); err != nil {
 					t.Fatal(err)

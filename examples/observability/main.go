@@ -34,6 +34,7 @@ import (
 
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration/embedded"
+	"github.com/distlock/distlock/recipe"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -133,7 +134,7 @@ func run(ctx context.Context, ln net.Listener, out io.Writer, done chan<- struct
 			return err
 		}
 		defer sess.Close(context.Background())
-		mu, err := etcdlock.NewMutex(sess, "reports/daily")
+		mu, err := recipe.NewMutex(sess, "reports/daily")
 		if err != nil {
 			return err
 		}

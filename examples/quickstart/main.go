@@ -30,6 +30,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration/embedded"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -51,7 +52,7 @@ type worker struct {
 	name string
 	cli  *clientv3.Client
 	sess *etcdlock.Session
-	lock *etcdlock.Mutex
+	lock *recipe.Mutex
 }
 
 func isSep(r rune) bool { return r == ',' || r == ' ' }
@@ -88,7 +89,7 @@ func newWorker(ctx context.Context, endpoints []string, name string) (*worker, e
 		cli.Close()
 		return nil, err
 	}
-	lock, err := etcdlock.NewMutex(sess, "reports/daily")
+	lock, err := recipe.NewMutex(sess, "reports/daily")
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/integration/embedded"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -110,7 +111,7 @@ func run(ctx context.Context, out io.Writer, endpoints []string) error {
 			return err
 		}
 		defer sess.Close(context.Background())
-		el, err := etcdlock.NewElection(sess, "compactor")
+		el, err := recipe.NewElection(sess, "compactor")
 		if err != nil {
 			return err
 		}

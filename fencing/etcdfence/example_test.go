@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/fencing/etcdfence"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -32,7 +33,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := etcdlock.NewMutex(sess, "ledger")
+	mu, err := recipe.NewMutex(sess, "ledger")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func ExampleFence_WriteHeld() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mu, err := etcdlock.NewMutex(sess, "ledger/held")
+	mu, err := recipe.NewMutex(sess, "ledger/held")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func ExampleFence_WriteHeld() {
 	// once gone: true
 }
 
-// A holder of two locks at once (an etcdlock.MultiMutex: one acquisition,
+// A holder of two locks at once (an recipe.MultiMutex: one acquisition,
 // one token per name) moves money between two accounts kept in etcd, each
 // fenced by its own lock: one Txn checks both fences and applies both
 // puts, and a stale token for either refuses all of it.
@@ -125,8 +126,8 @@ func ExampleWriteAll() {
 	defer sess.Close(ctx)
 	alice, _ := etcdfence.New(cli, "/fences/accounts/alice", "accounts/alice")
 	bob, _ := etcdfence.New(cli, "/fences/accounts/bob", "accounts/bob")
-	both, _ := etcdlock.NewMultiMutex(sess, "accounts/alice", "accounts/bob")
-	bobOnly, _ := etcdlock.NewMutex(sess, "accounts/bob")
+	both, _ := recipe.NewMultiMutex(sess, "accounts/alice", "accounts/bob")
+	bobOnly, _ := recipe.NewMutex(sess, "accounts/bob")
 
 	old, err := both.Lock(ctx)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock/fencing/etcdfence"
 	"github.com/distlock/distlock/fencing/fencetest"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -173,7 +174,7 @@ func TestEtcdFence(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { sess.Close(fencetest.Ctx(t)) })
-		mu, err := etcdlock.NewMutex(sess, "jobs/held")
+		mu, err := recipe.NewMutex(sess, "jobs/held")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/distlock/distlock/fencing/etcdfence"
 	"github.com/distlock/distlock/fencing/fencetest"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -156,7 +157,7 @@ func testWriteAll(t *testing.T, cluster *integration.EtcdCluster, cli *clientv3.
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { sess.Close(fencetest.Ctx(t)) })
-		mm, err := etcdlock.NewMultiMutex(sess, "jobs/usd", "jobs/eur")
+		mm, err := recipe.NewMultiMutex(sess, "jobs/usd", "jobs/eur")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/fencing/zkfence"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -32,7 +33,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := zklock.NewMutex(sess, "ledger")
+	mu, err := recipe.NewMutex(sess, "ledger")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func Example() {
 	// balance: 105
 }
 
-// A holder of two locks at once (a zklock.MultiMutex: one acquisition, one
+// A holder of two locks at once (a recipe.MultiMutex: one acquisition, one
 // token per name) moves money between two accounts kept in ZooKeeper, each
 // fenced by its own lock: one multi checks both fences and sets both
 // accounts, and a stale token for either refuses all of it.
@@ -93,8 +94,8 @@ func ExampleWriteAll() {
 	}
 	alice, _ := zkfence.New(conn, "/fences/accounts/alice", "accounts/alice")
 	bob, _ := zkfence.New(conn, "/fences/accounts/bob", "accounts/bob")
-	both, _ := zklock.NewMultiMutex(sess, "accounts/alice", "accounts/bob")
-	bobOnly, _ := zklock.NewMutex(sess, "accounts/bob")
+	both, _ := recipe.NewMultiMutex(sess, "accounts/alice", "accounts/bob")
+	bobOnly, _ := recipe.NewMutex(sess, "accounts/bob")
 	set := func(path, v string) *zk.SetDataRequest {
 		return &zk.SetDataRequest{Path: path, Data: []byte(v), Version: -1}
 	}

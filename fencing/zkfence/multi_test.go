@@ -13,6 +13,7 @@ import (
 	"github.com/distlock/distlock/fencing/fencetest"
 	"github.com/distlock/distlock/fencing/zkfence"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -164,7 +165,7 @@ func testWriteAll(t *testing.T, ens *integration.ZooKeeperEnsemble, conn *zk.Con
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { sess.Close(fencetest.Ctx(t)) })
-		mm, err := zklock.NewMultiMutex(sess, "jobs/usd", "jobs/eur")
+		mm, err := recipe.NewMultiMutex(sess, "jobs/usd", "jobs/eur")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock/fencing/zkfence"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/internal/zkctx"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -75,7 +76,7 @@ type Client interface {
 	Registers(ctx context.Context, names, locks []string) (RegisterSet, error)
 	// Entries lists the keys or znodes of lock's queue.
 	Entries(ctx context.Context, lock string) ([]string, error)
-	// Revoke revokes lock's holders (etcdlock.Admin.Revoke, zklock.Admin.Revoke).
+	// Revoke revokes lock's holders (recipe.Admin.Revoke, recipe.Admin.Revoke).
 	Revoke(ctx context.Context, lock string, r distlock.RevokeRequest) ([]distlock.Revocation, error)
 	// Close closes the connection.
 	Close() error
@@ -232,7 +233,7 @@ func (s *etcdStore) Compact(ctx context.Context) (int64, error) {
 
 type etcdClient struct {
 	cli   *clientv3.Client
-	admin *etcdlock.Admin
+	admin *recipe.Admin
 	// relay stands between the client and the members, for the faults
 	// of this client alone (nemesis_client.go).
 	relay *integration.ClientRelay
@@ -271,16 +272,16 @@ func entryKeys(es []distlock.QueueEntry) []string {
 
 type etcdSession struct{ s *etcdlock.Session }
 
-func (s etcdSession) Mutex(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s.s, name) }
-func (s etcdSession) RWMutex(name string) (RW, error)            { return etcdlock.NewRWMutex(s.s, name) }
+func (s etcdSession) Mutex(name string) (distlock.Locker, error) { return recipe.NewMutex(s.s, name) }
+func (s etcdSession) RWMutex(name string) (RW, error)            { return recipe.NewRWMutex(s.s, name) }
 func (s etcdSession) MultiMutex(names ...string) (distlock.Locker, error) {
-	return etcdlock.NewMultiMutex(s.s, names...)
+	return recipe.NewMultiMutex(s.s, names...)
 }
 func (s etcdSession) Election(name string, opts ...distlock.ElectionOption) (Election, error) {
-	return etcdlock.NewElection(s.s, name, opts...)
+	return recipe.NewElection(s.s, name, opts...)
 }
 func (s etcdSession) Semaphore(name string, n int) (Semaphore, error) {
-	return etcdlock.NewSemaphore(s.s, name, n)
+	return recipe.NewSemaphore(s.s, name, n)
 }
 func (s etcdSession) Done() <-chan struct{}           { return s.s.Done() }
 func (s etcdSession) Close(ctx context.Context) error { return s.s.Close(ctx) }
@@ -399,7 +400,7 @@ func (s *zkStore) NewClient(ctx context.Context) (Client, error) {
 type zkClient struct {
 	e     *integration.ZooKeeperEnsemble
 	conn  *zk.Conn
-	admin *zklock.Admin
+	admin *recipe.Admin
 }
 
 func (c *zkClient) Close() error { return nil } // closed with the ensemble
@@ -435,16 +436,16 @@ func (c *zkClient) call(ctx context.Context, f func() error) error {
 
 type zkSession struct{ s *zklock.Session }
 
-func (s zkSession) Mutex(name string) (distlock.Locker, error) { return zklock.NewMutex(s.s, name) }
-func (s zkSession) RWMutex(name string) (RW, error)            { return zklock.NewRWMutex(s.s, name) }
+func (s zkSession) Mutex(name string) (distlock.Locker, error) { return recipe.NewMutex(s.s, name) }
+func (s zkSession) RWMutex(name string) (RW, error)            { return recipe.NewRWMutex(s.s, name) }
 func (s zkSession) MultiMutex(names ...string) (distlock.Locker, error) {
-	return zklock.NewMultiMutex(s.s, names...)
+	return recipe.NewMultiMutex(s.s, names...)
 }
 func (s zkSession) Election(name string, opts ...distlock.ElectionOption) (Election, error) {
-	return zklock.NewElection(s.s, name, opts...)
+	return recipe.NewElection(s.s, name, opts...)
 }
 func (s zkSession) Semaphore(name string, n int) (Semaphore, error) {
-	return zklock.NewSemaphore(s.s, name, n)
+	return recipe.NewSemaphore(s.s, name, n)
 }
 func (s zkSession) Done() <-chan struct{}           { return s.s.Done() }
 func (s zkSession) Close(ctx context.Context) error { return s.s.Close(ctx) }

@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock/diagnose"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration/embedded"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -36,7 +37,7 @@ func ExampleStartEtcd() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := etcdlock.NewMutex(sess, "reports/daily")
+	mu, err := recipe.NewMutex(sess, "reports/daily")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func ExampleStartZooKeeper() {
 		log.Fatal(err)
 	}
 	defer sess.Close(ctx)
-	mu, err := zklock.NewMutex(sess, "reports/daily")
+	mu, err := recipe.NewMutex(sess, "reports/daily")
 	if err != nil {
 		log.Fatal(err)
 	}

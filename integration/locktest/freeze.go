@@ -38,7 +38,7 @@ type FreezeStore struct {
 	Queue QueueReader
 }
 
-// QueueReader reads lock queues, as etcdlock.Admin and zklock.Admin do.
+// QueueReader reads lock queues, as recipe.Admin and recipe.Admin do.
 type QueueReader interface {
 	// Inspect returns lock name's queue now.
 	Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error)

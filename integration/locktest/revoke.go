@@ -10,7 +10,7 @@ import (
 	"github.com/distlock/distlock/fencing"
 )
 
-// Revoker is what a backend's Admin does to revoke (etcdlock.Admin's
+// Revoker is what a backend's Admin does to revoke (recipe.Admin's
 // Revoke and Revocations, zklock's), on the backend's prefix.
 type Revoker interface {
 	// Revoke is the store's Admin.Revoke of lock name.

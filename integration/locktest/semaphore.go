@@ -13,8 +13,8 @@ import (
 	"github.com/distlock/distlock/fencing"
 )
 
-// Semaphore is a backend's semaphore (etcdlock.Semaphore,
-// zklock.Semaphore).
+// Semaphore is a backend's semaphore (recipe.Semaphore,
+// recipe.Semaphore).
 type Semaphore interface {
 	// Acquire waits for a permit, as the store's Semaphore.Acquire.
 	Acquire(ctx context.Context) (*distlock.Permit, error)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -42,13 +43,13 @@ const (
 // impls is indexed by ours and theirs.
 var impls = [2]impl{
 	ours: {
-		name: "etcdlock.Mutex",
+		name: "recipe.Mutex",
 		open: func(ctx context.Context, cli *clientv3.Client, c string) (handle, error) {
 			s, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(sessionTTL))
 			if err != nil {
 				return nil, err
 			}
-			m, err := etcdlock.NewMutex(s, "bench/"+c)
+			m, err := recipe.NewMutex(s, "bench/"+c)
 			if err != nil {
 				s.Close(ctx)
 				return nil, err
@@ -73,7 +74,7 @@ var impls = [2]impl{
 
 type oursHandle struct {
 	s    *etcdlock.Session
-	m    *etcdlock.Mutex
+	m    *recipe.Mutex
 	held *distlock.Lease
 }
 

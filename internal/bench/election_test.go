@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -16,7 +17,7 @@ import (
 var failoverRounds = pick(20, 6)
 
 // BenchmarkElectionFailover times leader failover — the leader's session
-// revoked → the waiting candidate's Campaign returns — for etcdlock.Election
+// revoked → the waiting candidate's Campaign returns — for recipe.Election
 // and etcd's concurrency.Election on the same 3-member cluster in the same
 // run, alternating which goes first, and prints a markdown table. Like
 // BenchmarkCompare it runs once whatever b.N; use -benchtime 1x:
@@ -51,7 +52,7 @@ func BenchmarkElectionFailover(b *testing.B) {
 	runs := [2]func(ctx context.Context, e *env, clis [2]*clientv3.Client, cands *clientSet, round int) (r failoverRound, err error){
 		ours: failoverOurs, theirs: failoverTheirs,
 	}
-	names := [2]string{ours: "etcdlock.Election", theirs: "concurrency.Election"}
+	names := [2]string{ours: "recipe.Election", theirs: "concurrency.Election"}
 	var samples, revokes, firsts [2][]time.Duration
 	var firstReqs [2]reqCount
 	for r := range failoverRounds {
@@ -163,14 +164,14 @@ func failoverOurs(ctx context.Context, e *env, clis [2]*clientv3.Client, cands *
 			}
 		}
 	}()
-	var els [2]*etcdlock.Election
+	var els [2]*recipe.Election
 	for i := range ss {
 		s, err := etcdlock.NewSession(ctx, clis[i], etcdlock.WithTTL(sessionTTL))
 		if err != nil {
 			return fr, err
 		}
 		ss[i] = s
-		if els[i], err = etcdlock.NewElection(s, name); err != nil {
+		if els[i], err = recipe.NewElection(s, name); err != nil {
 			return fr, err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -47,7 +48,7 @@ func BenchmarkFootprint(b *testing.B) {
 		return s, err
 	}
 	etcdMutex := func(s closer, name string) (distlock.Locker, error) {
-		return etcdlock.NewMutex(s.(*etcdlock.Session), name)
+		return recipe.NewMutex(s.(*etcdlock.Session), name)
 	}
 	etcdQueued := func(name string) (int, error) {
 		resp, err := cli.Get(ctx, etcdlock.DefaultPrefix+name+"/@", clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -68,7 +69,7 @@ func BenchmarkFootprint(b *testing.B) {
 		return s, err
 	}
 	zkMutex := func(s closer, name string) (distlock.Locker, error) {
-		return zklock.NewMutex(s.(*zklock.Session), name)
+		return recipe.NewMutex(s.(*zklock.Session), name)
 	}
 	zkQueued := func(name string) (int, error) {
 		// The Stat's count, not a listing: ten thousand children, listed

@@ -13,6 +13,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -360,7 +361,7 @@ type etcdHandoff struct {
 	cands  *clientSet
 	ours   [2]*etcdlock.Session
 	theirs [2]*concurrency.Session
-	mutex  *etcdlock.Mutex
+	mutex  *recipe.Mutex
 }
 
 func etcdHandoffStore(b *testing.B) *handoffStore {
@@ -393,7 +394,7 @@ func etcdHandoffStore(b *testing.B) *handoffStore {
 		h.theirs[i] = ts
 	}
 	var err error
-	if h.mutex, err = etcdlock.NewMutex(h.ours[0], "bench-handoff-unlock"); err != nil {
+	if h.mutex, err = recipe.NewMutex(h.ours[0], "bench-handoff-unlock"); err != nil {
 		b.Fatal(err)
 	}
 	return &handoffStore{
@@ -432,9 +433,9 @@ func (h *etcdHandoff) settle(ctx context.Context, prefix string) error {
 func (h *etcdHandoff) oursRound(way string, step stepDown) func(ctx context.Context, r int) (handoffSample, error) {
 	return func(ctx context.Context, r int) (s handoffSample, err error) {
 		name := fmt.Sprintf("bench-handoff/%s/%d", way, r)
-		var els [2]*etcdlock.Election
+		var els [2]*recipe.Election
 		for i := range els {
-			if els[i], err = etcdlock.NewElection(h.ours[i], name); err != nil {
+			if els[i], err = recipe.NewElection(h.ours[i], name); err != nil {
 				return s, err
 			}
 		}
@@ -541,7 +542,7 @@ type zkHandoff struct {
 	conns [2]*zk.Conn
 	ctrs  [2]*zkCounter
 	ss    [2]*zklock.Session
-	mutex *zklock.Mutex
+	mutex *recipe.Mutex
 }
 
 func zkHandoffStore(b *testing.B) *handoffStore {
@@ -577,7 +578,7 @@ func zkHandoffStore(b *testing.B) *handoffStore {
 		})
 		h.ss[i] = s
 	}
-	if h.mutex, err = zklock.NewMutex(h.ss[0], "unlock"); err != nil {
+	if h.mutex, err = recipe.NewMutex(h.ss[0], "unlock"); err != nil {
 		b.Fatal(err)
 	}
 	return &handoffStore{
@@ -640,9 +641,9 @@ func zkReqs(c *zkCounter, from, to time.Time) reqCount {
 func (h *zkHandoff) oursRound(way string, step stepDown) func(ctx context.Context, r int) (handoffSample, error) {
 	return func(ctx context.Context, r int) (s handoffSample, err error) {
 		name := fmt.Sprintf("%s-%d", way, r)
-		var els [2]*zklock.Election
+		var els [2]*recipe.Election
 		for i := range els {
-			if els[i], err = zklock.NewElection(h.ss[i], name); err != nil {
+			if els[i], err = recipe.NewElection(h.ss[i], name); err != nil {
 				return s, err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -62,14 +63,14 @@ func etcdManyImpls(b *testing.B) ([]manyImpl, func() error) {
 				return &etcdRawPairer{cli: cli, lease: s.ID()}, c, nil
 			})
 		}},
-		{impl: "ours", name: "etcdlock.Mutex", excludes: true, open: func(ctx context.Context) ([]pairer, func(), error) {
+		{impl: "ours", name: "recipe.Mutex", excludes: true, open: func(ctx context.Context) ([]pairer, func(), error) {
 			return clients(ctx, func(ctx context.Context, cli *clientv3.Client) (pairer, func(), error) {
 				s, c, err := ourSession(ctx, cli)
 				if err != nil {
 					return nil, nil, err
 				}
 				return &oursPairer{ms: map[int]distlock.Locker{}, newMutex: func(name string) (distlock.Locker, error) {
-					return etcdlock.NewMutex(s, name)
+					return recipe.NewMutex(s, name)
 				}}, c, nil
 			})
 		}},
@@ -186,14 +187,14 @@ func zkManyImpls(b *testing.B) ([]manyImpl, func() error) {
 			}
 			return ps, closeAll, nil
 		}},
-		{impl: "ours", name: "zklock.Mutex", excludes: true, open: func(ctx context.Context) ([]pairer, func(), error) {
+		{impl: "ours", name: "recipe.Mutex", excludes: true, open: func(ctx context.Context) ([]pairer, func(), error) {
 			return conns(ctx, func(ctx context.Context, conn *zk.Conn) (pairer, func(), error) {
 				s, err := zklock.NewSession(ctx, conn, zklock.WithTickTime(integration.ZooKeeperTickTime))
 				if err != nil {
 					return nil, nil, err
 				}
 				return &oursPairer{ms: map[int]distlock.Locker{}, newMutex: func(name string) (distlock.Locker, error) {
-					return zklock.NewMutex(s, name)
+					return recipe.NewMutex(s, name)
 				}}, func() { s.Close(context.Background()) }, nil
 			})
 		}},

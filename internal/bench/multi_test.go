@@ -16,6 +16,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -714,17 +715,17 @@ func etcdMultiWays(b *testing.B) ([]*multiWay, func() uint64, func(), func() err
 		impl, name string
 		mk         func(ctx context.Context, i int, c *rpcCounter) (multiLocker, func(), error)
 	}{
-		{"ours", "etcdlock.MultiMutex", func(ctx context.Context, i int, c *rpcCounter) (multiLocker, func(), error) {
+		{"ours", "recipe.MultiMutex", func(ctx context.Context, i int, c *rpcCounter) (multiLocker, func(), error) {
 			return ours(ctx, i, c, func(s *etcdlock.Session) multiLocker {
 				return &multiOurs{prefix: "bench-multi-a-", ms: map[string]distlock.Locker{}, newMulti: func(names ...string) (distlock.Locker, error) {
-					return etcdlock.NewMultiMutex(s, names...)
+					return recipe.NewMultiMutex(s, names...)
 				}}
 			})
 		}},
-		{"onebyone", "etcdlock.Mutex ×K", func(ctx context.Context, i int, c *rpcCounter) (multiLocker, func(), error) {
+		{"onebyone", "recipe.Mutex ×K", func(ctx context.Context, i int, c *rpcCounter) (multiLocker, func(), error) {
 			return ours(ctx, i, c, func(s *etcdlock.Session) multiLocker {
 				return &multiInOrder{ls: map[string]single{}, newLock: func(name string) (single, error) {
-					m, err := etcdlock.NewMutex(s, "bench-multi-b-"+name)
+					m, err := recipe.NewMutex(s, "bench-multi-b-"+name)
 					return &leaseLock{m: m}, err
 				}}
 			})
@@ -790,17 +791,17 @@ func zkMultiWays(b *testing.B) ([]*multiWay, func() uint64, func(), func() error
 		impl, name string
 		mk         func(ctx context.Context, conn *zk.Conn) (multiLocker, func(), error)
 	}{
-		{"ours", "zklock.MultiMutex", func(ctx context.Context, conn *zk.Conn) (multiLocker, func(), error) {
+		{"ours", "recipe.MultiMutex", func(ctx context.Context, conn *zk.Conn) (multiLocker, func(), error) {
 			return ours(ctx, conn, func(s *zklock.Session) multiLocker {
 				return &multiOurs{prefix: "a-", ms: map[string]distlock.Locker{}, newMulti: func(names ...string) (distlock.Locker, error) {
-					return zklock.NewMultiMutex(s, names...)
+					return recipe.NewMultiMutex(s, names...)
 				}}
 			})
 		}},
-		{"onebyone", "zklock.Mutex ×K", func(ctx context.Context, conn *zk.Conn) (multiLocker, func(), error) {
+		{"onebyone", "recipe.Mutex ×K", func(ctx context.Context, conn *zk.Conn) (multiLocker, func(), error) {
 			return ours(ctx, conn, func(s *zklock.Session) multiLocker {
 				return &multiInOrder{ls: map[string]single{}, newLock: func(name string) (single, error) {
-					m, err := zklock.NewMutex(s, "b-"+name)
+					m, err := recipe.NewMutex(s, "b-"+name)
 					return &leaseLock{m: m}, err
 				}}
 			})

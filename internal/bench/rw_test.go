@@ -14,6 +14,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -223,11 +224,11 @@ func openEtcdRW(b *testing.B, lock string) []rwLocker {
 			cli.Close()
 		}
 		if lock == "Mutex" {
-			m, err := etcdlock.NewMutex(s, "bench-rw-mutex")
+			m, err := recipe.NewMutex(s, "bench-rw-mutex")
 			ls[i].rlock, ls[i].lock = m.Lock, m.Lock
 			return err
 		}
-		m, err := etcdlock.NewRWMutex(s, "bench-rw")
+		m, err := recipe.NewRWMutex(s, "bench-rw")
 		ls[i].rlock, ls[i].lock = m.RLock, m.Lock
 		return err
 	})
@@ -274,11 +275,11 @@ func openZKRW(b *testing.B, lock string) []rwLocker {
 			conn.Close()
 		}
 		if lock == "Mutex" {
-			m, err := zklock.NewMutex(s, "mutex")
+			m, err := recipe.NewMutex(s, "mutex")
 			ls[i].rlock, ls[i].lock = m.Lock, m.Lock
 			return err
 		}
-		m, err := zklock.NewRWMutex(s, "rw")
+		m, err := recipe.NewRWMutex(s, "rw")
 		ls[i].rlock, ls[i].lock = m.RLock, m.Lock
 		return err
 	})

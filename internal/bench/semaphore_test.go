@@ -16,6 +16,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -340,11 +341,11 @@ func openEtcdSem(b *testing.B, lock string, n int) ([]semLocker, semCounted) {
 			cli.Close()
 		}
 		if lock == "Mutex" {
-			m, err := etcdlock.NewMutex(s, "bench-sem-mutex")
+			m, err := recipe.NewMutex(s, "bench-sem-mutex")
 			ls[i].acquire = mutexAcquire(m.Lock)
 			return err
 		}
-		sem, err := etcdlock.NewSemaphore(s, "bench-sem-"+strconv.Itoa(n), n)
+		sem, err := recipe.NewSemaphore(s, "bench-sem-"+strconv.Itoa(n), n)
 		if err == nil {
 			ls[i].acquire = semAcquire(sem.Acquire)
 		}
@@ -416,11 +417,11 @@ func openZKSem(b *testing.B, lock string, n int) ([]semLocker, semCounted) {
 			conn.Close()
 		}
 		if lock == "Mutex" {
-			m, err := zklock.NewMutex(s, "mutex")
+			m, err := recipe.NewMutex(s, "mutex")
 			ls[i].acquire = mutexAcquire(m.Lock)
 			return err
 		}
-		sem, err := zklock.NewSemaphore(s, "sem-"+strconv.Itoa(n), n)
+		sem, err := recipe.NewSemaphore(s, "sem-"+strconv.Itoa(n), n)
 		if err == nil {
 			ls[i].acquire = semAcquire(sem.Acquire)
 		}

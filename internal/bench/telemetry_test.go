@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -59,7 +60,7 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { s.Close(context.Background()) })
-				if lockers[i], err = etcdlock.NewMutex(s, fmt.Sprintf("telemetry-%d", i)); err != nil {
+				if lockers[i], err = recipe.NewMutex(s, fmt.Sprintf("telemetry-%d", i)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -81,7 +82,7 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { s.Close(context.Background()) })
-				if lockers[i], err = zklock.NewMutex(s, fmt.Sprintf("telemetry-%d", i)); err != nil {
+				if lockers[i], err = recipe.NewMutex(s, fmt.Sprintf("telemetry-%d", i)); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -38,13 +39,13 @@ type zkImpl struct {
 
 var zkImpls = [2]zkImpl{
 	ours: {
-		name: "zklock.Mutex",
+		name: "recipe.Mutex",
 		open: func(ctx context.Context, conn *zk.Conn, c string) (handle, error) {
 			s, err := zklock.NewSession(ctx, conn, zklock.WithPrefix(zkOursPrefix))
 			if err != nil {
 				return nil, err
 			}
-			m, err := zklock.NewMutex(s, c)
+			m, err := recipe.NewMutex(s, c)
 			if err != nil {
 				s.Close(ctx)
 				return nil, err
@@ -64,7 +65,7 @@ var zkImpls = [2]zkImpl{
 
 type zkOursHandle struct {
 	s    *zklock.Session
-	m    *zklock.Mutex
+	m    *recipe.Mutex
 	held *distlock.Lease
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/distlock/distlock/integration"
 )
 
-// BenchmarkCompareZooKeeper compares zklock.Mutex with go-zookeeper's
+// BenchmarkCompareZooKeeper compares recipe.Mutex with go-zookeeper's
 // zk.Lock on one 3-server ZooKeeper ensemble (real server processes, run by
 // the integration harness), in one run:
 //

@@ -24,6 +24,7 @@ const module = "github.com/distlock/distlock"
 // publicPackages are the packages whose API users read with go doc.
 var publicPackages = []string{
 	module,
+	module + "/recipe",
 	module + "/etcdlock",
 	module + "/zklock",
 	module + "/gocronlock",
@@ -402,9 +403,9 @@ func TestGodoc(t *testing.T) {
 	// The walk must have reached what users call most (or it proves
 	// nothing).
 	for _, m := range []string{
-		"etcdlock.Mutex.Lock", "zklock.Mutex.TryLock", "etcdlock.RWMutex.RLocker",
-		"zklock.Semaphore.TryAcquire", "etcdlock.Election.Observe", "zklock.Election.Campaign",
-		"etcdlock.Session.Close", "zklock.Session.Deadline", "distlock.Lease.Unlock", "distlock.Leadership.Resign",
+		"recipe.Mutex.Lock", "recipe.Mutex.TryLock", "recipe.RWMutex.RLocker",
+		"recipe.Semaphore.TryAcquire", "recipe.Election.Observe", "recipe.Election.Campaign",
+		"recipe.Session.Close", "etcdlock.Session.ID", "zklock.Session.TickTime", "distlock.Lease.Unlock", "distlock.Leadership.Resign",
 	} {
 		if !checked[m] {
 			t.Errorf("the walk did not check %s", m)

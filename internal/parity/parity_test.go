@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -113,37 +114,32 @@ func signatures(types map[string]reflect.Type) map[string]string {
 	return out
 }
 
-// The declared types of each backend: the Session, the recipes and the
-// admin handle with its done-markers.
+// The store sessions, compared with each other, and the public recipe
+// types, compared with the engine's types they forward to.
 var (
-	etcdTypes = map[string]reflect.Type{
-		"Session":   reflect.TypeFor[*etcdlock.Session](),
-		"Mutex":     reflect.TypeFor[*etcdlock.Mutex](),
-		"RWMutex":   reflect.TypeFor[*etcdlock.RWMutex](),
-		"Election":  reflect.TypeFor[*etcdlock.Election](),
-		"Semaphore": reflect.TypeFor[*etcdlock.Semaphore](),
-		"Admin":     reflect.TypeFor[*etcdlock.Admin](),
-		"Marks":     reflect.TypeFor[*etcdlock.Marks](),
+	etcdTypes = map[string]reflect.Type{"Session": reflect.TypeFor[*etcdlock.Session]()}
+	zkTypes   = map[string]reflect.Type{"Session": reflect.TypeFor[*zklock.Session]()}
+	// recipeTypes are package recipe's types; engineTypes the engine's
+	// types they forward to.
+	recipeTypes = map[string]reflect.Type{
+		"Session":    reflect.TypeFor[*recipe.Session](),
+		"Mutex":      reflect.TypeFor[*recipe.Mutex](),
+		"RWMutex":    reflect.TypeFor[*recipe.RWMutex](),
+		"MultiMutex": reflect.TypeFor[*recipe.MultiMutex](),
+		"Election":   reflect.TypeFor[*recipe.Election](),
+		"Semaphore":  reflect.TypeFor[*recipe.Semaphore](),
+		"Admin":      reflect.TypeFor[*recipe.Admin](),
+		"Marks":      reflect.TypeFor[*recipe.Marks](),
 	}
-	zkTypes = map[string]reflect.Type{
-		"Session":   reflect.TypeFor[*zklock.Session](),
-		"Mutex":     reflect.TypeFor[*zklock.Mutex](),
-		"RWMutex":   reflect.TypeFor[*zklock.RWMutex](),
-		"Election":  reflect.TypeFor[*zklock.Election](),
-		"Semaphore": reflect.TypeFor[*zklock.Semaphore](),
-		"Admin":     reflect.TypeFor[*zklock.Admin](),
-		"Marks":     reflect.TypeFor[*zklock.Marks](),
-	}
-	// engineTypes are the engine's types that the backends' declared
-	// types forward to.
 	engineTypes = map[string]reflect.Type{
-		"Session":   reflect.TypeFor[*qlock.Session](),
-		"Mutex":     reflect.TypeFor[*qlock.Mutex](),
-		"RWMutex":   reflect.TypeFor[*qlock.RWMutex](),
-		"Election":  reflect.TypeFor[*qlock.Election](),
-		"Semaphore": reflect.TypeFor[*qlock.Semaphore](),
-		"Admin":     reflect.TypeFor[*qlock.Admin](),
-		"Marks":     reflect.TypeFor[*qlock.Marks](),
+		"Session":    reflect.TypeFor[*qlock.Session](),
+		"Mutex":      reflect.TypeFor[*qlock.Mutex](),
+		"RWMutex":    reflect.TypeFor[*qlock.RWMutex](),
+		"MultiMutex": reflect.TypeFor[*qlock.MultiMutex](),
+		"Election":   reflect.TypeFor[*qlock.Election](),
+		"Semaphore":  reflect.TypeFor[*qlock.Semaphore](),
+		"Admin":      reflect.TypeFor[*qlock.Admin](),
+		"Marks":      reflect.TypeFor[*qlock.Marks](),
 	}
 )
 
@@ -171,24 +167,11 @@ func TestParity(t *testing.T) {
 	check(etcd, zk, onlyEtcd, "etcdlock", "zklock")
 	check(zk, etcd, onlyZK, "zklock", "etcdlock")
 
-	// The two backends' types are each their own declared type (not an
-	// alias of the engine's, whose methods go doc cannot show), with
-	// identical method sets: the same names with the same signatures.
-	for name, typ := range etcdTypes {
-		if p := typ.Elem().PkgPath(); p != "github.com/distlock/distlock/etcdlock" {
-			t.Errorf("etcdlock.%s is declared in %s, not in etcdlock", name, p)
-		}
-	}
-	for name, typ := range zkTypes {
-		if p := typ.Elem().PkgPath(); p != "github.com/distlock/distlock/zklock" {
-			t.Errorf("zklock.%s is declared in %s, not in zklock", name, p)
-		}
-	}
+	// The two sessions have identical method sets but for the
+	// allow-lists: the same names with the same signatures.
 	esig, zsig := signatures(etcdTypes), signatures(zkTypes)
 	for m, es := range esig {
 		zs, ok := zsig[m]
-		// Each returns its own package's type of that name (Admin.Marks).
-		zs = strings.ReplaceAll(zs, "*zklock.", "*etcdlock.")
 		if _, allowed := sameSignatureExcept[m]; !ok || allowed {
 			continue
 		}
@@ -203,35 +186,25 @@ func TestParity(t *testing.T) {
 	}
 }
 
-// TestEngineParity checks that each backend's declared types have every
-// method of the engine's type they forward to, with its signature, and
-// only the store-only methods of the allow-lists besides: a method added
-// to the engine must be added to internal/recipegen's template.
+// TestEngineParity checks that package recipe's types have every method
+// of the engine's type they forward to, with its signature, and nothing
+// besides: a method added to the engine must be added to recipe.
 func TestEngineParity(t *testing.T) {
-	engine := signatures(engineTypes)
-	for _, b := range []struct {
-		pkg     string
-		types   map[string]reflect.Type
-		allowed map[string]string
-	}{{"etcdlock", etcdTypes, onlyEtcd}, {"zklock", zkTypes, onlyZK}} {
-		have := signatures(b.types)
-		for m, sig := range engine {
-			// A method that returns an engine type returns the backend's
-			// own declared type of that name (Admin.Marks).
-			sig = strings.ReplaceAll(sig, "*qlock.", "*"+b.pkg+".")
-			switch {
-			case have[m] == "":
-				t.Errorf("%s.%s is missing: the engine's type has it (add it to internal/recipegen and go generate)", b.pkg, m)
-			case have[m] != sig:
-				t.Errorf("%s.%s is %s, the engine's %s", b.pkg, m, have[m], sig)
-			}
+	engine, have := signatures(engineTypes), signatures(recipeTypes)
+	for m, sig := range engine {
+		// A method that returns an engine type returns recipe's type of
+		// that name (Admin.Marks).
+		sig = strings.ReplaceAll(sig, "*qlock.", "*recipe.")
+		switch {
+		case have[m] == "":
+			t.Errorf("recipe.%s is missing: the engine's type has it", m)
+		case have[m] != sig:
+			t.Errorf("recipe.%s is %s, the engine's %s", m, have[m], sig)
 		}
-		for m := range have {
-			_, store := b.allowed[m]
-			_, diff := sameSignatureExcept[m]
-			if engine[m] == "" && !store && !diff {
-				t.Errorf("%s.%s is not the engine's: a store-only method belongs in the parity allow-lists", b.pkg, m)
-			}
+	}
+	for m := range have {
+		if engine[m] == "" {
+			t.Errorf("recipe.%s is not the engine's", m)
 		}
 	}
 }

@@ -295,8 +295,8 @@ func (s *State) Close(ctx context.Context, release func(ctx context.Context) err
 }
 
 // Session is the part of a session that users see the same on every
-// store; etcdlock.Session and zklock.Session keep it in a field and
-// forward to it (see internal/recipegen).
+// store; recipe.Session, which etcdlock.Session and zklock.Session embed,
+// forwards to it.
 type Session struct {
 	st      *State
 	prefix  string

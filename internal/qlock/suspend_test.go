@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	dlintegration "github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/tests/v3/framework/integration"
@@ -95,14 +96,14 @@ func TestSuspendEtcd(t *testing.T) {
 		return s
 	}
 	s := session()
-	m, err := etcdlock.NewMutex(s, "suspend")
+	m, err := recipe.NewMutex(s, "suspend")
 	if err != nil {
 		t.Fatal(err)
 	}
 	lostToSuspend(t, clk, m, s.TTL(), s.Err)
 
 	// The lease was revoked (or expires): the next holder gets in.
-	m2, err := etcdlock.NewMutex(session(), "suspend")
+	m2, err := recipe.NewMutex(session(), "suspend")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,13 +136,13 @@ func TestSuspendZooKeeper(t *testing.T) {
 		return s
 	}
 	s := session()
-	m, err := zklock.NewMutex(s, "suspend")
+	m, err := recipe.NewMutex(s, "suspend")
 	if err != nil {
 		t.Fatal(err)
 	}
 	lostToSuspend(t, clk, m, s.TTL(), s.Err)
 
-	m2, err := zklock.NewMutex(session(), "suspend")
+	m2, err := recipe.NewMutex(session(), "suspend")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/fencing/sqlfence"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -156,7 +157,7 @@ func etcdLock(ctx context.Context, t *testing.T, cli *clientv3.Client) distlock.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeSoon(s) })
-	mu, err := etcdlock.NewMutex(s, restoreLock)
+	mu, err := recipe.NewMutex(s, restoreLock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestEtcdRestoredFromSnapshot(t *testing.T) {
 			if _, err := c.SaveSnapshot(ctx, 0, snap); err != nil {
 				t.Fatal(err)
 			}
-			mu, err := etcdlock.NewMutex(s, restoreLock)
+			mu, err := recipe.NewMutex(s, restoreLock)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,7 +346,7 @@ func TestZooKeeperRestoredFromCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu0, err := zklock.NewMutex(s0, restoreLock)
+	mu0, err := recipe.NewMutex(s0, restoreLock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +378,7 @@ func TestZooKeeperRestoredFromCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeSoon(sA)
-	muA, err := zklock.NewMutex(sA, restoreLock)
+	muA, err := recipe.NewMutex(sA, restoreLock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +426,7 @@ func TestZooKeeperRestoredFromCopy(t *testing.T) {
 		}
 		target := old.Seq - 1 - extra
 		zkPadTo(t, connB, fmt.Sprintf("/pad-%d", try), target)
-		muB, err := zklock.NewMutex(sB, restoreLock)
+		muB, err := recipe.NewMutex(sB, restoreLock)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -523,7 +524,7 @@ func TestZooKeeperRestoredWithEpochBump(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeSoon(sA)
-	muA, err := zklock.NewMutex(sA, restoreLock)
+	muA, err := recipe.NewMutex(sA, restoreLock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +555,7 @@ func TestZooKeeperRestoredWithEpochBump(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeSoon(sB)
-	muB, err := zklock.NewMutex(sB, restoreLock)
+	muB, err := recipe.NewMutex(sB, restoreLock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -134,7 +135,7 @@ var lockBackends = []lockBackend{
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { sess.Close(context.Background()) })
-			mu, err := etcdlock.NewMutex(sess, lock)
+			mu, err := recipe.NewMutex(sess, lock)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +179,7 @@ var lockBackends = []lockBackend{
 				sess.Close(context.Background())
 				conn.Close()
 			})
-			mu, err := zklock.NewMutex(sess, lock)
+			mu, err := recipe.NewMutex(sess, lock)
 			if err != nil {
 				t.Fatal(err)
 			}

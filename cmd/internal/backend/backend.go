@@ -281,8 +281,8 @@ func (c *Client) Close() {
 
 func (c *Client) endpoints() string { return strings.Join(c.cfg.Endpoints, ",") }
 
-// Admin is what both backends' Admins do (etcdlock.Admin,
-// zklock.Admin), on the client's prefix: read and watch a lock's queue,
+// Admin is what both backends' Admins do (recipe.Admin,
+// recipe.Admin), on the client's prefix: read and watch a lock's queue,
 // revoke its holders and list their revocations (on ZooKeeper the
 // records get the client's ACL).
 type Admin interface {
@@ -306,7 +306,7 @@ func markersOf[M interface {
 }
 
 // SlotMarkers returns how many done-markers lock name has and the newest
-// n (see etcdlock.Marks.Markers and zklock.Marks.Markers).
+// n (see recipe.Marks.Markers and recipe.Marks.Markers).
 func (c *Client) SlotMarkers(ctx context.Context, name string, n int) (int, []distlock.SlotMarker, error) {
 	return c.markers(ctx, name, n)
 }

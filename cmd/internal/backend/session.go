@@ -7,6 +7,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -70,19 +71,19 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 			return nil, err
 		}
 		return &Session{session: s,
-			mutex: func(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s, name) },
+			mutex: func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name) },
 			multi: func(names []string) (distlock.Locker, error) {
-				m, err := etcdlock.NewMultiMutex(s, names...)
+				m, err := recipe.NewMultiMutex(s, names...)
 				if err != nil {
 					return nil, err // not a nil *MultiMutex in the interface
 				}
 				return m, nil
 			},
-			rwmutex:  func(name string) (RWLocker, error) { return etcdlock.NewRWMutex(s, name) },
-			election: func(name string) (distlock.Elector, error) { return etcdlock.NewElection(s, name) },
-			sem:      func(name string, n int) (semaphore, error) { return etcdlock.NewSemaphore(s, name, n) },
+			rwmutex:  func(name string) (RWLocker, error) { return recipe.NewRWMutex(s, name) },
+			election: func(name string) (distlock.Elector, error) { return recipe.NewElection(s, name) },
+			sem:      func(name string, n int) (semaphore, error) { return recipe.NewSemaphore(s, name, n) },
 			marks: func(name string) (distlock.SlotMarks, error) {
-				m, err := etcdlock.NewMarks(s, name)
+				m, err := recipe.NewMarks(s, name)
 				if err != nil {
 					return nil, err // not a nil *Marks in the interface
 				}
@@ -108,19 +109,19 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 		return nil, err
 	}
 	return &Session{session: s,
-		mutex: func(name string) (distlock.Locker, error) { return zklock.NewMutex(s, name) },
+		mutex: func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name) },
 		multi: func(names []string) (distlock.Locker, error) {
-			m, err := zklock.NewMultiMutex(s, names...)
+			m, err := recipe.NewMultiMutex(s, names...)
 			if err != nil {
 				return nil, err // not a nil *MultiMutex in the interface
 			}
 			return m, nil
 		},
-		rwmutex:  func(name string) (RWLocker, error) { return zklock.NewRWMutex(s, name) },
-		election: func(name string) (distlock.Elector, error) { return zklock.NewElection(s, name) },
-		sem:      func(name string, n int) (semaphore, error) { return zklock.NewSemaphore(s, name, n) },
+		rwmutex:  func(name string) (RWLocker, error) { return recipe.NewRWMutex(s, name) },
+		election: func(name string) (distlock.Elector, error) { return recipe.NewElection(s, name) },
+		sem:      func(name string, n int) (semaphore, error) { return recipe.NewSemaphore(s, name, n) },
 		marks: func(name string) (distlock.SlotMarks, error) {
-			m, err := zklock.NewMarks(s, name)
+			m, err := recipe.NewMarks(s, name)
 			if err != nil {
 				return nil, err // not a nil *Marks in the interface
 			}

@@ -98,6 +98,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/internal/holderproto"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -520,8 +521,8 @@ func openWaiter(ctx context.Context, kind backend.Kind, endpoints []string, w wh
 			return nil, nil, nil, err
 		}
 		sess, owner = s, strconv.FormatInt(int64(s.ID()), 16)
-		mutex = func(name string) (distlock.Locker, error) { return etcdlock.NewMutex(s, name) }
-		election = func(name string) (distlock.Elector, error) { return etcdlock.NewElection(s, name) }
+		mutex = func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name) }
+		election = func(name string) (distlock.Elector, error) { return recipe.NewElection(s, name) }
 	default:
 		opts := []zklock.Option{zklock.WithPrefix(cli.Prefix()), zklock.WithHolder(holderID), zklock.WithACL(cli.ACL()), zklock.WithLogger(log)}
 		// NewSession itself follows a connection that changes sessions
@@ -532,8 +533,8 @@ func openWaiter(ctx context.Context, kind backend.Kind, endpoints []string, w wh
 			return nil, nil, nil, err
 		}
 		sess, owner = s, strconv.FormatInt(s.ID(), 16)
-		mutex = func(name string) (distlock.Locker, error) { return zklock.NewMutex(s, name) }
-		election = func(name string) (distlock.Elector, error) { return zklock.NewElection(s, name) }
+		mutex = func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name) }
+		election = func(name string) (distlock.Elector, error) { return recipe.NewElection(s, name) }
 	}
 	cleanup := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), stepTimeout)

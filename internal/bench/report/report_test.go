@@ -93,7 +93,7 @@ func TestAggregate(t *testing.T) {
 	// The multi-lock's two anchors, ours one by one first.
 	multi := res.table(res.Groups[1])
 	for _, want := range []string{
-		"| ours (zklock.MultiMutex) | onebyone (zklock.Mutex ×K in order) | ours ÷ onebyone | theirs (zk.Lock ×K in order) | ours ÷ theirs |",
+		"| ours (recipe.MultiMutex) | onebyone (recipe.Mutex ×K in order) | ours ÷ onebyone | theirs (zk.Lock ×K in order) | ours ÷ theirs |",
 		"| acq_per_s | 4 | 60.0/s (n=1) | 30.0/s (n=1) | 2.00× | 20.0/s (n=1) | 3.00× |",
 	} {
 		if !strings.Contains(multi, want) {

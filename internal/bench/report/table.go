@@ -9,20 +9,20 @@ import (
 // implLabels names, per benchmark and store, what "ours", "theirs" and
 // "raw" are, for headings and legends; unknown ones keep the bare word.
 var implLabels = map[string]map[string]string{
-	"mutex/etcd":      {"ours": "etcdlock.Mutex", "theirs": "concurrency.Mutex"},
-	"mutex/zookeeper": {"ours": "zklock.Mutex", "theirs": "zk.Lock"},
-	"election/etcd":   {"ours": "etcdlock.Election", "theirs": "concurrency.Election"},
+	"mutex/etcd":      {"ours": "recipe.Mutex", "theirs": "concurrency.Mutex"},
+	"mutex/zookeeper": {"ours": "recipe.Mutex", "theirs": "zk.Lock"},
+	"election/etcd":   {"ours": "recipe.Election", "theirs": "concurrency.Election"},
 	// The ZooKeeper election's handoff has no go-zookeeper election to
 	// compare with: its reference is our own Mutex's Unlock, a row.
-	"election/zookeeper": {"ours": "zklock.Election"},
+	"election/zookeeper": {"ours": "recipe.Election"},
 	// The telemetry benchmark compares our lock with itself: with the
 	// OpenTelemetry SDK installed, and with none (the global providers).
 	"telemetry/etcd":      {"ours": "SDK, no-op exporter", "theirs": "no SDK"},
 	"telemetry/zookeeper": {"ours": "SDK, no-op exporter", "theirs": "no SDK"},
 	// The multi-lock benchmark has a second anchor of our own: our Mutex
 	// taken once per name, in name order.
-	"multilock/etcd":      {"ours": "etcdlock.MultiMutex", "onebyone": "etcdlock.Mutex ×K in order", "theirs": "concurrency.Mutex ×K in order"},
-	"multilock/zookeeper": {"ours": "zklock.MultiMutex", "onebyone": "zklock.Mutex ×K in order", "theirs": "zk.Lock ×K in order"},
+	"multilock/etcd":      {"ours": "recipe.MultiMutex", "onebyone": "recipe.Mutex ×K in order", "theirs": "concurrency.Mutex ×K in order"},
+	"multilock/zookeeper": {"ours": "recipe.MultiMutex", "onebyone": "recipe.Mutex ×K in order", "theirs": "zk.Lock ×K in order"},
 }
 
 func implLabel(bench, store, impl string) string {

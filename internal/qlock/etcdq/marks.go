@@ -11,7 +11,7 @@ import (
 
 // AdminStore is qlock.AdminStore on an etcd client and key prefix: a
 // lock's queue, its revocation records (RevokeStore) and its
-// done-markers, keys bound to no lease (etcdlock.Admin says where).
+// done-markers, keys bound to no lease (recipe.Admin says where).
 type AdminStore struct{ RevokeStore }
 
 // markDir holds the markers, PREFIX@once/NAME/@slot/SLOT; the fence they

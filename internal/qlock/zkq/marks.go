@@ -13,7 +13,7 @@ import (
 
 // AdminStore is qlock.AdminStore on a ZooKeeper connection and prefix: a
 // lock's queue, its revocation records (RevokeStore) and its
-// done-markers, persistent znodes with the store's ACL (zklock.Admin says
+// done-markers, persistent znodes with the store's ACL (recipe.Admin says
 // where).
 type AdminStore struct{ RevokeStore }
 
