@@ -27,7 +27,7 @@ func ExampleOnce() {
 		log.Fatal(err)
 	}
 	defer cli.Close()
-	sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithHolder("report-worker-3"))
+	sess, err := etcdlock.NewSession(ctx, cli, recipe.WithHolder("report-worker-3"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestLockDelay(t *testing.T) {
 func (b *etcdBackend) DelayedSession(t *testing.T, d time.Duration) locktest.Session {
 	cli := newClient(t, b.clus, b.n%3)
 	b.n++
-	return &etcdSession{s: newSession(t, cli, etcdlock.WithLockDelay(d)), admin: b.clus.Client(0)}
+	return &etcdSession{s: newSession(t, cli, recipe.WithLockDelay(d)), admin: b.clus.Client(0)}
 }
 
 type etcdBackend struct {
@@ -59,12 +59,12 @@ func (b *etcdBackend) Session(t *testing.T) locktest.Session {
 func (b *etcdBackend) ObservedSession(t *testing.T, o locktest.Observed) locktest.Session {
 	cli := newClient(t, b.clus, b.n%3)
 	b.n++
-	opts := []etcdlock.Option{etcdlock.WithMeterProvider(o.MeterProvider), etcdlock.WithTracerProvider(o.TracerProvider), etcdlock.WithNameNormalizer(o.NameNormalizer)}
+	opts := []recipe.Option{recipe.WithMeterProvider(o.MeterProvider), recipe.WithTracerProvider(o.TracerProvider), recipe.WithNameNormalizer(o.NameNormalizer)}
 	if o.Short {
 		opts = append(opts, etcdlock.WithTTL(3*time.Second))
 	}
 	if o.Revocable {
-		opts = append(opts, etcdlock.WithRevocable())
+		opts = append(opts, recipe.WithRevocable())
 	}
 	return &etcdSession{s: newSession(t, cli, opts...), admin: b.clus.Client(0)}
 }

@@ -3,11 +3,13 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	"github.com/distlock/distlock/integration"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/diagnose"
@@ -109,7 +111,7 @@ func TestNewSessionDiagnosis(t *testing.T) {
 func TestWithPrefixValidation(t *testing.T) {
 	cli := lazyClient(t, integration.RefusedAddr(t))
 	for _, p := range []string{"myapp", "", "/a/b"} {
-		_, err := etcdlock.NewSession(context.Background(), cli, etcdlock.WithPrefix(p))
+		_, err := etcdlock.NewSession(context.Background(), cli, recipe.WithPrefix(p))
 		if !errors.Is(err, distlock.ErrInvalidName) {
 			t.Errorf("prefix %q: %v, want ErrInvalidName", p, err)
 		}
@@ -118,7 +120,7 @@ func TestWithPrefixValidation(t *testing.T) {
 		}
 	}
 	etcd := embedded.NewEtcd(t)
-	s, err := etcdlock.NewSession(context.Background(), lazyClient(t, etcd.Endpoints()...), etcdlock.WithPrefix("myapp/"))
+	s, err := etcdlock.NewSession(context.Background(), lazyClient(t, etcd.Endpoints()...), recipe.WithPrefix("myapp/"))
 	if err != nil {
 		t.Fatal(err)
 	}

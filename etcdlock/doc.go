@@ -162,6 +162,20 @@
 // begins by a write is what keeps tokens growing when the successor is
 // not the oldest candidate.
 //
+// # Lock-delay
+//
+// With recipe.WithLockDelay, a session marks each release, in the
+// release's own Txn (one round trip, as without it), by putting one key
+// of its lease, "P" + "@released/" + lease in hex. A waiter that sees the
+// key ahead deleted reads that mark at the delete's revision (one
+// serializable read), and without it asks whether the key's lease still
+// lives (TimeToLive: gone means the session ended). Without a delay no
+// request is made. What etcd cannot tell: a key deleted by another client
+// while its owner's lease lives counts as released; so does a waiter's
+// giving up. A holder without the option does not mark its releases, and
+// one that Unlocks and at once closes its session may then cost its
+// successor a needless delay.
+//
 // # One member failing
 //
 // A client configured with every member spreads its requests over them

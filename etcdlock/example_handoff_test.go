@@ -107,7 +107,7 @@ func ExampleElection_priority() {
 			s.Close(ctx)
 		}
 	}()
-	election := func(opts ...etcdlock.Option) *recipe.Election {
+	election := func(opts ...recipe.Option) *recipe.Election {
 		sess, err := etcdlock.NewSession(ctx, cli, opts...)
 		if err != nil {
 			log.Fatal(err)
@@ -120,7 +120,7 @@ func ExampleElection_priority() {
 		return el
 	}
 
-	standby, err := election(etcdlock.WithRevocable()).Campaign(ctx, "standby-host")
+	standby, err := election(recipe.WithRevocable()).Campaign(ctx, "standby-host")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -33,8 +33,8 @@ func ExampleNewSession() {
 	}
 	defer cli.Close()
 	sess, err := etcdlock.NewSession(ctx, cli,
-		etcdlock.WithTTL(15*time.Second),          // how long a dead holder keeps its locks
-		etcdlock.WithHolder("billing-7 pid 4242"), // shown by Inspect and `distlock status`
+		etcdlock.WithTTL(15*time.Second),        // how long a dead holder keeps its locks
+		recipe.WithHolder("billing-7 pid 4242"), // shown by Inspect and `distlock status`
 	)
 	if err != nil {
 		log.Fatal(err)
@@ -344,7 +344,7 @@ func ExampleMarks() {
 		log.Fatal(err)
 	}
 	defer cli.Close()
-	sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithHolder("replica-a"))
+	sess, err := etcdlock.NewSession(ctx, cli, recipe.WithHolder("replica-a"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -389,7 +389,7 @@ func ExampleAdmin_Revoke() {
 		log.Fatal(err)
 	}
 	defer cli.Close()
-	sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithRevocable())
+	sess, err := etcdlock.NewSession(ctx, cli, recipe.WithRevocable())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -440,7 +440,7 @@ func ExampleAdmin_Inspect() {
 		log.Fatal(err)
 	}
 	defer cli.Close()
-	sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithHolder("exporter-1"))
+	sess, err := etcdlock.NewSession(ctx, cli, recipe.WithHolder("exporter-1"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -502,7 +502,7 @@ func ExampleAdmin_WatchQueue() {
 	// Two workers, each with its session, take the lock in turn.
 	var mu [2]*recipe.Mutex
 	for i, holder := range []string{"worker-a", "worker-b"} {
-		sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithHolder(holder))
+		sess, err := etcdlock.NewSession(ctx, cli, recipe.WithHolder(holder))
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -188,7 +188,7 @@ func TestEnqueueAcrossLeaderLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 		clis = append(clis, cli)
-		sessions = append(sessions, newSession(t, cli, etcdlock.WithLogger(log)))
+		sessions = append(sessions, newSession(t, cli, recipe.WithLogger(log)))
 	}
 	// Both followers get every offset: the one that becomes leader
 	// commits its own Txns at once, the other forwards them. One Lock in

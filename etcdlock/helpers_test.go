@@ -79,7 +79,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // newSession opens a session that is closed when the test ends.
-func newSession(t *testing.T, cli *clientv3.Client, opts ...etcdlock.Option) *etcdlock.Session {
+func newSession(t *testing.T, cli *clientv3.Client, opts ...recipe.Option) *etcdlock.Session {
 	t.Helper()
 	s, err := etcdlock.NewSession(testCtx(t), cli, opts...)
 	if err != nil {

@@ -31,7 +31,7 @@ func TestInspect(t *testing.T) {
 	holders := []string{"holder-A", "waiter-B", "waiter-C"}
 	var sessions []*etcdlock.Session
 	for i, h := range holders {
-		sessions = append(sessions, newSession(t, newClient(t, clus, i), etcdlock.WithHolder(h)))
+		sessions = append(sessions, newSession(t, newClient(t, clus, i), recipe.WithHolder(h)))
 	}
 	w := watchQueue(t, cli, "inspect")
 	lease := mustLock(t, newMutex(t, sessions[0], "inspect"))

@@ -8,12 +8,13 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/recipe"
 )
 
 // TestWithLockDelayNegative: a negative lock-delay is refused before the
 // store is asked anything.
 func TestWithLockDelayNegative(t *testing.T) {
-	_, err := etcdlock.NewSession(context.Background(), nil, etcdlock.WithLockDelay(-time.Second))
+	_, err := etcdlock.NewSession(context.Background(), nil, recipe.WithLockDelay(-time.Second))
 	if !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Fatalf("NewSession with a negative lock-delay: %v, want distlock.ErrInvalidOption", err)
 	}

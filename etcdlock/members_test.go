@@ -229,7 +229,7 @@ func enqueuesThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFaul
 		// The holders are not under test here: a session that outlasts
 		// any stall of the loaded machine.
 		holders[i] = mustLock(t, newMutex(t, newSession(t, admin, etcdlock.WithTTL(30*time.Second)), name))
-		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(debugLog(t, fmt.Sprintf("locker %d", i))))
+		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), recipe.WithLogger(debugLog(t, fmt.Sprintf("locker %d", i))))
 		mutexes[i] = newMutex(t, s, name)
 	}
 	healed := false
@@ -307,7 +307,7 @@ func holdersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 	leases := make([]*distlock.Lease, memberTries)
 	for i := range leases {
 		log := slog.New(hedges.handler(debugLog(t, fmt.Sprintf("holder %d", i)).Handler()))
-		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(log))
+		s := newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), recipe.WithLogger(log))
 		leases[i] = mustLock(t, newMutex(t, s, fmt.Sprintf("down-%s-holder-%d", f.name, i)))
 	}
 	// Healed however the test ends, also when apply finds that the fault
@@ -380,7 +380,7 @@ func waitersThroughFault(t *testing.T, c *integration.EtcdCluster, f memberFault
 		// still be on its way), so wait for the session to log it.
 		enqueued := make(chan struct{})
 		log := slog.New(signalOn("etcdlock: enqueued", enqueued, taps.handler(debugLog(t, fmt.Sprintf("waiter %d", i)).Handler())))
-		sessions[i] = newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), etcdlock.WithLogger(log))
+		sessions[i] = newSession(t, allMembersClient(t, c), etcdlock.WithTTL(memberTTL), recipe.WithLogger(log))
 		results[i] = lockAsync(testCtx(t), newMutex(t, sessions[i], name))
 		select {
 		case <-enqueued:

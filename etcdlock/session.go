@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/diagnose"
@@ -36,69 +33,15 @@ const (
 	DefaultPrefix = "/distlock/"
 )
 
-// Option configures a Session. WithTTL is etcd's own; the others are
-// zklock's too and mean the same there, but for what a prefix and an
-// entry are on each store.
-type Option func(*options)
-
-type options struct {
-	etcdq.Config
-	lockDelay time.Duration // WithLockDelay
-}
-
 // WithTTL sets the session lease's TTL (default DefaultTTL). It is rounded
 // up to whole seconds; less than MinTTL is an error wrapping
-// distlock.ErrTTLTooShort.
-func WithTTL(d time.Duration) Option { return func(o *options) { o.TTL = d } }
-
-// WithPrefix sets the key prefix under which locks keep their queues
-// (default DefaultPrefix). It must end in "/", or NewSession fails with
-// an error wrapping distlock.ErrInvalidName: lock "x" lives under the
-// prefix followed by the name, so prefix "myapp" and lock "x" would share
-// keys with prefix "my" and lock "appx".
-func WithPrefix(p string) Option { return func(o *options) { o.Prefix = p } }
-
-// WithLogger makes the session and its locks log what they do; by default
-// they are silent.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.Logger = l } }
-
-// WithMeterProvider makes the session and its locks report metrics
-// (distlock.lock.wait.duration, distlock.lock.held and the others that
-// docs/operations.md lists) through mp. Default: OpenTelemetry's global
-// provider, which drops them until the application installs an SDK.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(o *options) { o.Observe.MeterProvider = mp }
+// distlock.ErrTTLTooShort. The other options of a session are package
+// recipe's, the same on both stores.
+func WithTTL(d time.Duration) recipe.Option {
+	return func(o *qlock.Options) {
+		o.Own = append(o.Own, qlock.Own{Pkg: "etcdlock", Name: "WithTTL", Set: func(c any) { c.(*etcdq.Config).TTL = d }})
+	}
 }
-
-// WithTracerProvider makes the session's locks trace Lock, TryLock,
-// Unlock, Campaign and Resign, and record a lost lock as a span, through
-// tp. Default: OpenTelemetry's global provider.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *options) { o.Observe.TracerProvider = tp }
-}
-
-// WithNameNormalizer maps each lock name to the value recorded as the
-// distlock.lock attribute of metrics and spans. Lock names can be
-// unbounded (one per tenant or job), and every distinct value is a time
-// series: map "tenant-4711/ledger" to "tenant-*/ledger". Default: the name
-// as is.
-func WithNameNormalizer(f func(name string) string) Option {
-	return func(o *options) { o.Observe.NameNormalizer = f }
-}
-
-// WithRevocable makes the session's holders revocable: an operator's
-// Revoke (the distlock revoke command) makes a held Lease's Done close
-// with a *distlock.RevokedError (errors.Is(err, distlock.ErrRevoked)),
-// asking it to finish and Unlock within the revocation's grace period;
-// the lock stays held until then (see distlock.RevokeRequest). Each held
-// lock costs one watch (on its revocation record's key, from the entry's revision). Without it a
-// holder learns of a revocation only when it is forced: its entry is
-// deleted and the lock lost (distlock.ErrEntryGone).
-func WithRevocable() Option { return func(o *options) { o.Revocable = true } }
-
-// WithHolder sets the value stored in this session's lock entries, so that
-// tools listing a lock's queue can say who waits (e.g. "host:pid").
-func WithHolder(v string) Option { return func(o *options) { o.Holder = v } }
 
 // Session is one etcd lease kept alive in the background. Lock entries are
 // bound to it, so they vanish when it ends. It embeds recipe.Session,
@@ -135,15 +78,14 @@ type Session struct {
 // names each endpoint and matches (errors.Is) diagnose's sentinels, such
 // as diagnose.ErrRefused; otherwise it waits for ctx, and an error for
 // ctx's end carries the diagnosis too.
-func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*Session, error) {
-	o := options{Config: etcdq.Config{TTL: DefaultTTL, Options: qlock.Options{Prefix: DefaultPrefix}}}
+func NewSession(ctx context.Context, client *clientv3.Client, opts ...recipe.Option) (*Session, error) {
+	c := etcdq.Config{TTL: DefaultTTL, Options: qlock.Options{Prefix: DefaultPrefix}}
 	for _, opt := range opts {
-		opt(&o)
+		opt(&c.Options)
 	}
-	if err := checkLockDelay(o.lockDelay); err != nil {
+	if err := c.Apply("etcdlock", &c); err != nil {
 		return nil, err
 	}
-	c := o.Config
 	if c.TTL < MinTTL {
 		return nil, fmt.Errorf("etcdlock: new session: %w: %v is below the minimum %v (the keepalive runs every third of the TTL and needs a safety margin)", distlock.ErrTTLTooShort, c.TTL, MinTTL)
 	}
@@ -168,7 +110,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
-	d.SetLockDelay(o.lockDelay)
+	d.SetLockDelay(c.LockDelay)
 	u := d.User()
 	admin := func() *qlock.Admin { return newAdmin(client, c.Prefix, u.Holder()) }
 	return &Session{Session: qlock.Link.Session(u, d.Engine(), admin).(*recipe.Session), d: d}, nil

@@ -21,6 +21,7 @@ import (
 	"github.com/distlock/distlock/gocronlock"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/examplesrv"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-co-op/gocron/v2"
 	"github.com/go-zookeeper/zk"
@@ -74,7 +75,7 @@ func crashChild(cfg string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		s, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(c.TTL), etcdlock.WithHolder(holder))
+		s, err := etcdlock.NewSession(ctx, cli, etcdlock.WithTTL(c.TTL), recipe.WithHolder(holder))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
@@ -86,7 +87,7 @@ func crashChild(cfg string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		s, err := zklock.NewSession(ctx, conn, zklock.WithHolder(holder))
+		s, err := zklock.NewSession(ctx, conn, recipe.WithHolder(holder))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2

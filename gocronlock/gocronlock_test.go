@@ -51,7 +51,7 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 		}
 		return func(t *testing.T) instance {
 			h := holder()
-			s, err := etcdlock.NewSession(ctx, cli, etcdlock.WithHolder(h))
+			s, err := etcdlock.NewSession(ctx, cli, recipe.WithHolder(h))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func store(t *testing.T, kind string) func(t *testing.T) instance {
 		}
 		t.Cleanup(conn.Close)
 		h := holder()
-		s, err := zklock.NewSession(ctx, conn, zklock.WithHolder(h))
+		s, err := zklock.NewSession(ctx, conn, recipe.WithHolder(h))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
-	"github.com/distlock/distlock/zklock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -17,7 +17,7 @@ import (
 func (b *zkBackend) RelayedSession(t *testing.T) (locktest.Session, locktest.ClientFaults) {
 	conn, events := connect(t, b.ens)
 	drain(events)
-	s := &zkSession{ens: b.ens, conn: conn, s: newSession(t, conn, zklock.WithPrefix(b.prefix))}
+	s := &zkSession{ens: b.ens, conn: conn, s: newSession(t, conn, recipe.WithPrefix(b.prefix))}
 	return s, connFaults{ens: b.ens, conn: conn}
 }
 
@@ -56,5 +56,5 @@ func (b *zkBackend) DelayedSession(t *testing.T, d time.Duration) locktest.Sessi
 	conn, events := connect(t, b.ens, b.n%3)
 	drain(events)
 	b.n++
-	return &zkSession{ens: b.ens, conn: conn, s: newSession(t, conn, zklock.WithPrefix(b.prefix), zklock.WithLockDelay(d))}
+	return &zkSession{ens: b.ens, conn: conn, s: newSession(t, conn, recipe.WithPrefix(b.prefix), recipe.WithLockDelay(d))}
 }

@@ -44,7 +44,7 @@ func TestCreateConnectionLost(t *testing.T) {
 		}
 		conn, ev := connect(t, ens)
 		drain(ev)
-		s := newSession(t, conn, zklock.WithPrefix(prefix))
+		s := newSession(t, conn, recipe.WithPrefix(prefix))
 		l := &lost{conn: conn, s: s, m: newMutex(t, s, name), dir: prefix + "/" + name}
 		release, err := ens.HoldReplies(conn)
 		if err != nil {

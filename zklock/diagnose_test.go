@@ -3,7 +3,6 @@ package zklock_test
 import (
 	"context"
 	"errors"
-	"github.com/distlock/distlock/integration"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/diagnose"
@@ -122,7 +124,7 @@ func TestNewSessionDiagnosis(t *testing.T) {
 func TestWithPrefixValidation(t *testing.T) {
 	conn := dialZK(t, integration.RefusedAddr(t))
 	for p, fix := range map[string]string{"distlock": "/distlock", "/a/": "/a", "/a//b": "/a/b", "": "/distlock", "/": "/distlock"} {
-		_, err := zklock.NewSession(context.Background(), conn, zklock.WithPrefix(p))
+		_, err := zklock.NewSession(context.Background(), conn, recipe.WithPrefix(p))
 		if !errors.Is(err, distlock.ErrInvalidName) {
 			t.Errorf("prefix %q: %v, want ErrInvalidName", p, err)
 		}

@@ -178,6 +178,18 @@
 // needs only the connection, so it carries on across reconnects, server
 // failures and session expiries.
 //
+// # Lock-delay
+//
+// Every release marks itself with a set-data in the multi that deletes
+// the node (one request, as a plain delete would be), whether or not the
+// session has recipe.WithLockDelay; a deletion without the mark is what
+// counts as not released, readers' as writers'. So a delay costs no
+// request more. An entry that gave up as the head counts as not released,
+// and so does one found gone when the waiter sets its watch (a round trip
+// after its enqueue): a holder that releases just as a waiter enqueues
+// behind it costs that waiter a needless delay (one too many, never one
+// too few).
+//
 // # Failures
 //
 // Every failed Lock or TryLock deletes its node before returning (within a

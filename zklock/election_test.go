@@ -13,7 +13,6 @@ import (
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
 	"github.com/distlock/distlock/recipe"
-	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -61,7 +60,7 @@ func TestElection(t *testing.T) {
 		conn, events := connect(t, ens, n%3)
 		n++
 		drain(events)
-		el, err := recipe.NewElection(newSession(t, conn, zklock.WithPrefix(prefix)), name)
+		el, err := recipe.NewElection(newSession(t, conn, recipe.WithPrefix(prefix)), name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/zklock"
+	"github.com/distlock/distlock/recipe"
 )
 
 // TestEnqueueThroughFaultyServer is etcdlock's TestEnqueueThroughFaultyMember
@@ -33,11 +33,11 @@ func TestEnqueueThroughFaultyServer(t *testing.T) {
 	for _, fault := range []string{"slow", "replies-held"} {
 		t.Run(fault, func(t *testing.T) {
 			prefix := newPrefix()
-			hs := newSession(t, hconn, zklock.WithPrefix(prefix))
+			hs := newSession(t, hconn, recipe.WithPrefix(prefix))
 			holder := mustLock(t, newMutex(t, hs, "held"))
 			conn, ev := connect(t, ens, 0)
 			drain(ev)
-			cs := newSession(t, conn, zklock.WithPrefix(prefix))
+			cs := newSession(t, conn, recipe.WithPrefix(prefix))
 			caller, tryer := newMutex(t, cs, "held"), newMutex(t, cs, "free")
 
 			const tries = 15
@@ -99,7 +99,7 @@ func TestEnqueueThroughFaultyServer(t *testing.T) {
 				t.Errorf("entries left behind: %v", left)
 			}
 			mustUnlock(t, holder)
-			third := newSession(t, tconn, zklock.WithPrefix(prefix))
+			third := newSession(t, tconn, recipe.WithPrefix(prefix))
 			actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			for _, name := range []string{"held", "free"} {

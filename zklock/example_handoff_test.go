@@ -108,7 +108,7 @@ func ExampleElection_priority() {
 	}()
 	// election joins on a connection of its own: one ZooKeeper session
 	// per process.
-	election := func(opts ...zklock.Option) *recipe.Election {
+	election := func(opts ...recipe.Option) *recipe.Election {
 		conn, _, err := zk.Connect([]string{"localhost:2181"}, 10*time.Second, zk.WithLogInfo(false))
 		if err != nil {
 			log.Fatal(err)
@@ -125,7 +125,7 @@ func ExampleElection_priority() {
 		return el
 	}
 
-	standby, err := election(zklock.WithRevocable()).Campaign(ctx, "standby-host")
+	standby, err := election(recipe.WithRevocable()).Campaign(ctx, "standby-host")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func ExampleNewSession() {
 	}
 	defer conn.Close()
 	sess, err := zklock.NewSession(ctx, conn,
-		zklock.WithHolder("billing-7 pid 4242"), // shown by Inspect and `distlock status`
+		recipe.WithHolder("billing-7 pid 4242"), // shown by Inspect and `distlock status`
 	)
 	if err != nil {
 		log.Fatal(err)
@@ -349,7 +349,7 @@ func ExampleMarks() {
 		log.Fatal(err)
 	}
 	defer conn.Close()
-	sess, err := zklock.NewSession(ctx, conn, zklock.WithHolder("replica-a"))
+	sess, err := zklock.NewSession(ctx, conn, recipe.WithHolder("replica-a"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func ExampleAdmin_Revoke() {
 		log.Fatal(err)
 	}
 	defer conn.Close()
-	sess, err := zklock.NewSession(ctx, conn, zklock.WithRevocable())
+	sess, err := zklock.NewSession(ctx, conn, recipe.WithRevocable())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -445,7 +445,7 @@ func ExampleAdmin_Inspect() {
 		log.Fatal(err)
 	}
 	defer conn.Close()
-	sess, err := zklock.NewSession(ctx, conn, zklock.WithHolder("exporter-1"))
+	sess, err := zklock.NewSession(ctx, conn, recipe.WithHolder("exporter-1"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -512,7 +512,7 @@ func ExampleAdmin_WatchQueue() {
 			log.Fatal(err)
 		}
 		defer conn.Close()
-		sess, err := zklock.NewSession(ctx, conn, zklock.WithHolder(holder))
+		sess, err := zklock.NewSession(ctx, conn, recipe.WithHolder(holder))
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/zklock"
+	"github.com/distlock/distlock/recipe"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -26,10 +26,10 @@ func TestFaults(t *testing.T) {
 		a, b := (lead+1)%3, (lead+2)%3
 		hconn, hev := connect(t, ens, a)
 		drain(hev)
-		holder := mustLock(t, newMutex(t, newSession(t, hconn, zklock.WithPrefix(prefix)), "leader"))
+		holder := mustLock(t, newMutex(t, newSession(t, hconn, recipe.WithPrefix(prefix)), "leader"))
 		wconn, wev := connect(t, ens, b)
 		drain(wev)
-		waiter := newMutex(t, newSession(t, wconn, zklock.WithPrefix(prefix)), "leader")
+		waiter := newMutex(t, newSession(t, wconn, recipe.WithPrefix(prefix)), "leader")
 		res := lockAsync(testCtx(t), waiter)
 		waitEntries(t, admin, prefix+"/leader", 2)
 
@@ -64,7 +64,7 @@ func TestFaults(t *testing.T) {
 		// Through the old leader, back as a follower, tokens keep growing.
 		oconn, oev := connect(t, ens, lead)
 		drain(oev)
-		l := mustLock(t, newMutex(t, newSession(t, oconn, zklock.WithPrefix(prefix)), "leader"))
+		l := mustLock(t, newMutex(t, newSession(t, oconn, recipe.WithPrefix(prefix)), "leader"))
 		if !l.Token().Newer(r.Lease.Token()) {
 			t.Fatalf("token %v after the restart not newer than %v", l.Token(), r.Lease.Token())
 		}
@@ -75,10 +75,10 @@ func TestFaults(t *testing.T) {
 		prefix := newPrefix()
 		hconn, hev := connect(t, ens, 0)
 		drain(hev)
-		holder := mustLock(t, newMutex(t, newSession(t, hconn, zklock.WithPrefix(prefix)), "wexp"))
+		holder := mustLock(t, newMutex(t, newSession(t, hconn, recipe.WithPrefix(prefix)), "wexp"))
 		wconn, wev := connect(t, ens, 1)
 		drain(wev)
-		ws := newSession(t, wconn, zklock.WithPrefix(prefix))
+		ws := newSession(t, wconn, recipe.WithPrefix(prefix))
 		res := lockAsync(testCtx(t), newMutex(t, ws, "wexp"))
 		waitEntries(t, admin, prefix+"/wexp", 2)
 		if err := ens.ExpireSession(testCtx(t), wconn); err != nil {
@@ -108,11 +108,11 @@ func TestFaults(t *testing.T) {
 		prefix := newPrefix()
 		hconn, hev := connect(t, ens, 0)
 		drain(hev)
-		hs := newSession(t, hconn, zklock.WithPrefix(prefix))
+		hs := newSession(t, hconn, recipe.WithPrefix(prefix))
 		holder := mustLock(t, newMutex(t, hs, "hexp"))
 		wconn, wev := connect(t, ens, 2)
 		drain(wev)
-		res := lockAsync(testCtx(t), newMutex(t, newSession(t, wconn, zklock.WithPrefix(prefix)), "hexp"))
+		res := lockAsync(testCtx(t), newMutex(t, newSession(t, wconn, recipe.WithPrefix(prefix)), "hexp"))
 		waitEntries(t, admin, prefix+"/hexp", 2)
 		if err := ens.ExpireSession(testCtx(t), hconn); err != nil {
 			t.Fatal(err)
@@ -141,12 +141,12 @@ func TestFaults(t *testing.T) {
 	t.Run("DropConnectionKeepsLock", func(t *testing.T) {
 		prefix := newPrefix()
 		hconn, hev := connect(t, ens)
-		hs := newSession(t, hconn, zklock.WithPrefix(prefix))
+		hs := newSession(t, hconn, recipe.WithPrefix(prefix))
 		m := newMutex(t, hs, "drop")
 		holder := mustLock(t, m)
 		wconn, wev := connect(t, ens)
 		drain(wev)
-		wm := newMutex(t, newSession(t, wconn, zklock.WithPrefix(prefix)), "drop")
+		wm := newMutex(t, newSession(t, wconn, recipe.WithPrefix(prefix)), "drop")
 		res := lockAsync(testCtx(t), wm)
 		waitEntries(t, admin, prefix+"/drop", 2)
 		if err := ens.DropConnection(hconn); err != nil {
@@ -191,11 +191,11 @@ func TestFaults(t *testing.T) {
 		f, other := (lead+1)%3, (lead+2)%3
 		hconn, hev := connect(t, ens, f)
 		drain(hev)
-		hs := newSession(t, hconn, zklock.WithPrefix(prefix))
+		hs := newSession(t, hconn, recipe.WithPrefix(prefix))
 		holder := mustLock(t, newMutex(t, hs, "cut"))
 		wconn, wev := connect(t, ens, other)
 		drain(wev)
-		res := lockAsync(testCtx(t), newMutex(t, newSession(t, wconn, zklock.WithPrefix(prefix)), "cut"))
+		res := lockAsync(testCtx(t), newMutex(t, newSession(t, wconn, recipe.WithPrefix(prefix)), "cut"))
 		waitEntries(t, admin, prefix+"/cut", 2)
 
 		defer ens.Heal(f)

@@ -46,12 +46,12 @@ func connect(t *testing.T, ens *integration.ZooKeeperEnsemble, servers ...int) (
 	return conn, events
 }
 
-func newSession(t *testing.T, conn *zk.Conn, opts ...zklock.Option) *zklock.Session {
+func newSession(t *testing.T, conn *zk.Conn, opts ...recipe.Option) *zklock.Session {
 	t.Helper()
 	// The harness's servers tick every 200 ms: tell the session, so its
 	// client-side deadline is as late as they allow (option order: the
 	// caller's opts come last and win).
-	opts = append([]zklock.Option{zklock.WithTickTime(integration.ZooKeeperTickTime)}, opts...)
+	opts = append([]recipe.Option{zklock.WithTickTime(integration.ZooKeeperTickTime)}, opts...)
 	s, err := zklock.NewSession(testCtx(t), conn, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func (b *zkBackend) Session(t *testing.T) locktest.Session {
 	conn, events := connect(t, b.ens, b.n%3)
 	drain(events)
 	b.n++
-	return &zkSession{ens: b.ens, conn: conn, s: newSession(t, conn, zklock.WithPrefix(b.prefix))}
+	return &zkSession{ens: b.ens, conn: conn, s: newSession(t, conn, recipe.WithPrefix(b.prefix))}
 }
 
 func (b *zkBackend) ObservedSession(t *testing.T, o locktest.Observed) locktest.Session {
@@ -252,9 +252,9 @@ func (b *zkBackend) ObservedSession(t *testing.T, o locktest.Observed) locktest.
 	}
 	drain(events)
 	b.n++
-	opts := []zklock.Option{zklock.WithPrefix(b.prefix), zklock.WithMeterProvider(o.MeterProvider), zklock.WithTracerProvider(o.TracerProvider), zklock.WithNameNormalizer(o.NameNormalizer)}
+	opts := []recipe.Option{recipe.WithPrefix(b.prefix), recipe.WithMeterProvider(o.MeterProvider), recipe.WithTracerProvider(o.TracerProvider), recipe.WithNameNormalizer(o.NameNormalizer)}
 	if o.Revocable {
-		opts = append(opts, zklock.WithRevocable())
+		opts = append(opts, recipe.WithRevocable())
 	}
 	s := newSession(t, conn, opts...)
 	return &zkSession{ens: b.ens, conn: conn, s: s}

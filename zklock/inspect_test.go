@@ -39,7 +39,7 @@ func TestInspect(t *testing.T) {
 		conn, events := connect(t, ens, i)
 		drain(events)
 		conns = append(conns, conn)
-		sessions = append(sessions, newSession(t, conn, zklock.WithPrefix(prefix), zklock.WithHolder(h)))
+		sessions = append(sessions, newSession(t, conn, recipe.WithPrefix(prefix), recipe.WithHolder(h)))
 	}
 	dir := prefix + "/inspect"
 	lease := mustLock(t, newMutex(t, sessions[0], "inspect"))

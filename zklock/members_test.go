@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
@@ -185,7 +186,7 @@ func holdersThroughFault(t *testing.T, e *integration.ZooKeeperEnsemble, admin *
 	for i, conn := range conns {
 		moves[i] = &moveLog{}
 		log := slog.New(moves[i].handler(debugLog(t, fmt.Sprintf("holder %d", i)).Handler()))
-		s := newSession(t, conn, zklock.WithPrefix(prefix), zklock.WithLogger(log))
+		s := newSession(t, conn, recipe.WithPrefix(prefix), recipe.WithLogger(log))
 		leases[i] = mustLock(t, newMutex(t, s, fmt.Sprintf("h%d", i)))
 	}
 	// Healed however the test ends, also when apply finds that the fault
@@ -246,7 +247,7 @@ func waitersThroughFault(t *testing.T, e *integration.ZooKeeperEnsemble, admin *
 	// are under test here.
 	hconn, hev := connect(t, e, (victim+1)%3, (victim+2)%3)
 	drain(hev)
-	hs := newSession(t, hconn, zklock.WithPrefix(prefix))
+	hs := newSession(t, hconn, recipe.WithPrefix(prefix))
 	conns := connectedTo(t, e, victim, memberTries)
 	holders := make([]*distlock.Lease, memberTries)
 	sessions := make([]*zklock.Session, memberTries)
@@ -254,7 +255,7 @@ func waitersThroughFault(t *testing.T, e *integration.ZooKeeperEnsemble, admin *
 	for i, conn := range conns {
 		name := fmt.Sprintf("w%d", i)
 		holders[i] = mustLock(t, newMutex(t, hs, name))
-		sessions[i] = newSession(t, conn, zklock.WithPrefix(prefix), zklock.WithLogger(debugLog(t, fmt.Sprintf("waiter %d", i))))
+		sessions[i] = newSession(t, conn, recipe.WithPrefix(prefix), recipe.WithLogger(debugLog(t, fmt.Sprintf("waiter %d", i))))
 		results[i] = lockAsync(testCtx(t), newMutex(t, sessions[i], name))
 		waitEntries(t, admin, prefix+"/"+name, 2)
 	}

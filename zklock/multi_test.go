@@ -41,7 +41,7 @@ func TestMultiCreateConnectionLost(t *testing.T) {
 		conn, ev := connect(t, ens)
 		drain(ev)
 		l.conn = conn
-		l.s = newSession(t, conn, zklock.WithPrefix(prefix))
+		l.s = newSession(t, conn, recipe.WithPrefix(prefix))
 		m, err := recipe.NewMultiMutex(l.s, "b", "a")
 		if err != nil {
 			t.Fatal(err)

@@ -35,7 +35,7 @@ func TestMutex(t *testing.T) {
 	session := func(t *testing.T, prefix string) *zklock.Session {
 		conn, events := connect(t, ens)
 		drain(events)
-		return newSession(t, conn, zklock.WithPrefix(prefix))
+		return newSession(t, conn, recipe.WithPrefix(prefix))
 	}
 
 	t.Run("BadInput", func(t *testing.T) {
@@ -55,7 +55,7 @@ func TestMutex(t *testing.T) {
 			t.Errorf("session timeout 1ms: %v, want ErrTTLTooShort", err)
 		}
 		for _, p := range []string{"", "x", "/x/", "/a//b"} {
-			if _, err := zklock.NewSession(testCtx(t), admin, zklock.WithPrefix(p)); err == nil {
+			if _, err := zklock.NewSession(testCtx(t), admin, recipe.WithPrefix(p)); err == nil {
 				t.Errorf("prefix %q accepted", p)
 			}
 		}

@@ -3,13 +3,10 @@ package zklock
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"reflect"
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/distlock/distlock/diagnose"
 	"github.com/distlock/distlock/internal/diagstart"
@@ -31,70 +28,13 @@ const (
 	DefaultTickTime = zkq.DefaultTickTime
 )
 
-// Option configures a Session. WithSessionTimeout, WithTickTime and
-// WithACL are ZooKeeper's own; the others are etcdlock's too and mean the
-// same there, but for what a prefix and an entry are on each store.
-type Option func(*options)
-
-type options struct {
-	zkq.Config
-	tickSet   bool
-	lockDelay time.Duration // WithLockDelay
-}
-
-// WithPrefix sets the znode under which locks keep their directories
-// (default DefaultPrefix). It must be an absolute path without a trailing
-// "/" (nor an empty step, "//"), or NewSession fails with an error
-// wrapping distlock.ErrInvalidName that says what to write.
-func WithPrefix(p string) Option { return func(o *options) { o.Prefix = p } }
-
-// WithLogger makes the session and its locks log what they do; by default
-// they are silent.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.Logger = l } }
-
-// WithMeterProvider makes the session and its locks report metrics
-// (distlock.lock.wait.duration, distlock.lock.held and the others that
-// docs/operations.md lists) through mp. Default: OpenTelemetry's global
-// provider, which drops them until the application installs an SDK.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(o *options) { o.Observe.MeterProvider = mp }
-}
-
-// WithTracerProvider makes the session's locks trace Lock, TryLock,
-// Unlock, Campaign and Resign, and record a lost lock as a span, through
-// tp. Default: OpenTelemetry's global provider.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *options) { o.Observe.TracerProvider = tp }
-}
-
-// WithNameNormalizer maps each lock name to the value recorded as the
-// distlock.lock attribute of metrics and spans. Lock names can be
-// unbounded (one per tenant or job), and every distinct value is a time
-// series: map "tenant-4711/ledger" to "tenant-*/ledger". Default: the name
-// as is.
-func WithNameNormalizer(f func(name string) string) Option {
-	return func(o *options) { o.Observe.NameNormalizer = f }
-}
-
-// WithRevocable makes the session's holders revocable: an operator's
-// Revoke (the distlock revoke command) makes a held Lease's Done close
-// with a *distlock.RevokedError (errors.Is(err, distlock.ErrRevoked)),
-// asking it to finish and Unlock within the revocation's grace period;
-// the lock stays held until then (see distlock.RevokeRequest). Each held
-// lock costs one read (its revocation record), and the session one watch per lock name while it holds it. Without it a
-// holder learns of a revocation only when it is forced: its entry is
-// deleted and the lock lost (distlock.ErrEntryGone).
-func WithRevocable() Option { return func(o *options) { o.Revocable = true } }
-
-// WithHolder sets the data stored in this session's lock nodes, so that
-// tools listing a lock's queue can say who waits (e.g. "host:pid").
-func WithHolder(v string) Option { return func(o *options) { o.Holder = v } }
-
 // WithSessionTimeout gives the session timeout the connection negotiated
 // with the server. It must not be longer than the negotiated one, or the
 // client-side deadline is no longer conservative. Without it, NewSession
 // reads the negotiated timeout from the connection.
-func WithSessionTimeout(d time.Duration) Option { return func(o *options) { o.Timeout = d } }
+func WithSessionTimeout(d time.Duration) recipe.Option {
+	return own("WithSessionTimeout", func(c *config) { c.Timeout = d })
+}
 
 // WithTickTime tells the session the servers' tickTime. Without it,
 // NewSession asks the server it is connected to (the "conf" four-letter
@@ -104,13 +44,26 @@ func WithSessionTimeout(d time.Duration) Option { return func(o *options) { o.Ti
 // so a tick longer than the one given makes the "lost" signal late, and a
 // shorter one makes it early. Keep the tick at most an eighth of the
 // session timeout for one failed server not to cost a session.
-func WithTickTime(d time.Duration) Option {
-	return func(o *options) { o.Tick, o.tickSet = d, true }
+func WithTickTime(d time.Duration) recipe.Option {
+	return own("WithTickTime", func(c *config) { c.Tick, c.tickSet = d, true })
 }
 
 // WithACL sets the ACL of the znodes the session creates (default
 // zk.WorldACL(zk.PermAll)).
-func WithACL(acl []zk.ACL) Option { return func(o *options) { o.ACL = acl } }
+func WithACL(acl []zk.ACL) recipe.Option { return own("WithACL", func(c *config) { c.ACL = acl }) }
+
+// config is what a session's options set.
+type config struct {
+	zkq.Config
+	tickSet bool // WithTickTime was given
+}
+
+// own is a zklock option called name that sets c.
+func own(name string, set func(c *config)) recipe.Option {
+	return func(o *qlock.Options) {
+		o.Own = append(o.Own, qlock.Own{Pkg: "zklock", Name: name, Set: func(c any) { set(c.(*config)) }})
+	}
+}
 
 // NewSession waits until conn has a ZooKeeper session and follows it until
 // Close or the session ends. The connection stays the caller's: Close does
@@ -122,12 +75,12 @@ func WithACL(acl []zk.ACL) Option { return func(o *options) { o.ACL = acl } }
 // once, with an error that names each server and matches (errors.Is)
 // diagnose's sentinels, such as diagnose.ErrRefused; otherwise it waits
 // for ctx, and an error for ctx's end carries the diagnosis too.
-func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, error) {
-	o := options{Config: zkq.Config{Options: qlock.Options{Prefix: DefaultPrefix}, ACL: zk.WorldACL(zk.PermAll)}}
+func NewSession(ctx context.Context, conn *zk.Conn, opts ...recipe.Option) (*Session, error) {
+	o := config{Config: zkq.Config{Options: qlock.Options{Prefix: DefaultPrefix}, ACL: zk.WorldACL(zk.PermAll)}}
 	for _, opt := range opts {
-		opt(&o)
+		opt(&o.Options)
 	}
-	if err := checkLockDelay(o.lockDelay); err != nil {
+	if err := o.Apply("zklock", &o); err != nil {
 		return nil, err
 	}
 	if err := zkq.CheckPrefix(o.Prefix); err != nil {
@@ -159,7 +112,7 @@ func NewSession(ctx context.Context, conn *zk.Conn, opts ...Option) (*Session, e
 	if err != nil {
 		return nil, err
 	}
-	d.SetLockDelay(o.lockDelay)
+	d.SetLockDelay(o.LockDelay)
 	u := d.User()
 	admin := func() *qlock.Admin { return newAdmin(conn, o.Prefix, o.ACL, u.Holder()) }
 	return &Session{Session: qlock.Link.Session(u, d.Engine(), admin).(*recipe.Session), d: d, acl: o.ACL}, nil

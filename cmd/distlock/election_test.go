@@ -27,9 +27,9 @@ func (b *testBackend) election(t *testing.T, name, holder string, revocable bool
 	)
 	switch b.name {
 	case "etcd":
-		opts := []etcdlock.Option{etcdlock.WithPrefix(b.prefix), etcdlock.WithHolder(holder)}
+		opts := []recipe.Option{recipe.WithPrefix(b.prefix), recipe.WithHolder(holder)}
 		if revocable {
-			opts = append(opts, etcdlock.WithRevocable())
+			opts = append(opts, recipe.WithRevocable())
 		}
 		s, serr := etcdlock.NewSession(ctx, b.etcd, opts...)
 		if serr != nil {
@@ -38,9 +38,9 @@ func (b *testBackend) election(t *testing.T, name, holder string, revocable bool
 		t.Cleanup(func() { s.Close(context.Background()) })
 		el, err = recipe.NewElection(s, name)
 	default:
-		opts := []zklock.Option{zklock.WithPrefix(b.prefix), zklock.WithHolder(holder)}
+		opts := []recipe.Option{recipe.WithPrefix(b.prefix), recipe.WithHolder(holder)}
 		if revocable {
-			opts = append(opts, zklock.WithRevocable())
+			opts = append(opts, recipe.WithRevocable())
 		}
 		s, serr := zklock.NewSession(ctx, b.ens(), opts...)
 		if serr != nil {

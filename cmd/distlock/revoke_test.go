@@ -45,14 +45,14 @@ func (b *testBackend) revocableMutex(t *testing.T, name, holder string) distlock
 	)
 	switch b.name {
 	case "etcd":
-		s, serr := etcdlock.NewSession(ctx, b.etcd, etcdlock.WithPrefix(b.prefix), etcdlock.WithHolder(holder), etcdlock.WithRevocable())
+		s, serr := etcdlock.NewSession(ctx, b.etcd, recipe.WithPrefix(b.prefix), recipe.WithHolder(holder), recipe.WithRevocable())
 		if serr != nil {
 			t.Fatal(serr)
 		}
 		t.Cleanup(func() { s.Close(context.Background()) })
 		m, err = recipe.NewMutex(s, name)
 	default:
-		s, serr := zklock.NewSession(ctx, b.ens(), zklock.WithPrefix(b.prefix), zklock.WithHolder(holder), zklock.WithRevocable())
+		s, serr := zklock.NewSession(ctx, b.ens(), recipe.WithPrefix(b.prefix), recipe.WithHolder(holder), recipe.WithRevocable())
 		if serr != nil {
 			t.Fatal(serr)
 		}

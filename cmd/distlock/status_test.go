@@ -99,14 +99,14 @@ func (b *testBackend) mutex(t *testing.T, name, holder string) distlock.Locker {
 	)
 	switch b.name {
 	case "etcd":
-		s, serr := etcdlock.NewSession(ctx, b.etcd, etcdlock.WithPrefix(b.prefix), etcdlock.WithHolder(holder))
+		s, serr := etcdlock.NewSession(ctx, b.etcd, recipe.WithPrefix(b.prefix), recipe.WithHolder(holder))
 		if serr != nil {
 			t.Fatal(serr)
 		}
 		t.Cleanup(func() { s.Close(context.Background()) })
 		m, err = recipe.NewMutex(s, name)
 	default:
-		s, serr := zklock.NewSession(ctx, b.ens(), zklock.WithPrefix(b.prefix), zklock.WithHolder(holder))
+		s, serr := zklock.NewSession(ctx, b.ens(), recipe.WithPrefix(b.prefix), recipe.WithHolder(holder))
 		if serr != nil {
 			t.Fatal(serr)
 		}
@@ -661,12 +661,12 @@ func TestStatusLockDelay(t *testing.T) {
 		var end func()
 		switch b.name {
 		case "etcd":
-			hs, err := etcdlock.NewSession(ctx, b.etcd, etcdlock.WithPrefix(b.prefix))
+			hs, err := etcdlock.NewSession(ctx, b.etcd, recipe.WithPrefix(b.prefix))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { hs.Close(context.Background()) })
-			ws, err := etcdlock.NewSession(ctx, b.etcd, etcdlock.WithPrefix(b.prefix), etcdlock.WithHolder("delayed"), etcdlock.WithLockDelay(delay))
+			ws, err := etcdlock.NewSession(ctx, b.etcd, recipe.WithPrefix(b.prefix), recipe.WithHolder("delayed"), recipe.WithLockDelay(delay))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -679,12 +679,12 @@ func TestStatusLockDelay(t *testing.T) {
 				}
 			}
 		default:
-			hs, err := zklock.NewSession(ctx, b.ens(), zklock.WithPrefix(b.prefix))
+			hs, err := zklock.NewSession(ctx, b.ens(), recipe.WithPrefix(b.prefix))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { hs.Close(context.Background()) })
-			ws, err := zklock.NewSession(ctx, b.ens(), zklock.WithPrefix(b.prefix), zklock.WithHolder("delayed"), zklock.WithLockDelay(delay))
+			ws, err := zklock.NewSession(ctx, b.ens(), recipe.WithPrefix(b.prefix), recipe.WithHolder("delayed"), recipe.WithLockDelay(delay))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -129,7 +129,7 @@ func run(ctx context.Context, ln net.Listener, out io.Writer, done chan<- struct
 	var wg sync.WaitGroup
 	errs := make(chan error, workers+1)
 	for w := range workers {
-		sess, err := etcdlock.NewSession(ctx, cli, etcdlock.WithMeterProvider(mp), etcdlock.WithHolder(fmt.Sprintf("worker-%d", w)))
+		sess, err := etcdlock.NewSession(ctx, cli, recipe.WithMeterProvider(mp), recipe.WithHolder(fmt.Sprintf("worker-%d", w)))
 		if err != nil {
 			return err
 		}

@@ -84,7 +84,7 @@ func newWorker(ctx context.Context, endpoints []string, name string) (*worker, e
 	// ...) as soon as it knows, and the timeout bounds the rest.
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	sess, err := etcdlock.NewSession(sctx, cli, etcdlock.WithTTL(5*time.Second), etcdlock.WithHolder(name))
+	sess, err := etcdlock.NewSession(sctx, cli, etcdlock.WithTTL(5*time.Second), recipe.WithHolder(name))
 	if err != nil {
 		cli.Close()
 		return nil, err

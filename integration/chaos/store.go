@@ -242,9 +242,9 @@ type etcdClient struct {
 func (c *etcdClient) Close() error { return nil } // closed with the cluster
 
 func (c *etcdClient) NewSession(ctx context.Context, opts ...SessionOption) (Session, error) {
-	o := []etcdlock.Option{etcdlock.WithTTL(etcdTTL)}
+	o := []recipe.Option{etcdlock.WithTTL(etcdTTL)}
 	if newSessionConfig(opts).revocable {
-		o = append(o, etcdlock.WithRevocable())
+		o = append(o, recipe.WithRevocable())
 	}
 	s, err := etcdlock.NewSession(ctx, c.cli, o...)
 	if err != nil {
@@ -406,9 +406,9 @@ type zkClient struct {
 func (c *zkClient) Close() error { return nil } // closed with the ensemble
 
 func (c *zkClient) NewSession(ctx context.Context, opts ...SessionOption) (Session, error) {
-	var o []zklock.Option
+	var o []recipe.Option
 	if newSessionConfig(opts).revocable {
-		o = append(o, zklock.WithRevocable())
+		o = append(o, recipe.WithRevocable())
 	}
 	s, err := zklock.NewSession(ctx, c.conn, o...)
 	if err != nil {

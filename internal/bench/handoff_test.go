@@ -567,7 +567,7 @@ func zkHandoffStore(b *testing.B) *handoffStore {
 		}
 		b.Cleanup(conn.Close)
 		h.conns[i], h.ctrs[i] = conn, ctr
-		s, err := zklock.NewSession(ctx, conn, zklock.WithPrefix(zkHandoffPrefix), zklock.WithTickTime(integration.ZooKeeperTickTime))
+		s, err := zklock.NewSession(ctx, conn, recipe.WithPrefix(zkHandoffPrefix), zklock.WithTickTime(integration.ZooKeeperTickTime))
 		if err != nil {
 			b.Fatal(err)
 		}

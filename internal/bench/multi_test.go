@@ -777,7 +777,7 @@ func etcdMultiWays(b *testing.B) ([]*multiWay, func() uint64, func(), func() err
 func zkMultiWays(b *testing.B) ([]*multiWay, func() uint64, func(), func() error) {
 	z := &zkEnv{ens: integration.NewZooKeeper(b, integration.WithSize(3)), progress: func(string, ...any) {}}
 	ours := func(ctx context.Context, conn *zk.Conn, mk func(s *zklock.Session) multiLocker) (multiLocker, func(), error) {
-		s, err := zklock.NewSession(ctx, conn, zklock.WithPrefix("/bench-multi"), zklock.WithTickTime(integration.ZooKeeperTickTime))
+		s, err := zklock.NewSession(ctx, conn, recipe.WithPrefix("/bench-multi"), zklock.WithTickTime(integration.ZooKeeperTickTime))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -263,7 +263,7 @@ func openZKRW(b *testing.B, lock string) []rwLocker {
 		if err != nil {
 			return err
 		}
-		s, err := zklock.NewSession(ctx, conn, zklock.WithPrefix("/bench-rw"))
+		s, err := zklock.NewSession(ctx, conn, recipe.WithPrefix("/bench-rw"))
 		if err != nil {
 			conn.Close()
 			return err

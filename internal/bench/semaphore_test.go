@@ -405,7 +405,7 @@ func openZKSem(b *testing.B, lock string, n int) ([]semLocker, semCounted) {
 			return err
 		}
 		ctrs[i] = ctr
-		s, err := zklock.NewSession(ctx, conn, zklock.WithPrefix("/bench-sem"))
+		s, err := zklock.NewSession(ctx, conn, recipe.WithPrefix("/bench-sem"))
 		if err != nil {
 			conn.Close()
 			return err

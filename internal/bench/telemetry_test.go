@@ -51,8 +51,8 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 			}
 			b.Cleanup(func() { cli.Close() })
 			mp, tp := sdkOpts()
-			for i, opts := range [2][]etcdlock.Option{
-				ours:   {etcdlock.WithMeterProvider(mp), etcdlock.WithTracerProvider(tp)},
+			for i, opts := range [2][]recipe.Option{
+				ours:   {recipe.WithMeterProvider(mp), recipe.WithTracerProvider(tp)},
 				theirs: nil,
 			} {
 				s, err := etcdlock.NewSession(ctx, cli, opts...)
@@ -72,8 +72,8 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 			}
 			b.Cleanup(conn.Close)
 			mp, tp := sdkOpts()
-			for i, opts := range [2][]zklock.Option{
-				ours:   {zklock.WithMeterProvider(mp), zklock.WithTracerProvider(tp)},
+			for i, opts := range [2][]recipe.Option{
+				ours:   {recipe.WithMeterProvider(mp), recipe.WithTracerProvider(tp)},
 				theirs: nil,
 			} {
 				opts = append(opts, zklock.WithTickTime(integration.ZooKeeperTickTime))

@@ -41,7 +41,7 @@ var zkImpls = [2]zkImpl{
 	ours: {
 		name: "recipe.Mutex",
 		open: func(ctx context.Context, conn *zk.Conn, c string) (handle, error) {
-			s, err := zklock.NewSession(ctx, conn, zklock.WithPrefix(zkOursPrefix))
+			s, err := zklock.NewSession(ctx, conn, recipe.WithPrefix(zkOursPrefix))
 			if err != nil {
 				return nil, err
 			}

@@ -62,9 +62,9 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 		o(&so)
 	}
 	if c.etcd != nil {
-		eopts := []etcdlock.Option{etcdlock.WithTTL(c.cfg.TTL), etcdlock.WithPrefix(c.prefix), etcdlock.WithHolder(holder), etcdlock.WithLogger(c.cfg.Logger)}
+		eopts := []recipe.Option{etcdlock.WithTTL(c.cfg.TTL), recipe.WithPrefix(c.prefix), recipe.WithHolder(holder), recipe.WithLogger(c.cfg.Logger)}
 		if so.revocable {
-			eopts = append(eopts, etcdlock.WithRevocable())
+			eopts = append(eopts, recipe.WithRevocable())
 		}
 		s, err := etcdlock.NewSession(ctx, c.etcd, eopts...)
 		if err != nil {
@@ -91,12 +91,12 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 			},
 		}, nil
 	}
-	zopts := []zklock.Option{zklock.WithPrefix(c.prefix), zklock.WithHolder(holder), zklock.WithACL(c.acl), zklock.WithLogger(c.cfg.Logger)}
+	zopts := []recipe.Option{recipe.WithPrefix(c.prefix), recipe.WithHolder(holder), zklock.WithACL(c.acl), recipe.WithLogger(c.cfg.Logger)}
 	if c.cfg.TickTime > 0 {
 		zopts = append(zopts, zklock.WithTickTime(c.cfg.TickTime))
 	}
 	if so.revocable {
-		zopts = append(zopts, zklock.WithRevocable())
+		zopts = append(zopts, recipe.WithRevocable())
 	}
 	s, err := zklock.NewSession(ctx, c.zk, zopts...)
 	for try := 0; errors.Is(err, distlock.ErrSessionExpired) && try < 3 && ctx.Err() == nil; try++ {

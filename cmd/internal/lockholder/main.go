@@ -515,7 +515,7 @@ func openWaiter(ctx context.Context, kind backend.Kind, endpoints []string, w wh
 	switch kind {
 	case backend.Etcd:
 		s, err := etcdlock.NewSession(sctx, cli.Etcd(), etcdlock.WithTTL(cmp.Or(ttl, etcdlock.MinTTL)),
-			etcdlock.WithPrefix(cli.Prefix()), etcdlock.WithHolder(holderID), etcdlock.WithLogger(log))
+			recipe.WithPrefix(cli.Prefix()), recipe.WithHolder(holderID), recipe.WithLogger(log))
 		if err != nil {
 			cli.Close()
 			return nil, nil, nil, err
@@ -524,7 +524,7 @@ func openWaiter(ctx context.Context, kind backend.Kind, endpoints []string, w wh
 		mutex = func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name) }
 		election = func(name string) (distlock.Elector, error) { return recipe.NewElection(s, name) }
 	default:
-		opts := []zklock.Option{zklock.WithPrefix(cli.Prefix()), zklock.WithHolder(holderID), zklock.WithACL(cli.ACL()), zklock.WithLogger(log)}
+		opts := []recipe.Option{recipe.WithPrefix(cli.Prefix()), recipe.WithHolder(holderID), zklock.WithACL(cli.ACL()), recipe.WithLogger(log)}
 		// NewSession itself follows a connection that changes sessions
 		// while it starts.
 		s, err := zklock.NewSession(sctx, cli.ZK(), opts...)
