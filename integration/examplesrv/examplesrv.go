@@ -195,6 +195,14 @@ func startChild(servers []Server) (stop func(), busy []string, err error) {
 	return stop, busy, nil
 }
 
+// Serve is the relay's process for test binaries that do not import this
+// package (the root module's, through internal/testserve): it serves the
+// servers named (Etcd.Name, ZooKeeper.Name, Postgres.Name) as Main's child
+// does, and returns the exit code.
+func Serve(names []string) int {
+	return child(strings.Join(names, ","), []Server{Etcd, ZooKeeper, Postgres})
+}
+
 // child is the relay's process: it binds every fixed address, reports on
 // stdout, relays until stdin closes, then stops the servers it started.
 func child(names string, servers []Server) int {
