@@ -4,7 +4,9 @@
 # root module's go.mod is what every user's build reads, so the test
 # harness, the command and the benchmarks live in modules of their own.
 # The program is a temporary module whose go.mod replaces distlock with
-# this checkout.
+# this checkout. go mod tidy also records what the tests of the packages
+# it imports need (go test all), so the root's own tests count too: keep
+# the ones that need the harness in the tests module.
 set -euo pipefail
 MAX=${MAX:-40}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +25,7 @@ GO
 cat >"$tmp/go.mod" <<GO
 module example.com/consumer
 
-go 1.26.0
+go $(awk '$1 == "go" {print $2}' "$root/go.mod")
 
 require github.com/distlock/distlock v0.0.0
 
