@@ -1,12 +1,26 @@
 # The test command of README.md, run by .ci/run. It installs what the tests
 # need: etcd is built from the Go module proxy by the tests themselves
 # (in-process clusters through go.etcd.io/etcd/tests/v3, real member
-# processes through ./integration); ZooKeeper comes from Debian's
+# processes through the harness module, ./integration); ZooKeeper comes from Debian's
 # `zookeeper` package, installed here when missing (set ZOOKEEPER_HOME to use
 # another installation). The container tests need a running Docker engine.
 GO ?= go
 
-.PHONY: test check deps bench example demo chaos
+# The repository's modules. The root module is the library alone, so that
+# a program using it reads a short go.mod (scripts/consumer-modules.sh
+# checks it): the harness (integration), the command (cmd), the
+# benchmarks (internal/bench), the example programs (examples), the
+# embedded etcd (internal/embedetcd) and the library's server-backed
+# tests (tests) are modules of their own, each with a replace of the
+# others it needs.
+MODULES := . internal/embedetcd integration cmd internal/bench examples tests
+
+# The harness's server command, which the root module's tests (Examples,
+# the drivers' white-box tests) run through internal/testserve instead of
+# importing the harness; built once here instead of once per test binary.
+TESTSERVERS := $(CURDIR)/bin/testservers
+
+.PHONY: test check deps bench example demo chaos testservers consumer-modules
 
 # Everything runs with -race, but for the short fault suite's runs
 # (TestShort): they reconnect ZooKeeper clients with watches set dozens
@@ -23,10 +37,25 @@ GO ?= go
 # clusters under the race detector, and two of them at once on a CI machine
 # of two CPUs slowed requests to seconds and ended sessions (their TTLs are
 # seconds long); alone, each package has the machine to itself.
-test: deps check
-	$(GO) test -race -p 1 -count=1 -timeout 60m $$($(GO) list ./... | grep -v '/integration/chaos$$')
-	$(GO) test -race -count=1 -run 'TestCheck|Example' ./integration/chaos
-	$(GO) test -count=1 -timeout 30m -run '^(TestShort|TestRunCommandKill)$$' ./integration/chaos
+#
+# The modules run one after another, each with -p 1; a module's failure
+# does not stop the others, and fails the target at the end.
+test: deps check consumer-modules testservers
+	@rc=0; for m in $(MODULES); do \
+		echo "== module $$m"; \
+		pkgs=$$(cd $$m && $(GO) list ./... | grep -v '/integration/chaos$$'); \
+		[ -z "$$pkgs" ] || (cd $$m && DISTLOCK_TESTSERVERS=$(TESTSERVERS) $(GO) test -race -p 1 -count=1 -timeout 60m $$pkgs) || rc=1; \
+	done; exit $$rc
+	cd integration && $(GO) test -race -count=1 -run 'TestCheck|Example' ./chaos
+	cd integration && $(GO) test -count=1 -timeout 30m -run '^(TestShort|TestRunCommandKill)$$' ./chaos
+
+testservers:
+	$(GO) -C integration build -o $(TESTSERVERS) ./cmd/testservers
+
+# A program importing etcdlock and fencing/etcdfence: how many modules its
+# go.sum lists (at most 40).
+consumer-modules:
+	GO=$(GO) scripts/consumer-modules.sh
 
 # PostgreSQL (for fencing/sqlfence) comes from Debian's `postgresql` package;
 # the tests run its initdb and postgres themselves (set PG_BINDIR to use
@@ -47,11 +76,11 @@ deps:
 	fi
 	@command -v java >/dev/null || { echo "java is missing (apt-get install default-jre-headless)"; exit 1; }
 
-# gofmt and go vet, failing on any finding.
+# gofmt and go vet (every module), failing on any finding.
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	@rc=0; for m in $(MODULES); do echo "go vet: module $$m"; (cd $$m && $(GO) vet ./...) || rc=1; done; exit $$rc
 
 # Every benchmark of internal/bench (the side-by-side comparisons with
 # etcd's and go-zookeeper's locks, RW, election failover, footprint, ...),
@@ -72,17 +101,18 @@ bench: deps
 	rm -f $(BENCH_DIR)/records.jsonl
 	mkdir -p $(BENCH_DIR)
 	{ export BENCH_RECORDS=$(abspath $(BENCH_DIR)/records.jsonl) BENCH_QUICK=$(BENCH_QUICK); \
-		$(GO) test ./internal/bench -run '^$$' -bench '^Benchmark[^F]' -benchtime 1x -count $(BENCH_RUNS) -timeout 4h && \
-		$(GO) test ./internal/bench -run '^$$' -bench '^BenchmarkFootprint$$' -benchtime 1x -count 1 -timeout 1h; \
+		$(GO) -C internal/bench test . -run '^$$' -bench '^Benchmark[^F]' -benchtime 1x -count $(BENCH_RUNS) -timeout 4h && \
+		$(GO) -C internal/bench test . -run '^$$' -bench '^BenchmarkFootprint$$' -benchtime 1x -count 1 -timeout 1h; \
 		echo $$? >$(BENCH_DIR)/rc; } 2>&1 | tee $(BENCH_DIR)/bench.txt; exit $$(cat $(BENCH_DIR)/rc)
-	$(GO) run ./internal/bench/report -in $(BENCH_DIR)/records.jsonl -out docs/bench -doc docs/performance.md $(if $(BENCH_QUICK),-quick)
+	$(GO) -C internal/bench build -o $(CURDIR)/bin/benchreport ./report
+	bin/benchreport -in $(BENCH_DIR)/records.jsonl -out docs/bench -doc docs/performance.md $(if $(BENCH_QUICK),-quick)
 
 example:
-	$(GO) run ./examples/quickstart
+	cd examples && $(GO) run ./quickstart
 
 # The README's first command: the GC-pause story on an embedded etcd.
 demo:
-	$(GO) run ./cmd/distlock demo
+	cd cmd && $(GO) run ./distlock demo
 
 # The long fault suite (integration/chaos): every workload x nemesis x store,
 # CHAOS_DURATION of faults each, then a markdown summary. The seed is printed;
@@ -93,4 +123,4 @@ CHAOS_DURATION ?= 15s
 CHAOS_OUT ?= chaos-out
 chaos: deps
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_OUT=$(abspath $(CHAOS_OUT)) \
-		$(GO) test -tags chaos -count=1 -timeout 4h -run '^(TestChaos|TestRunCommandKillLong)$$' -v ./integration/chaos
+		$(GO) -C integration test -tags chaos -count=1 -timeout 4h -run '^(TestChaos|TestRunCommandKillLong)$$' -v ./chaos

@@ -4,10 +4,10 @@ import (
 	"os"
 	"testing"
 
-	"github.com/distlock/distlock/integration/examplesrv"
+	"github.com/distlock/distlock/internal/testserve"
 )
 
 // TestMain serves localhost:2379, the address the examples name, with an
-// etcd member in this process, started when an example first connects.
-// The tests make clusters of their own, on other ports.
-func TestMain(m *testing.M) { os.Exit(examplesrv.Main(m, examplesrv.Etcd)) }
+// etcd member in a child process (internal/testserve), started when an
+// example first connects.
+func TestMain(m *testing.M) { os.Exit(testserve.Main(m, testserve.Etcd)) }

@@ -12,8 +12,9 @@ import (
 	"sync"
 )
 
-// ModulePath is this module's import path; the harness builds its helper
-// binaries from the packages below it.
+// ModulePath is the repository's root module's import path; the harness
+// builds its helper binaries from the packages below it, in whichever of
+// the repository's modules holds each.
 const ModulePath = "github.com/distlock/distlock"
 
 var (
@@ -48,11 +49,12 @@ func buildBinary(ctx context.Context, pkg string) (string, error) {
 	// of several packages build at once, and one may be running the
 	// previous binary.
 	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", tmp, "./"+pkg)
-	// From this module's own source tree (a checkout, or the module cache
-	// when the harness is imported by another module), so the build does
-	// not depend on the caller's working directory.
-	cmd.Dir = moduleRoot()
+	modDir, rel := moduleOf(pkg)
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", tmp, "./"+rel)
+	// From the source tree of the package's own module (the root's, this
+	// one's or the command's: the checkout holds them side by side), so the
+	// build does not depend on the caller's working directory.
+	cmd.Dir = modDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
@@ -65,11 +67,25 @@ func buildBinary(ctx context.Context, pkg string) (string, error) {
 	return out, nil
 }
 
-// moduleRoot is the directory of this module's source: build.go sits in
-// integration/ right below it.
+// moduleRoot is the directory of the repository's root module: build.go
+// sits in integration/ right below it.
 func moduleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Dir(filepath.Dir(file))
+}
+
+// moduleOf returns the directory of the module that holds pkg (a path
+// below ModulePath: the nearest directory at or above it with a go.mod)
+// and pkg's path relative to it.
+func moduleOf(pkg string) (dir, rel string) {
+	root := moduleRoot()
+	for d := pkg; d != "." && d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(root, d, "go.mod")); err == nil {
+			r, _ := filepath.Rel(d, pkg)
+			return filepath.Join(root, d), r
+		}
+	}
+	return root, pkg
 }
 
 // cacheDir is where built binaries live: $DISTLOCK_CACHE, or distlock/ in

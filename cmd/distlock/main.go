@@ -18,14 +18,14 @@
 // # The embedded etcd server and the build tag noembedetcd
 //
 // `distlock demo` runs on an etcd member embedded in the process, so that
-// the README's first command, `go run ./cmd/distlock demo`, needs no setup
-// on a fresh machine. That server (go.etcd.io/etcd/server/v3 and its
+// the README's first command, `(cd cmd && go run ./distlock demo)`, needs
+// no setup on a fresh machine. That server (go.etcd.io/etcd/server/v3 and its
 // dependencies) is about 14 MB of a 35 MB binary that the lock commands
 // never use. A production build leaves it out with
 //
-//	go build -tags noembedetcd ./cmd/distlock
+//	go build -tags noembedetcd ./distlock    (in the cmd module)
 //
-// (`go list -deps -tags noembedetcd ./cmd/distlock | grep etcd/server` is
+// (`go list -deps -tags noembedetcd ./distlock | grep etcd/server` is
 // then empty): demo_etcd.go is the only file that imports the server, and
 // without it `distlock demo` says how to run the demo instead
 // (demo_noetcd.go); `distlock demo --backend zk` still works. The default

@@ -5,15 +5,15 @@
 // holder's lease is revoked from outside, so distlock_lock_lost_total has
 // something to show. Run it and scrape http://127.0.0.1:9464/metrics:
 //
-//	go run ./examples/observability
+//	go run ./observability    (in the examples module: cd examples)
 //
 // It starts an etcd member in this process (package
 // github.com/distlock/distlock/integration/embedded), unless you point it
 // at your own cluster with the -endpoints flag or the ETCD_ENDPOINTS
 // environment variable (client URLs, comma-separated):
 //
-//	go run ./examples/observability -endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
-//	ETCD_ENDPOINTS=http://127.0.0.1:2379 go run ./examples/observability
+//	go run ./observability -endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
+//	ETCD_ENDPOINTS=http://127.0.0.1:2379 go run ./observability
 //
 // It uses the lock "reports/daily" and revokes one of its own sessions'
 // leases. Copied into a module of yours, it builds as it is.

@@ -1,15 +1,15 @@
 // Command quickstart shows distlock's etcd Mutex: fencing tokens, FIFO
 // handoff, TryLock, the lost-lock signal and distlock.Do. Run it with
 //
-//	go run ./examples/quickstart
+//	go run ./quickstart    (in the examples module: cd examples)
 //
 // and it starts an etcd member in this process (package
 // github.com/distlock/distlock/integration/embedded), or point it at your
 // own cluster with the -endpoints flag or the ETCD_ENDPOINTS environment
 // variable (client URLs, comma-separated):
 //
-//	go run ./examples/quickstart -endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
-//	ETCD_ENDPOINTS=http://127.0.0.1:2379 go run ./examples/quickstart
+//	go run ./quickstart -endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
+//	ETCD_ENDPOINTS=http://127.0.0.1:2379 go run ./quickstart
 //
 // It uses the lock "reports/daily" and revokes one of its own sessions'
 // leases. With no etcd at the endpoints given, it fails within seconds,

@@ -4,15 +4,15 @@
 // carries the leader's fencing token through a fence, so a deposed leader
 // that keeps going is refused. Run it with
 //
-//	go run ./examples/singleton
+//	go run ./singleton    (in the examples module: cd examples)
 //
 // and it starts an etcd member in this process (package
 // github.com/distlock/distlock/integration/embedded), or point it at your
 // own cluster with the -endpoints flag or the ETCD_ENDPOINTS environment
 // variable (client URLs, comma-separated):
 //
-//	go run ./examples/singleton -endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
-//	ETCD_ENDPOINTS=http://127.0.0.1:2379 go run ./examples/singleton
+//	go run ./singleton -endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
+//	ETCD_ENDPOINTS=http://127.0.0.1:2379 go run ./singleton
 //
 // It campaigns in the election "compactor". Copied into a module of yours,
 // it builds as it is.

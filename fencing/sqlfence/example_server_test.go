@@ -4,11 +4,10 @@ import (
 	"os"
 	"testing"
 
-	"github.com/distlock/distlock/integration/examplesrv"
+	"github.com/distlock/distlock/internal/testserve"
 )
 
 // TestMain serves localhost:5432, the address the examples' DSN names,
-// with a PostgreSQL server (a process run by package integration),
-// started when an example first connects. The tests start servers of
-// their own, on other ports.
-func TestMain(m *testing.M) { os.Exit(examplesrv.Main(m, examplesrv.Postgres)) }
+// with a PostgreSQL server in a child process (internal/testserve),
+// started when an example first connects.
+func TestMain(m *testing.M) { os.Exit(testserve.Main(m, testserve.Postgres)) }

@@ -4,11 +4,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/distlock/distlock/integration/examplesrv"
+	"github.com/distlock/distlock/internal/testserve"
 )
 
 // TestMain serves localhost:2181, the address the examples name, with one
-// ZooKeeper server (a process run by package integration), started when
-// an example first connects. The tests start ensembles of their own, on
-// other ports.
-func TestMain(m *testing.M) { os.Exit(examplesrv.Main(m, examplesrv.ZooKeeper)) }
+// ZooKeeper server in a child process (internal/testserve: Java and the
+// ZooKeeper jars must be installed), started when an example first
+// connects.
+func TestMain(m *testing.M) { os.Exit(testserve.Main(m, testserve.ZooKeeper)) }

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,10 +92,14 @@ func (r *RunCmdResult) OK() bool {
 }
 
 // BuildDistlock builds the distlock command into dir (go build, with
-// -tags noembedetcd as in production) and returns its path.
+// -tags noembedetcd as in production) and returns its path. It builds in
+// the command's module (cmd/ of the checkout this file is in), which this
+// module does not require.
 func BuildDistlock(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "distlock")
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "noembedetcd", "-o", bin, "github.com/distlock/distlock/cmd/distlock")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "noembedetcd", "-o", bin, "./distlock")
+	_, file, _, _ := runtime.Caller(0)
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "cmd")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("chaos: go build distlock: %v\n%s", err, out)
 	}

@@ -22,7 +22,7 @@
 //
 // # Why a package of its own
 //
-// distlock's example programs (examples/ in the module) use this package
+// distlock's example programs (the examples module) use this package
 // when no cluster is given to them, and they must still build once copied
 // into a module of yours: Go refuses imports of another module's internal
 // packages, so the member cannot live under internal/. It is not a function

@@ -2,9 +2,13 @@
 // functions name literally — etcd on localhost:2379, ZooKeeper on
 // localhost:2181, PostgreSQL on localhost:5432 — so that the examples read
 // as code a user can paste and still run, with their output checked, in
-// the module's tests. It is imported only by test files, from TestMain:
+// the module's tests. A test file of this module runs it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(examplesrv.Main(m, examplesrv.Etcd)) }
+//
+// The root module's examples, which must not import the harness, get the
+// same servers from internal/testserve, which runs Serve in the command
+// integration/cmd/testservers.
 //
 // Main binds each address at once (so a busy port is known before any
 // test runs) and starts the real server behind it only when a first
@@ -193,6 +197,14 @@ func startChild(servers []Server) (stop func(), busy []string, err error) {
 		}
 	}
 	return stop, busy, nil
+}
+
+// Serve is the relay's process for test binaries that do not import this
+// package (the root module's, through internal/testserve): it serves the
+// servers named (Etcd.Name, ZooKeeper.Name, Postgres.Name) as Main's child
+// does, and returns the exit code.
+func Serve(names []string) int {
+	return child(strings.Join(names, ","), []Server{Etcd, ZooKeeper, Postgres})
 }
 
 // child is the relay's process: it binds every fixed address, reports on

@@ -17,7 +17,7 @@ import (
 // zk.Lock on one 3-server ZooKeeper ensemble (real server processes, run by
 // the integration harness), in one run:
 //
-//	go test ./internal/bench -run '^$' -bench BenchmarkCompareZooKeeper -benchtime 1x -timeout 20m
+//	go test . -run '^$' -bench BenchmarkCompareZooKeeper -benchtime 1x -timeout 20m
 //
 // Like BenchmarkCompare it runs once whatever b.N. It prints a markdown
 // table (also written to $BENCH_OUT_ZK, if set); -v adds progress on

@@ -108,7 +108,12 @@ type godocWorld struct {
 func loadWorld(t *testing.T) *godocWorld {
 	t.Helper()
 	args := append([]string{"list", "-export", "-deps", "-json=ImportPath,Dir,Export,GoFiles"}, publicPackages...)
-	out, err := exec.Command("go", args...).Output()
+	// From the tests' module, which requires the root and the harness
+	// (replaced by this checkout) and imports every public package: one go
+	// list sees them all, integration/embedded and locktest included.
+	cmd := exec.Command("go", args...)
+	cmd.Dir = filepath.Join("..", "..", "tests")
+	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

@@ -8,12 +8,11 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
-	dlintegration "github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/testserve"
 	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"go.uber.org/zap"
 )
 
@@ -71,11 +70,9 @@ func lostToSuspend(t *testing.T, clk *qlock.TestClock, m distlock.Locker, ttl ti
 // session gets the lock.
 func TestSuspendEtcd(t *testing.T) {
 	clk := qlock.UseTestClock(t)
-	integration.BeforeTest(t)
-	clus := integration.NewCluster(t, &integration.ClusterConfig{Size: 1})
-	t.Cleanup(func() { clus.Terminate(t) })
+	eps := testserve.EtcdCluster(t, 1)
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{clus.Members[0].GRPCURL},
+		Endpoints:   []string{eps[0]},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	})
@@ -117,7 +114,7 @@ func TestSuspendEtcd(t *testing.T) {
 // TestSuspendZooKeeper is TestSuspendEtcd on a real ZooKeeper server.
 func TestSuspendZooKeeper(t *testing.T) {
 	clk := qlock.UseTestClock(t)
-	ens := dlintegration.NewZooKeeper(t, dlintegration.WithSize(1))
+	ens := testserve.NewZooKeeper(t, 1)
 	session := func() *zklock.Session {
 		conn, events, err := ens.Connect(suspendCtx(t))
 		if err != nil {
@@ -128,7 +125,7 @@ func TestSuspendZooKeeper(t *testing.T) {
 			for range events {
 			}
 		}()
-		s, err := zklock.NewSession(suspendCtx(t), conn, zklock.WithTickTime(dlintegration.ZooKeeperTickTime))
+		s, err := zklock.NewSession(suspendCtx(t), conn, zklock.WithTickTime(testserve.ZooKeeperTickTime))
 		if err != nil {
 			t.Fatal(err)
 		}

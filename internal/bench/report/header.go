@@ -81,8 +81,9 @@ func gitState(exclude ...string) (commit string, dirty bool) {
 
 var requireRE = regexp.MustCompile(`(?m)^\s*go\.etcd\.io/etcd/server/v3\s+(v\S+)`)
 
-// etcdVersion is the etcd server version go.mod requires: the harness
-// builds the member processes from it.
+// etcdVersion is the etcd server version gomod (the harness module's,
+// integration/go.mod) requires: the harness builds the member processes
+// from it.
 func etcdVersion(gomod string) string {
 	b, err := os.ReadFile(gomod)
 	if err != nil {

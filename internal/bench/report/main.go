@@ -3,7 +3,11 @@
 // markdown tables of medians and [min–max] over runs with ours ÷ theirs
 // ratios, and SVG plots, and splices them into docs/performance.md:
 //
-//	go run ./internal/bench/report -in bench-out/records.jsonl -out docs/bench -doc docs/performance.md
+//	go -C internal/bench build -o ../../bin/benchreport ./report
+//	bin/benchreport -in bench-out/records.jsonl -out docs/bench -doc docs/performance.md
+//
+// (from the repository's root, whose git state and integration/go.mod it
+// reads).
 //
 // It writes DIR/results.md and DIR/*.svg; with -doc, it replaces what
 // stands between <!-- bench:begin --> and <!-- bench:end --> in that
@@ -24,7 +28,7 @@ func main() {
 	out := flag.String("out", "docs/bench", "directory for results.md and the plots")
 	doc := flag.String("doc", "", "markdown file whose bench markers get the results, e.g. docs/performance.md (none: leave it)")
 	goV := flag.String("go", runtime.Version(), "Go version to name in the header")
-	etcdV := flag.String("etcd", "", "etcd version to name in the header (default: go.mod's)")
+	etcdV := flag.String("etcd", "", "etcd version to name in the header (default: integration/go.mod's)")
 	zkV := flag.String("zookeeper", "", "ZooKeeper version to name in the header (default: the Debian package's)")
 	quick := flag.Bool("quick", false, "the records come from a BENCH_QUICK run: say so in the header")
 	format := flag.String("format", "svg", "image format of the plots (svg, png)")
@@ -61,7 +65,7 @@ func run(in, out, doc, format string, p provenance) error {
 	p.CPU, p.Cores, p.Kernel = machine()
 	p.Commit, p.Dirty = gitState(out, doc)
 	if p.Etcd == "" {
-		p.Etcd = etcdVersion("go.mod")
+		p.Etcd = etcdVersion("integration/go.mod")
 	}
 	if p.ZK == "" {
 		p.ZK = zkVersion()

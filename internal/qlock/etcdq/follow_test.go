@@ -10,9 +10,9 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/testserve"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 )
@@ -42,10 +42,8 @@ func (c *countingStream) SendMsg(m any) error {
 
 func followTestSession(t *testing.T, counter *watchCreates) (*Session, *clientv3.Client, context.Context) {
 	t.Helper()
-	integration.BeforeTest(t)
-	clus := integration.NewCluster(t, &integration.ClusterConfig{Size: 1})
-	t.Cleanup(func() { clus.Terminate(t) })
-	cfg := clientv3.Config{Endpoints: []string{clus.Members[0].GRPCURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	eps := testserve.EtcdCluster(t, 1)
+	cfg := clientv3.Config{Endpoints: []string{eps[0]}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	if counter != nil {
 		cfg.DialOptions = []grpc.DialOption{grpc.WithChainStreamInterceptor(counter.stream)}
 	}

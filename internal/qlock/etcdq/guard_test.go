@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/testserve"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/tests/v3/framework/integration"
 	"go.uber.org/zap"
 )
 
@@ -17,10 +17,8 @@ import (
 // after it. The cleanup must win: the late Txn writes nothing, and the
 // guard's compare is what refuses it.
 func TestGuardRefusesLatePut(t *testing.T) {
-	integration.BeforeTest(t)
-	clus := integration.NewCluster(t, &integration.ClusterConfig{Size: 3})
-	t.Cleanup(func() { clus.Terminate(t) })
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clus.Members[1].GRPCURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	eps := testserve.EtcdCluster(t, 3)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{eps[1]}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/testserve"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -65,7 +65,7 @@ type electionEnv struct {
 
 func newElectionEnv(t *testing.T) *electionEnv {
 	t.Helper()
-	ens := integration.NewZooKeeper(t, integration.WithSize(1))
+	ens := testserve.NewZooKeeper(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	conn, _, err := ens.Connect(ctx)
@@ -78,7 +78,7 @@ func newElectionEnv(t *testing.T) *electionEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(other.Close)
-	cfg := Config{Options: qlock.Options{Prefix: "/distlock"}.Defaults(), Tick: integration.ZooKeeperTickTime, ACL: zk.WorldACL(zk.PermAll)}
+	cfg := Config{Options: qlock.Options{Prefix: "/distlock"}.Defaults(), Tick: testserve.ZooKeeperTickTime, ACL: zk.WorldACL(zk.PermAll)}
 	s, err := NewSession(ctx, conn, cfg)
 	if err != nil {
 		t.Fatal(err)

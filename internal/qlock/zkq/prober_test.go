@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/internal/qlock"
+	"github.com/distlock/distlock/internal/testserve"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -15,7 +15,7 @@ import (
 // while the connection sends about as many Syncs as one Session would, and
 // the prober goes when the last Session closes.
 func TestLivenessSharedPerConn(t *testing.T) {
-	ens := integration.NewZooKeeper(t, integration.WithSize(1))
+	ens := testserve.NewZooKeeper(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, _, err := ens.Connect(ctx)
@@ -25,7 +25,7 @@ func TestLivenessSharedPerConn(t *testing.T) {
 	defer conn.Close()
 
 	const n = 50
-	cfg := Config{Options: qlock.Options{Prefix: "/distlock"}.Defaults(), Tick: integration.ZooKeeperTickTime, ACL: zk.WorldACL(zk.PermAll)}
+	cfg := Config{Options: qlock.Options{Prefix: "/distlock"}.Defaults(), Tick: testserve.ZooKeeperTickTime, ACL: zk.WorldACL(zk.PermAll)}
 	sessions := make([]*Session, n)
 	started := make([]time.Time, n)
 	for i := range sessions {
@@ -93,14 +93,14 @@ func TestLivenessSharedPerConn(t *testing.T) {
 // until the client-side deadline. The Session still ends by that
 // deadline, since nothing can confirm it any more.
 func TestClosedConnNoSpin(t *testing.T) {
-	ens := integration.NewZooKeeper(t, integration.WithSize(1))
+	ens := testserve.NewZooKeeper(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, _, err := ens.ConnectTimeout(ctx, 4*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Options: qlock.Options{Prefix: "/distlock"}.Defaults(), Tick: integration.ZooKeeperTickTime, ACL: zk.WorldACL(zk.PermAll)}
+	cfg := Config{Options: qlock.Options{Prefix: "/distlock"}.Defaults(), Tick: testserve.ZooKeeperTickTime, ACL: zk.WorldACL(zk.PermAll)}
 	s, err := NewSession(ctx, conn, cfg)
 	if err != nil {
 		t.Fatal(err)

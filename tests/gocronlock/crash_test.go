@@ -20,7 +20,6 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/gocronlock"
 	"github.com/distlock/distlock/integration"
-	"github.com/distlock/distlock/integration/examplesrv"
 	"github.com/distlock/distlock/recipe"
 	"github.com/distlock/distlock/zklock"
 	"github.com/go-co-op/gocron/v2"
@@ -37,8 +36,7 @@ func TestMain(m *testing.M) {
 	if c := os.Getenv(crashEnv); c != "" {
 		os.Exit(crashChild(c))
 	}
-	// The examples' etcd on localhost:2379 (examplesrv).
-	os.Exit(examplesrv.Main(m, examplesrv.Etcd))
+	os.Exit(m.Run())
 }
 
 // childConfig is what a crash test's scheduler process is told.
