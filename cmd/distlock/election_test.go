@@ -316,25 +316,3 @@ func TestRevokeElectionStepDown(t *testing.T) {
 		}
 	})
 }
-
-// TestStatusCandidatePriority: the priorities in candidates' keys, as
-// each store writes them.
-func TestStatusCandidatePriority(t *testing.T) {
-	const guid = "0123456789abcdef0123456789abcdef"
-	for key, want := range map[string]int{
-		"/distlock/sched/@e694d9b1c2a3f4e01_1":            0,
-		"/distlock/sched/@ep3.694d9b1c2a3f4e01_1":         3,
-		"/distlock/sched/@ep-12.694d9b1c2a3f4e01_a":       -12,
-		"/distlock/a/b/@ep1073741824.694d_1":              distlock.MaxPriority,
-		"/distlock/sched/@e-" + guid + "-0000000007":      0,
-		"/distlock/sched/@e-" + guid + "-p3-0000000007":   3,
-		"/distlock/sched/@e-" + guid + "-p-12-0000000007": -12,
-		"/distlock/sched/@w694d9b1c2a3f4e01_1":            0, // no candidate's
-		"/distlock/sched/@w-" + guid + "-0000000007":      0,
-		"/distlock/sched/@epx.694d_1":                     0, // not a priority
-	} {
-		if got := candidatePriority(key); got != want {
-			t.Errorf("candidatePriority(%q) = %d, want %d", key, got, want)
-		}
-	}
-}
