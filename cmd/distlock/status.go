@@ -51,7 +51,8 @@ MultiMutex: one acquisition of several locks, all or none) is marked
 under the table: "multi: entry 1 holds a+b+c together: ..." (or "waits
 for"), naming every lock of that acquisition. Its entries, one in each
 lock's queue, were made in one write, so their tokens share SEQ and
-OWNER. On etcd the other locks are found from the entry alone, by one
+OWNER. On etcd the other locks are found from the entry alone (the
+inspection does it: etcdlock Admin.Inspect's QueueEntry.Multi), by one
 more request (a Txn of one read per exclusive entry, 64 entries to a
 Txn): each reads the keys under the prefix created at the entry's
 revision by its lease; the server filters them, so only the
@@ -161,6 +162,8 @@ JSON output (--json), one object; fields are never removed or renamed:
                                     in the order they would lead (see above)
       {
         "position":    1,           1-based place in the queue (in entries)
+        "place":       1,           1-based place in its own queue: the lock's, a semaphore's
+                                    or the election's (a name's candidates count from 1 again)
         "role":        "holder",    "holder" or "waiting" (an election's leader: "holder")
         "kind":        "exclusive", "exclusive", "shared", "counted" (a semaphore's waiter),
                                     "slot K" (the holder of a semaphore's permit K)
