@@ -199,6 +199,12 @@ func TestStatusElection(t *testing.T) {
 		if st.Holders != 2 || st.Waiters != 2 || len(st.Entries) != 4 || st.Entries[0].Priority != nil || st.Entries[0].Token != l.Token().String() {
 			t.Errorf("--json: %+v, want the lock's holder first, without a priority", st)
 		}
+		for i, e := range st.Entries {
+			// Each queue counts its own places: the lock's, the election's.
+			if want := max(i, 1); e.Position != i+1 || e.Place != want {
+				t.Errorf("--json entry %d: position %d, place %d; want %d, %d", i, e.Position, e.Place, i+1, want)
+			}
+		}
 
 		cancel()
 		for _, c := range []<-chan campaignResult{second, third} {
