@@ -75,8 +75,9 @@ type QueueEntry struct {
 	// for an election's leader, its term's (the revision of the term
 	// record that names it).
 	Token Token
-	// Seq is the entry's position when it differs from Token.Seq (an
-	// election's leader); 0 otherwise.
+	// Seq is the entry's own place in the store's order (its create
+	// revision or czxid) when that differs from Token.Seq (an election's
+	// leader, whose token is its term's); 0 otherwise.
 	Seq int64
 	// Owner is the session the entry belongs to, in hex: the etcd lease ID
 	// or the ZooKeeper session ID (the node's ephemeral owner).
@@ -93,4 +94,29 @@ type QueueEntry struct {
 	// Slot is a semaphore holder's slot (its Token's Name is the slot's,
 	// see SlotName); 0 otherwise.
 	Slot int
+	// Priority is an election candidate's priority (WithPriority), which
+	// both stores keep in the entry's key or znode name; 0 for a
+	// candidate of the default priority and for every other kind.
+	Priority int
+	// Position is the entry's 1-based place in its own queue, in the
+	// order the queue serves it: a lock's entries oldest first (its
+	// holders first); a semaphore's holders in slot order, then its
+	// waiters oldest first; an election's leader, then its waiting
+	// candidates in the order they would lead (the highest Priority
+	// first, the oldest among equals). An inspection lists a semaphore's
+	// entries, then the lock's, then the election's, each queue in
+	// Position order.
+	Position int
+	// Multi is, for an entry of a multi-lock (MultiMutex: one acquisition
+	// of several locks, all or none, whose entries, one per lock, are made
+	// by one write and so share their Token's Seq and Owner), the names
+	// of all the locks that acquisition takes, this one's included,
+	// sorted; nil for an entry of one lock. On etcd an inspection finds
+	// them by the entry's create revision (one more request when the
+	// queue has exclusive entries). ZooKeeper cannot find the other
+	// entries of an acquisition (they share a czxid and the GUID in their
+	// names, but no znode is found by either without listing every lock's
+	// directory), so there Multi is always nil: compare the Tokens (Seq
+	// and Owner) of the queues of the names you suspect.
+	Multi []string
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/distlock/distlock/integration"
 	"io"
 	"log"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock/integration"
 
 	"github.com/distlock/distlock/diagnose"
 )

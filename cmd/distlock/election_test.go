@@ -200,6 +200,12 @@ func TestStatusElection(t *testing.T) {
 		if st.Holders != 2 || st.Waiters != 2 || len(st.Entries) != 4 || st.Entries[0].Priority != nil || st.Entries[0].Token != l.Token().String() {
 			t.Errorf("--json: %+v, want the lock's holder first, without a priority", st)
 		}
+		for i, e := range st.Entries {
+			// Each queue counts its own places: the lock's, the election's.
+			if want := max(i, 1); e.Position != i+1 || e.Place != want {
+				t.Errorf("--json entry %d: position %d, place %d; want %d, %d", i, e.Position, e.Place, i+1, want)
+			}
+		}
 
 		cancel()
 		for _, c := range []<-chan campaignResult{second, third} {
@@ -316,26 +322,4 @@ func TestRevokeElectionStepDown(t *testing.T) {
 			t.Errorf("revoke: %q, want the leader released", l)
 		}
 	})
-}
-
-// TestStatusCandidatePriority: the priorities in candidates' keys, as
-// each store writes them.
-func TestStatusCandidatePriority(t *testing.T) {
-	const guid = "0123456789abcdef0123456789abcdef"
-	for key, want := range map[string]int{
-		"/distlock/sched/@e694d9b1c2a3f4e01_1":            0,
-		"/distlock/sched/@ep3.694d9b1c2a3f4e01_1":         3,
-		"/distlock/sched/@ep-12.694d9b1c2a3f4e01_a":       -12,
-		"/distlock/a/b/@ep1073741824.694d_1":              distlock.MaxPriority,
-		"/distlock/sched/@e-" + guid + "-0000000007":      0,
-		"/distlock/sched/@e-" + guid + "-p3-0000000007":   3,
-		"/distlock/sched/@e-" + guid + "-p-12-0000000007": -12,
-		"/distlock/sched/@w694d9b1c2a3f4e01_1":            0, // no candidate's
-		"/distlock/sched/@w-" + guid + "-0000000007":      0,
-		"/distlock/sched/@epx.694d_1":                     0, // not a priority
-	} {
-		if got := candidatePriority(key); got != want {
-			t.Errorf("candidatePriority(%q) = %d, want %d", key, got, want)
-		}
-	}
 }

@@ -170,7 +170,7 @@ func revokeCmd(args []string, stdout, stderr io.Writer) error {
 	waiting.Stop()
 	for _, r := range out {
 		if r.Token != "" {
-			fmt.Fprintln(stdout, revocationLine(r))
+			fmt.Fprintln(stdout, revocationLine(r, b.CandidateEntry(r.Lock, r.Key)))
 		}
 	}
 	if err != nil {
@@ -220,11 +220,10 @@ func revokeSignalExit(sig os.Signal, when, name string) error {
 }
 
 // revocationLine describes one holder's revocation as revoke found or
-// left it.
-func revocationLine(r distlock.Revocation) string {
+// left it; leader says the holder is an election's leader.
+func revocationLine(r distlock.Revocation, leader bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "token %s", r.Token)
-	leader := electionKey(r.Key)
 	switch {
 	case leader && r.Holder != "":
 		fmt.Fprintf(&b, " (leader %s)", oneLine(r.Holder))

@@ -1,22 +1,27 @@
 package qlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/distlock/distlock"
 )
 
 // AdminStore is what a store does for an Admin, on a client and prefix
 // (an admin holds nothing): read and follow a lock's whole queue, keep its
-// revocation records and its done-markers.
+// revocation records and its done-markers. ReadQueue is RevokeStore's.
 type AdminStore interface {
 	RevokeStore
 	MarkStore
-	// Queue reads lock name's queue (the store's Inspect).
-	Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error)
-	// WatchQueue calls f with lock name's queue now and after every
-	// change, until ctx ends or f fails.
+	// FindMulti sets the Multi of those of q's entries (lock name's queue,
+	// as ReadQueue reads it) that are a multi-lock's, where the store can
+	// find the acquisition's other entries; a store that cannot leaves
+	// them nil.
+	FindMulti(ctx context.Context, name string, q []distlock.QueueEntry) error
+	// WatchQueue calls f with lock name's queue (as ReadQueue reads it)
+	// now and after every change, until ctx ends or f fails.
 	WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error
 }
 
@@ -33,27 +38,84 @@ type Admin struct {
 // marker's Holder when the caller gives none.
 func NewAdmin(st AdminStore, holder string) *Admin { return &Admin{st: st, holder: holder} }
 
-// Inspect returns lock name's queue.
+// Inspect returns lock name's queue (see distlock.QueueEntry): the
+// store's read, completed by complete.
 func (a *Admin) Inspect(ctx context.Context, name string) (q []distlock.QueueEntry, err error) {
 	err = a.do("inspect", name, func() error {
-		if q, err = a.st.Queue(ctx, name); err != nil {
+		if q, err = a.st.ReadQueue(ctx, name); err != nil {
 			return err
 		}
-		return a.markLeader(ctx, name, q)
+		q, err = a.complete(ctx, name, q)
+		return err
 	})
 	return q, err
 }
 
-// WatchQueue calls f with lock name's queue now and after every change.
+// WatchQueue calls f with lock name's queue, as Inspect returns it, now
+// and after every change.
 func (a *Admin) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
 	return a.do("watch queue", name, func() error {
 		return a.st.WatchQueue(ctx, name, func(q []distlock.QueueEntry) error {
-			if err := a.markLeader(ctx, name, q); err != nil {
+			q, err := a.complete(ctx, name, q)
+			if err != nil {
 				return err
 			}
 			return f(q)
 		})
 	})
+}
+
+// complete makes q, lock name's queue as the store read it, what an
+// inspection shows: the election's leader marked, a multi-lock's entries
+// named, and the queues in order with their entries' Positions.
+func (a *Admin) complete(ctx context.Context, name string, q []distlock.QueueEntry) ([]distlock.QueueEntry, error) {
+	if err := a.markLeader(ctx, name, q); err != nil {
+		return nil, err
+	}
+	if err := a.st.FindMulti(ctx, name, q); err != nil {
+		return nil, err
+	}
+	return inOrder(q), nil
+}
+
+// inOrder returns q (the store's read: each queue's entries oldest first,
+// a semaphore's holders in slot order before its waiters) as an
+// inspection lists it: the semaphore's entries, the lock's, then the
+// election's candidates in the order they lead, each queue numbered from
+// 1 (QueueEntry.Position).
+func inOrder(q []distlock.QueueEntry) []distlock.QueueEntry {
+	group := func(e distlock.QueueEntry) int {
+		switch e.Kind {
+		case distlock.Counted:
+			return 0
+		case distlock.Candidate:
+			return 2
+		}
+		return 1
+	}
+	out := slices.Clone(q)
+	slices.SortStableFunc(out, func(x, y distlock.QueueEntry) int {
+		if c := cmp.Compare(group(x), group(y)); c != 0 || group(x) != 2 {
+			return c
+		}
+		// The leader first, then the order of the next terms (as
+		// ElectionState.next picks them): the highest priority first,
+		// the oldest among equals (the read's order).
+		if x.Holding != y.Holding {
+			if x.Holding {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(y.Priority, x.Priority)
+	})
+	for i := range out {
+		out[i].Position = 1
+		if i > 0 && group(out[i-1]) == group(out[i]) {
+			out[i].Position = out[i-1].Position + 1
+		}
+	}
+	return out
 }
 
 // markLeader marks, among q's entries, the candidates of election name:

@@ -61,6 +61,16 @@ func (a *Admin) revokeErr(name string) func(error) error {
 	}
 }
 
+// lockHolders reads lock name's queue without the election's candidates
+// (whose leader the term record names) and a semaphore's line (which
+// holds nothing): its lock entries and a semaphore's permits.
+func lockHolders(ctx context.Context, st RevokeStore, name string) ([]distlock.QueueEntry, error) {
+	q, err := st.ReadQueue(ctx, name)
+	return slices.DeleteFunc(q, func(e distlock.QueueEntry) bool {
+		return e.Kind == distlock.Candidate || e.Kind == distlock.Counted && !e.Holding
+	}), err
+}
+
 // RevokeStore is what a store does for Revoke and Revocations, on a client
 // (not a session: a revoker holds nothing). Records are keyed by the
 // holder's token (RevokeKey) under the lock's revocation
@@ -68,9 +78,13 @@ func (a *Admin) revokeErr(name string) func(error) error {
 type RevokeStore interface {
 	// Backend is the store's, for errors.
 	Backend() Backend
-	// Inspect reads lock name's lock entries and semaphore permits, not
-	// its candidates or a semaphore's line.
-	Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error)
+	// ReadQueue reads lock name's whole queue, in one consistent read
+	// where the store has one: a semaphore's holders (in slot order) and
+	// its line, the lock's entries with Holding set, and an election's
+	// candidates, each queue oldest first, with their Kind, Token, Owner,
+	// Holder and Priority (a candidate's Holding is the Admin's to set,
+	// from the term record).
+	ReadQueue(ctx context.Context, name string) ([]distlock.QueueEntry, error)
 	// ReadElection reads election name's state (see Elections).
 	ReadElection(ctx context.Context, name string) (ElectionState, error)
 	// Create stores record data for token seq if there is none, and then
@@ -109,13 +123,12 @@ func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeReques
 	if r.By == "" {
 		r.By = revokedBy()
 	}
-	entries, err := st.Inspect(ctx, name)
+	entries, err := lockHolders(ctx, st, name)
 	if err != nil {
 		return nil, fail(err)
 	}
 	// Who holds: a semaphore's permits, and the lock entries with no
-	// conflicting entry ahead (Inspect lists no candidates or waiters),
-	// and the election's leader.
+	// conflicting entry ahead, and the election's leader.
 	held := slices.DeleteFunc(entries, func(e distlock.QueueEntry) bool { return !e.Holding })
 	es, err := st.ReadElection(ctx, name)
 	if err != nil {
@@ -247,7 +260,7 @@ func (a *Admin) Revocations(ctx context.Context, name string) ([]distlock.Revoca
 		out = append(out, rv)
 	}
 	if slices.ContainsFunc(out, unsettled) {
-		entries, err := st.Inspect(ctx, name)
+		entries, err := lockHolders(ctx, st, name)
 		if err != nil {
 			return nil, fail(err)
 		}

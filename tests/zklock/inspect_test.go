@@ -1,7 +1,9 @@
 package zklock_test
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -73,6 +75,9 @@ func TestInspect(t *testing.T) {
 		if i > 0 && e.Token.Seq <= q[i-1].Token.Seq {
 			t.Errorf("entry %d: token %v not after %v", i, e.Token, q[i-1].Token)
 		}
+		if e.Position != i+1 || e.Multi != nil || e.Priority != 0 {
+			t.Errorf("entry %d: position %d, multi %v, priority %d; want %d, none, 0", i, e.Position, e.Multi, e.Priority, i+1)
+		}
 	}
 	if q[0].Token != lease.Token() {
 		t.Errorf("first entry's token %v, holder's %v", q[0].Token, lease.Token())
@@ -101,6 +106,103 @@ func TestInspect(t *testing.T) {
 	mustUnlock(t, last.Lease)
 	if q, err := mustAdmin(t, admin, prefix).Inspect(ctx, "inspect"); err != nil || len(q) != 0 {
 		t.Fatalf("after all released: %+v, %v; want no entries", q, err)
+	}
+}
+
+// TestInspectCandidatesAndMulti: an election's candidates carry their
+// priorities and are listed after the lock's entries in the order they
+// lead; a multi-lock's entries carry no names (ZooKeeper cannot find the
+// others), only the Token they share.
+func TestInspectCandidatesAndMulti(t *testing.T) {
+	ens := integration.NewZooKeeper(t)
+	conn, events := connect(t, ens)
+	drain(events)
+	ctx := testCtx(t)
+	prefix := newPrefix()
+	admin := mustAdmin(t, conn, prefix)
+	s := newSession(t, conn, zklock.WithPrefix(prefix))
+
+	m, err := zklock.NewMultiMutex(s, "im/b", "im/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ml := mustLock(t, m)
+	var toks []distlock.Token
+	for _, name := range []string{"im/a", "im/b"} {
+		q, err := admin.Inspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(q) != 1 || q[0].Multi != nil || q[0].Position != 1 {
+			t.Fatalf("%s: %+v, want one entry at position 1, no Multi", name, q)
+		}
+		toks = append(toks, q[0].Token)
+	}
+	if toks[0].Seq != toks[1].Seq || toks[0].Owner != toks[1].Owner {
+		t.Errorf("a multi-lock's tokens %v, %v: want one Seq and Owner", toks[0], toks[1])
+	}
+	mustUnlock(t, ml)
+
+	// A lock entry and, of the same name, a leader of priority 9 and
+	// candidates of priorities 3 and 5, in that order of arrival.
+	lock := mustLock(t, newMutex(t, s, "im/e"))
+	defer mustUnlock(t, lock)
+	e, err := zklock.NewElection(s, "im/e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := e.Campaign(ctx, "c9", distlock.WithPriority(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lead.Resign(context.Background())
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i, p := range []int{3, 5} {
+		go e.Campaign(cctx, "c"+strconv.Itoa(p), distlock.WithPriority(p))
+		waitQueueLen(t, admin, "im/e", 3+i)
+	}
+	q, err := admin.Inspect(ctx, "im/e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		kind           distlock.Kind
+		holder         string
+		prio, position int
+		holding        bool
+	}
+	var got []view
+	for _, e := range q {
+		got = append(got, view{e.Kind, e.Holder, e.Priority, e.Position, e.Holding})
+	}
+	want := []view{
+		{distlock.Exclusive, "", 0, 1, true},
+		{distlock.Candidate, "c9", 9, 1, true},
+		{distlock.Candidate, "c5", 5, 2, false},
+		{distlock.Candidate, "c3", 3, 3, false},
+	}
+	if len(got) > 0 {
+		want[0].holder = got[0].holder // the session's default holder
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("queue %+v, want %+v", got, want)
+	}
+}
+
+// waitQueueLen waits, on admin's WatchQueue, until lock name's queue has
+// n entries.
+func waitQueueLen(t *testing.T, admin *zklock.Admin, name string, n int) {
+	t.Helper()
+	enough := errors.New("enough")
+	err := admin.WatchQueue(testCtx(t), name, func(q []distlock.QueueEntry) error {
+		if len(q) == n {
+			return enough
+		}
+		return nil
+	})
+	if !errors.Is(err, enough) {
+		t.Fatalf("waiting for %d entries of %s: %v", n, name, err)
 	}
 }
 

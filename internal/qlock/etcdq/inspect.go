@@ -3,19 +3,21 @@ package etcdq
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Queue reads the queue of lock name (etcdlock's Inspect), by one
+// ReadQueue reads the queue of lock name (qlock.RevokeStore), by one
 // linearizable range read sorted by create revision: a consistent
 // snapshot. Keys under the queue that are not entries are ignored.
-func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	dir := QueueDir(s.Prefix, name)
-	resp, err := s.Client.Get(ctx, dir, clientv3.WithPrefix(),
+func (r RevokeStore) ReadQueue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
+	dir := QueueDir(r.Prefix, name)
+	resp, err := r.Client.Get(ctx, dir, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, err
@@ -41,6 +43,9 @@ func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEnt
 		case kind == qlock.Counted: // a semaphore's waiter, in line
 			line = append(line, e)
 		default:
+			if kind == qlock.Candidate {
+				e.Priority = candidatePriority(dir, key)
+			}
 			kinds, out = append(kinds, kind), append(out, e)
 		}
 	}
@@ -51,7 +56,95 @@ func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEnt
 	return append(append(permits, line...), out...), nil
 }
 
-// WatchQueue calls f with lock name's queue (as Queue reads it) now and
+// multiBatch is how many entries one Txn of FindMulti looks up: well
+// within etcd's default limit of 128 operations per Txn.
+const multiBatch = 64
+
+// FindMulti sets the Multi of q's entries that are a multi-lock's
+// (qlock.AdminStore). A multi-lock's entries are made in one Txn, so they
+// share one create revision, which no other write has, and one lease:
+// the lookup is one range read of the key prefix per exclusive entry,
+// filtered by the server to the keys created at the entry's revision
+// (batched, multiBatch to a Txn), so only the acquisition's own keys come
+// back (the server scans the prefix's keys for each). Only exclusive lock
+// entries are looked up: a multi-lock makes no others.
+func (s AdminStore) FindMulti(ctx context.Context, name string, q []distlock.QueueEntry) error {
+	type acq struct {
+		rev   int64
+		lease int64
+	}
+	var (
+		todo []acq
+		seen = map[acq]bool{}
+	)
+	for _, e := range q {
+		if e.Kind != distlock.Exclusive || e.Token.Seq <= 0 || e.Token.Owner == 0 {
+			continue
+		}
+		if a := (acq{e.Token.Seq, int64(e.Token.Owner)}); !seen[a] {
+			seen[a] = true
+			todo = append(todo, a)
+		}
+	}
+	names := map[acq][]string{}
+	for len(todo) > 0 {
+		batch := todo[:min(len(todo), multiBatch)]
+		todo = todo[len(batch):]
+		ops := make([]clientv3.Op, len(batch))
+		for i, a := range batch {
+			// Not keys-only: that leaves out the lease. The values are
+			// the entries' holders, a line each.
+			ops[i] = clientv3.OpGet(s.Prefix, clientv3.WithPrefix(),
+				clientv3.WithMinCreateRev(a.rev), clientv3.WithMaxCreateRev(a.rev))
+		}
+		resp, err := s.Client.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return err
+		}
+		for i, a := range batch {
+			for _, kv := range resp.Responses[i].GetResponseRange().Kvs {
+				if kv.CreateRevision != a.rev || kv.Lease != a.lease {
+					continue
+				}
+				if lock, ok := exclusiveEntryLock(s.Prefix, string(kv.Key)); ok {
+					names[a] = append(names[a], lock)
+				}
+			}
+		}
+	}
+	for i, e := range q {
+		if e.Kind != distlock.Exclusive {
+			continue
+		}
+		if ns := names[acq{e.Token.Seq, int64(e.Token.Owner)}]; len(ns) > 1 {
+			ns = slices.Clone(ns)
+			slices.Sort(ns)
+			q[i].Multi = slices.Compact(ns)
+		}
+	}
+	return nil
+}
+
+// ReadDelays returns the lock-delay records (qlock.DelayRecord, as
+// stored) that lock name's waiters keep under prefix, one key per waiter
+// bound to its lease, each directly under DelayDir: a longer lock name's
+// records, a level deeper, are not name's.
+func ReadDelays(ctx context.Context, cli *clientv3.Client, prefix, name string) ([][]byte, error) {
+	dir := DelayDir(prefix, name)
+	resp, err := cli.Get(ctx, dir, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, kv := range resp.Kvs {
+		if !strings.Contains(strings.TrimPrefix(string(kv.Key), dir), "/") {
+			out = append(out, kv.Value)
+		}
+	}
+	return out, nil
+}
+
+// WatchQueue calls f with lock name's queue (as ReadQueue reads it) now and
 // after every change of it, until ctx ends, f fails or the watch does.
 // The watch is in place before each read, so no change is missed; changes
 // that come while f runs are read once, together.
@@ -81,7 +174,7 @@ func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlo
 		return err
 	}
 	for {
-		q, err := s.Queue(ctx, name)
+		q, err := s.ReadQueue(ctx, name)
 		if err != nil {
 			return err
 		}

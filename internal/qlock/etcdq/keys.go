@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -90,6 +91,31 @@ func entryKind(dir, key string) (k qlock.Kind, ok bool) {
 		return 0, false
 	}
 	return k, true
+}
+
+// exclusiveEntryLock returns the lock whose exclusive entry key is, under
+// prefix (prefix + NAME + "/@w" + lease + "_" + counter); ok is false for
+// any other key under prefix: other kinds of entries, a session's guard,
+// revocation records, done-markers, foreign keys.
+func exclusiveEntryLock(prefix, key string) (string, bool) {
+	rel, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndex(rel, "/@")
+	if i < 0 || distlock.ValidateName(rel[:i]) != nil {
+		return "", false
+	}
+	k, ok := entryKind(QueueDir(prefix, rel[:i]), key)
+	return rel[:i], ok && k == qlock.Exclusive
+}
+
+// CandidateKey reports whether key is the entry of a candidate of
+// election name under prefix (and not a lock's, a semaphore's, or no
+// entry at all): what a revocation record's Key is for a leader.
+func CandidateKey(prefix, name, key string) bool {
+	k, ok := entryKind(QueueDir(prefix, name), key)
+	return ok && k == qlock.Candidate
 }
 
 // A candidate of a priority other than 0 has it in its key, before the

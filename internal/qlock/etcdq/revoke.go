@@ -78,20 +78,6 @@ var _ qlock.RevokeStore = RevokeStore{}
 // Backend is etcd (qlock.RevokeStore).
 func (RevokeStore) Backend() qlock.Backend { return Backend }
 
-// Inspect reads lock name's queue: its lock entries and a semaphore's
-// permits, not an election's candidates or a semaphore's line.
-func (r RevokeStore) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	all, err := AdminStore{r}.Queue(ctx, name)
-	dir := QueueDir(r.Prefix, name)
-	out := all[:0]
-	for _, e := range all {
-		if k, ok := entryKind(dir, e.Key); !ok || k != qlock.Candidate && k != qlock.Counted {
-			out = append(out, e)
-		}
-	}
-	return out, err
-}
-
 // Create puts token seq's record if there is none, in one Txn that
 // returns the existing one otherwise.
 func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []byte) ([]byte, error) {

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -16,12 +17,11 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Queue reads the queue of lock name (zklock's Inspect): it
-// syncs the lock's directory with the leader, lists it, and reads every
+// ReadQueue reads the queue of lock name (qlock.RevokeStore): it syncs the lock's directory with the leader, lists it, and reads every
 // entry (the reads go out together); entries deleted between the listing
 // and their read are left out, and children that are not entries are
 // ignored.
-func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
+func (s RevokeStore) ReadQueue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
 	conn, dir := s.Conn, s.Prefix+"/"+name
 	fail := func(op string, err error) error { return fmt.Errorf("%s %s: %w", op, dir, err) }
 	children, err := syncedChildren(ctx, conn, dir)
@@ -103,6 +103,9 @@ func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEnt
 		case n.Kind == qlock.Counted:
 			semOut = append(semOut, e)
 		default:
+			if n.Kind == qlock.Candidate {
+				_, e.Priority, _, _ = parseElectionEntry(path.Base(n.Key))
+			}
 			kinds, out = append(kinds, n.Kind), append(out, e)
 		}
 	}
@@ -112,7 +115,43 @@ func (s AdminStore) Queue(ctx context.Context, name string) ([]distlock.QueueEnt
 	return append(semOut, out...), nil
 }
 
-// WatchQueue calls f with lock name's queue (as Queue reads it) now and
+// FindMulti leaves q as it is (qlock.AdminStore): the entries of one
+// multi-lock acquisition share a czxid, a session and the GUID in their
+// names, but ZooKeeper finds a znode by none of them without listing
+// every lock's directory, which an inspection of one lock does not do.
+func (AdminStore) FindMulti(context.Context, string, []distlock.QueueEntry) error { return nil }
+
+// ReadDelays returns the lock-delay records (qlock.DelayRecord, as
+// stored) that lock name's waiters keep under prefix: the ephemeral
+// "@..." children of DelayDir (its other children are longer lock names'
+// directories). Records deleted while they are read are left out.
+func ReadDelays(ctx context.Context, conn *zk.Conn, prefix, name string) ([][]byte, error) {
+	dir := DelayDir(prefix, name)
+	kids, err := listChildren(ctx, conn, dir) // none for no directory
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, k := range kids {
+		if !strings.HasPrefix(k, "@") {
+			continue
+		}
+		d, err := retry(ctx, func() ([]byte, error) {
+			d, _, err := conn.Get(dir + "/" + k)
+			return d, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // its delay ended meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// WatchQueue calls f with lock name's queue (as ReadQueue reads it) now and
 // after every change of its entries, until ctx ends, f fails or the
 // connection does. A child watch on the lock's directory (an exists watch
 // while there is none), and on a semaphore's @permits where there is one,
@@ -154,7 +193,7 @@ func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlo
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", dir, err)
 		}
-		q, err := s.Queue(ctx, name)
+		q, err := s.ReadQueue(ctx, name)
 		if err != nil {
 			return err
 		}

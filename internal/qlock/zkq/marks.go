@@ -44,7 +44,7 @@ func (s AdminStore) Mark(ctx context.Context, name, slot string, tok distlock.To
 			return nil, err
 		}
 	}
-	q, err := s.Queue(ctx, tok.Name)
+	q, err := s.ReadQueue(ctx, tok.Name)
 	if err != nil {
 		return nil, err
 	}

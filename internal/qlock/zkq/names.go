@@ -116,6 +116,18 @@ func parseElectionEntry(child string) (guid string, prio int, seq int64, ok bool
 	return guid, prio, seq, true
 }
 
+// CandidateNode reports whether p is the node of a candidate of election
+// name under prefix (and not a lock's, a semaphore's, or no entry at all):
+// what a revocation record's Key is for a leader.
+func CandidateNode(prefix, name, p string) bool {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 || p[:i] != prefix+"/"+name {
+		return false
+	}
+	_, _, _, ok := parseElectionEntry(p[i+1:])
+	return ok
+}
+
 // parseAny parses a child name of either queue.
 func parseAny(child string) (kind qlock.Kind, guid string, seq int64, ok bool) {
 	if g, _, sq, ok := parseElectionEntry(child); ok {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"path"
 	"slices"
 	"sync"
 
@@ -146,19 +145,6 @@ func (r RevokeStore) acl() []zk.ACL {
 		return zk.WorldACL(zk.PermAll)
 	}
 	return r.ACL
-}
-
-// Inspect reads lock name's queue: its lock entries and a semaphore's
-// permits, not an election's candidates or a semaphore's line.
-func (r RevokeStore) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
-	all, err := AdminStore{r}.Queue(ctx, name)
-	out := all[:0]
-	for _, e := range all {
-		if k, _, _, ok := parseAny(path.Base(e.Key)); !ok || k != qlock.Candidate && k != qlock.Counted {
-			out = append(out, e)
-		}
-	}
-	return out, err
 }
 
 // Create makes token seq's record if there is none, then rings the bell;
