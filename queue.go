@@ -82,8 +82,8 @@ type QueueEntry struct {
 	// Owner is the session the entry belongs to, in hex: the etcd lease ID
 	// or the ZooKeeper session ID (the node's ephemeral owner).
 	Owner string
-	// Holder is the entry's value: what its session was made with (etcdlock
-	// and zklock WithHolder), e.g. "host pid 42 ...". It may be empty.
+	// Holder is the entry's value: what its session was made with
+	// (recipe.WithHolder), e.g. "host pid 42 ...". It may be empty.
 	Holder string
 	// Created is when the store created the entry; zero when the store
 	// keeps no such time (etcd).

@@ -16,15 +16,14 @@ import (
 // concurrent use.
 type Admin struct{ q *qlock.Admin }
 
-// Inspect returns the queue of the lock called name, without joining it:
-// the holder first, then the waiters in the order they will hold
-// (QueueEntry.Holding says which hold), as one consistent snapshot. An
-// Election's candidates of the same name (a queue of their own) are
-// listed too, as exclusive entries, the leader (the one the term record
-// names) alone Holding, with its term's token; entries of other recipes
-// under the lock's place are ignored. An empty result means nobody holds
-// or waits. See distlock.QueueEntry for what each field says on each
-// store.
+// Inspect returns the queue of the lock called name, without joining it,
+// as one consistent snapshot: the semaphore's entries of that name, then
+// the lock's (Mutex, RWMutex and MultiMutex entries, holders first), then
+// the Election's candidates in the order they would lead, each queue in
+// QueueEntry.Position order; QueueEntry.Holding says which hold, and an
+// election's leader (the one the term record names) has its term's token.
+// An empty result means nobody holds or waits. See distlock.QueueEntry for
+// what each field says on each store.
 func (a *Admin) Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
 	return a.q.Inspect(ctx, name)
 }

@@ -108,7 +108,7 @@ func TestInspectCandidatesAndMulti(t *testing.T) {
 	admin := mustAdmin(t, cli)
 	s := newSession(t, cli)
 
-	m, err := etcdlock.NewMultiMutex(s, "im/b", "im/a")
+	m, err := recipe.NewMultiMutex(s, "im/b", "im/a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestInspectCandidatesAndMulti(t *testing.T) {
 	// candidates of priorities 3 and 5, in that order of arrival.
 	lock := mustLock(t, newMutex(t, s, "im/e"))
 	defer mustUnlock(t, lock)
-	e, err := etcdlock.NewElection(s, "im/e")
+	e, err := recipe.NewElection(s, "im/e")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestInspectCandidatesAndMulti(t *testing.T) {
 
 // waitQueueLen waits, on admin's WatchQueue, until lock name's queue has
 // n entries.
-func waitQueueLen(t *testing.T, admin *etcdlock.Admin, name string, n int) {
+func waitQueueLen(t *testing.T, admin *recipe.Admin, name string, n int) {
 	t.Helper()
 	enough := errors.New("enough")
 	err := admin.WatchQueue(testCtx(t), name, func(q []distlock.QueueEntry) error {

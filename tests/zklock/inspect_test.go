@@ -120,9 +120,9 @@ func TestInspectCandidatesAndMulti(t *testing.T) {
 	ctx := testCtx(t)
 	prefix := newPrefix()
 	admin := mustAdmin(t, conn, prefix)
-	s := newSession(t, conn, zklock.WithPrefix(prefix))
+	s := newSession(t, conn, recipe.WithPrefix(prefix))
 
-	m, err := zklock.NewMultiMutex(s, "im/b", "im/a")
+	m, err := recipe.NewMultiMutex(s, "im/b", "im/a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestInspectCandidatesAndMulti(t *testing.T) {
 	// candidates of priorities 3 and 5, in that order of arrival.
 	lock := mustLock(t, newMutex(t, s, "im/e"))
 	defer mustUnlock(t, lock)
-	e, err := zklock.NewElection(s, "im/e")
+	e, err := recipe.NewElection(s, "im/e")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestInspectCandidatesAndMulti(t *testing.T) {
 
 // waitQueueLen waits, on admin's WatchQueue, until lock name's queue has
 // n entries.
-func waitQueueLen(t *testing.T, admin *zklock.Admin, name string, n int) {
+func waitQueueLen(t *testing.T, admin *recipe.Admin, name string, n int) {
 	t.Helper()
 	enough := errors.New("enough")
 	err := admin.WatchQueue(testCtx(t), name, func(q []distlock.QueueEntry) error {

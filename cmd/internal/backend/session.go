@@ -12,9 +12,9 @@ import (
 )
 
 // Session is a lock session of either backend: an etcdlock.Session or a
-// zklock.Session, which share Done, Err, TTL (the etcd lease's TTL, or
-// the ZooKeeper session timeout the servers granted) and Close, and whose
-// recipes have the same methods.
+// zklock.Session, which share recipe.Session (Done, Err, TTL: the etcd
+// lease's TTL, or the ZooKeeper session timeout the servers granted;
+// Close) and take the same recipes.
 type Session struct {
 	session
 	mutex    func(name string) (distlock.Locker, error)
