@@ -1,4 +1,4 @@
-package etcdlock_test
+package recipe_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package zklock_test
+package recipe_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // a rolling deploy, to an instance already on the new version. The
 // election never goes without a leader, the other candidates keep
 // waiting, and the new term's token (the zxid of the handover) is larger.
-func ExampleElection_handOff() {
+func ExampleElection_handOffOnZooKeeper() {
 	ctx := context.Background()
 	// instance campaigns on a connection of its own: one ZooKeeper
 	// session per process.
@@ -98,7 +98,7 @@ func ExampleElection_handOff() {
 // *distlock.RevokedError, finishes its step and resigns, which hands over
 // to the highest priority waiting. (A leader that does not step down is
 // deleted after the preempt grace.)
-func ExampleElection_priority() {
+func ExampleElection_priorityOnZooKeeper() {
 	ctx := context.Background()
 	var conns []*zk.Conn
 	defer func() {
