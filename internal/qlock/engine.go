@@ -1,0 +1,216 @@
+package qlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// The engine, and the parts of the acquisition life cycle (lifecycle.go)
+// that do not walk it: an entry set's errors, a held entry's follow-ups.
+
+// Engine runs acquisitions on one session: its state, which the engine
+// keeps, and its store's driver, which does the store's part.
+type Engine struct {
+	st *State
+	d  Store
+}
+
+// New returns the engine of the session with state st on store driver d.
+func New(st *State, d Store) *Engine { return &Engine{st: st, d: d} }
+
+// Lost returns an error that matches both distlock.ErrLost and reason with
+// errors.Is, for reporting why a held lock was lost; Lost(nil) is ErrLost
+// itself.
+func Lost(reason error) error {
+	if reason == nil {
+		return distlock.ErrLost
+	}
+	if errors.Is(reason, distlock.ErrLost) {
+		return reason
+	}
+	return fmt.Errorf("%w: %w", distlock.ErrLost, reason)
+}
+
+// lost when any of them is (step 5), with one token per entry; lt
+// measures and traces the hold, h adds the recipe's part.
+func (s *entrySet) lost() error {
+	for _, n := range s.ns {
+		if n.alive.Err() == nil {
+			continue
+		}
+		cause := context.Cause(n.alive)
+		if errors.Is(cause, distlock.ErrReleased) {
+			continue
+		}
+		if len(s.ns) > 1 {
+			return entryLost(n.Name, cause)
+		}
+		return cause
+	}
+	return nil
+}
+
+// or returns an entry's end (see lost), which wins over err: a wait's own
+// error is often only the consequence of it.
+func (s *entrySet) or(err error) error {
+	if l := s.lost(); l != nil {
+		return l
+	}
+	return err
+}
+
+// entryLost says which name's entry ended a multi-lock's wait or hold.
+func entryLost(name string, cause error) error {
+	if errors.Is(cause, distlock.ErrReleased) {
+		return cause
+	}
+	return fmt.Errorf("entry of lock %q: %w", name, cause)
+}
+
+// follow starts n's life under the session and has the driver follow
+// its entry (step 2).
+func (e *Engine) follow(n *Node) {
+	st := e.st
+	n.Begin(st.Context())
+	if st.Err() != nil {
+		n.kill(st.Err())
+	}
+	e.d.Follow(n, n.lose)
+}
+
+// start begins an acquisition of lock name: it checks the session and
+// ctx, and returns a context that also ends with the session (its
+// requests stop then), done to call when the acquisition is over, and
+// fail, which wraps an error in the acquisition's LockError (as err is
+// already).
+// wait blocks until s's views say its entries hold, waiting on one entry
+// at a time (step 3), and returns how many it waited on. When one of s's
+// entries ends (deleted, session over) the wait fails with that cause,
+// which also wins over "acquired": the watch on an entry of s's own may
+// run behind the one on the entry it waits for, which is why Confirm
+// (step 4) asks the store whether s's entries outlived their last
+// predecessors before s is reported held. (A foreign delete after that is
+// reported through the Lease's Done.)
+//
+// With several entries (a multi-lock), the one waited on is the newest
+// entry ahead of any of them: the one likely to go last, since the
+// entries older than it, in every queue, go before it as a rule. When it
+// goes, one read (the driver's SurvivorsAll) refreshes every view that
+// still waits, so that the names whose queues cleared meanwhile cost no
+// wait of their own: one watch at a time, not one per name. Waits never
+// form a cycle (multi.go), so any order is safe. With a lock-delay each
+// entry waits on its own predecessors, one after the other, since how an
+// entry went is only known to a wait on it (owedDelay, per entry).
+func (e *Engine) start(ctx context.Context, name string, op distlock.Op) (_ context.Context, done func(), fail func(error) error, err error) {
+	fail = func(err error) error { return e.fail(name, op, err) }
+	st := e.st
+	if err := st.Err(); err != nil {
+		return ctx, func() {}, fail, fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return ctx, func() {}, fail, fail(context.Cause(ctx))
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(st.Context(), func() { cancel(st.Err()) })
+	return ctx, func() { stop(); cancel(nil) }, fail, nil
+}
+
+// next returns the entry to wait on now (see wait), and which of s's
+// entries waits on it; ok is false when none waits.
+func (s *entrySet) next() (i int, p Entry, ok bool) {
+	for j, q := range s.qs {
+		if w, waits := q.Next(); waits && (!ok || w.Seq > p.Seq) {
+			i, p, ok = j, w, true
+		}
+	}
+	return i, p, ok
+}
+
+// joined is the errors of errs that are not nil: nil, the one, or their
+// join.
+func joined(errs []error) error {
+	var out []error
+	for _, err := range errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return nil
+	case 1:
+		return out[0]
+	}
+	return errors.Join(out...)
+}
+
+// followRevoke has a revocable session's held entry n, of lock, lose its
+// Lease (lose) when an operator revokes it.
+func (e *Engine) followRevoke(n *Node, lock string, lose func(error)) {
+	if !e.st.Revocable() {
+		return
+	}
+	e.d.FollowRevoke(n, lock, func(data []byte) {
+		r, err := parseRevocation(data)
+		if err != nil {
+			// Still a request to let go; what it says is unknown.
+			r = distlock.Revocation{Lock: n.Name, Reason: err.Error()}
+		}
+		e.st.log.Info(e.st.backend.Pkg+": lock revoked", "lock", n.Name, "token", n.Token, "by", r.By, "reason", r.Reason, "grace", r.Grace)
+		lose(&distlock.RevokedError{Revocation: r})
+	})
+}
+
+// loseWith ends a Lease (lose) when alive ends, unless alive ended with
+// distlock.ErrReleased as its cause — what release cancels it with before
+// deleting the entry. ended is told the cause of every end, release
+// included (for metrics); a loss is logged for lock name at token first.
+// release is the Lease's release function (step 6): it deletes ns's
+// entries, all in one write where the store allows it.
+func (e *Engine) loseWith(alive context.Context, lose, ended func(error), name string, token int64) {
+	lost := func(cause error) {
+		e.st.log.Info(e.st.backend.Pkg+": lock lost", "lock", name, "token", token, "cause", cause)
+	}
+	context.AfterFunc(alive, func() {
+		cause := context.Cause(alive)
+		ended(cause)
+		if errors.Is(cause, distlock.ErrReleased) {
+			return
+		}
+		lost(cause)
+		lose(Lost(cause))
+	})
+}
+
+// pastDeadline is the last check before an acquisition is returned
+// (Lock, TryLock, RLock, Campaign, Acquire, a multi-lock's Lock): nil
+// while the session lives and its client-side deadline (on the boot
+// clock, see clock.go) lies ahead, else why not. A process stopped
+// (SIGSTOP, a long GC, a starved VM) while its entry waited can wake past
+// the deadline with the event that says it holds already read, before
+// the session's own timer has ended it: the store may have expired the
+// session meanwhile and granted the lock to a successor, so the entry's
+// holding cannot be trusted, and the acquisition fails instead.
+func (e *Engine) pastDeadline() error {
+	d := e.st.Deadline() // ends the session if a suspend put it past d
+	if err := e.st.Err(); err != nil {
+		return err
+	}
+	if now := time.Now(); !now.Before(d) {
+		return fmt.Errorf("%w: the session's client-side deadline %s had passed %v before the acquisition could return (the process was stopped or starved); the store may have expired the session meanwhile",
+			distlock.ErrSessionExpired, d.Format(time.RFC3339Nano), now.Sub(d).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// endWithFirst calls kill with the end of the first of ns to end, naming
+// its lock.
+func endWithFirst(ns []*Node, kill context.CancelCauseFunc) {
+	for _, n := range ns {
+		context.AfterFunc(n.alive, func() { kill(entryLost(n.Name, context.Cause(n.alive))) })
+	}
+}
