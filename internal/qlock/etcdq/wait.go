@@ -207,6 +207,11 @@ func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qloc
 	for k, i := range which {
 		n, dir := ns[i], s.Dir(ns[i].Name)
 		var nearest qlock.Entry
+		if rev < n.Seq {
+			// A member behind the enqueue (a lagging one, where the
+			// client spreads its requests): its view is no news.
+			continue
+		}
 		found := k < len(rrs) && len(rrs[k].Kvs) > 0
 		if found {
 			kv := rrs[k].Kvs[0]
