@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -35,8 +36,8 @@ func Lost(reason error) error {
 	return fmt.Errorf("%w: %w", distlock.ErrLost, reason)
 }
 
-// lost when any of them is (step 5), with one token per entry; lt
-// measures and traces the hold, h adds the recipe's part.
+// lost returns the end of the first of s's entries to have ended (not by a
+// release), naming its lock when s has several; nil if none has.
 func (s *entrySet) lost() error {
 	for _, n := range s.ns {
 		if n.alive.Err() == nil {
@@ -87,24 +88,6 @@ func (e *Engine) follow(n *Node) {
 // requests stop then), done to call when the acquisition is over, and
 // fail, which wraps an error in the acquisition's LockError (as err is
 // already).
-// wait blocks until s's views say its entries hold, waiting on one entry
-// at a time (step 3), and returns how many it waited on. When one of s's
-// entries ends (deleted, session over) the wait fails with that cause,
-// which also wins over "acquired": the watch on an entry of s's own may
-// run behind the one on the entry it waits for, which is why Confirm
-// (step 4) asks the store whether s's entries outlived their last
-// predecessors before s is reported held. (A foreign delete after that is
-// reported through the Lease's Done.)
-//
-// With several entries (a multi-lock), the one waited on is the newest
-// entry ahead of any of them: the one likely to go last, since the
-// entries older than it, in every queue, go before it as a rule. When it
-// goes, one read (the driver's SurvivorsAll) refreshes every view that
-// still waits, so that the names whose queues cleared meanwhile cost no
-// wait of their own: one watch at a time, not one per name. Waits never
-// form a cycle (multi.go), so any order is safe. With a lock-delay each
-// entry waits on its own predecessors, one after the other, since how an
-// entry went is only known to a wait on it (owedDelay, per entry).
 func (e *Engine) start(ctx context.Context, name string, op distlock.Op) (_ context.Context, done func(), fail func(error) error, err error) {
 	fail = func(err error) error { return e.fail(name, op, err) }
 	st := e.st
@@ -169,8 +152,6 @@ func (e *Engine) followRevoke(n *Node, lock string, lose func(error)) {
 // distlock.ErrReleased as its cause — what release cancels it with before
 // deleting the entry. ended is told the cause of every end, release
 // included (for metrics); a loss is logged for lock name at token first.
-// release is the Lease's release function (step 6): it deletes ns's
-// entries, all in one write where the store allows it.
 func (e *Engine) loseWith(alive context.Context, lose, ended func(error), name string, token int64) {
 	lost := func(cause error) {
 		e.st.log.Info(e.st.backend.Pkg+": lock lost", "lock", name, "token", token, "cause", cause)
@@ -213,4 +194,50 @@ func endWithFirst(ns []*Node, kill context.CancelCauseFunc) {
 	for _, n := range ns {
 		context.AfterFunc(n.alive, func() { kill(entryLost(n.Name, context.Cause(n.alive))) })
 	}
+}
+
+// entrySet is one acquisition's entries as the engine walks them: one per
+// name, in the names' order, each with its view of its queue. A Mutex's
+// acquisition is the set of one; a multi-lock's has one per name, made by
+// one write (multi.go).
+type entrySet struct {
+	label string // the lock, as errors name it
+	ns    []*Node
+	qs    []*Queue
+}
+
+// hooks are what a recipe adds to the one path of an acquisition: how its
+// entry comes to hold (direct, claim: steps 1 and 4) and what the life of
+// its held entries adds (step 5); the zero value adds nothing (a Mutex's).
+// The semaphore's are in semaphore.go, the election's in election.go.
+type hooks struct {
+	// direct, if not nil, tries to hold before any entry is enqueued: it
+	// returns the held entry, named, or an error wrapping
+	// distlock.ErrLocked to enqueue after all (a Try request fails then).
+	direct func(ctx context.Context) (*Node, error)
+	// claim, if not nil, is what the acquisition's entry does once it
+	// leads its queue: it returns the entry that holds instead, named, made
+	// in a write that deletes the leading one; or an error wrapping
+	// distlock.ErrLocked while it cannot, and waitClaim waits until it
+	// may try again.
+	claim     func(ctx context.Context, head *Node) (*Node, error)
+	waitClaim func(ctx context.Context, head *Node) error
+	// revokeAs is the lock name under which revocations of a held entry
+	// are recorded, when it is not the entry's own Name.
+	revokeAs string
+	// released, if not nil, runs after the entry's release (Unlock),
+	// whatever its outcome, and after a held entry was removed because
+	// the acquisition failed at the last look.
+	released func(n *Node)
+	// handedOff, if not nil and set, says the entry was deleted by an
+	// election's handoff: the release (which the handoff calls to end the
+	// Lease) has nothing left to delete.
+	handedOff *atomic.Bool
+	// ender, if not nil, receives the function that measures the hold's
+	// end, for a handoff to call before its write starts the successor's.
+	ender *func(cause error)
+	// loser, if not nil, receives the Lease's lose function, for a
+	// handoff to close Done before its write starts the successor's
+	// term.
+	loser *func(reason error)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -13,56 +12,62 @@ import (
 )
 
 // The life cycle of one acquisition, start to end. This file is the one
-// place that says what happens to an entry; the store drivers (etcdq,
-// zkq) only carry out the store's part of each step.
+// place that says what happens to an acquisition's entries; the store
+// drivers (etcdq, zkq) only carry out the store's part of each step, and
+// the recipes only add hooks (see hooks).
+//
+// An acquisition is a set of one or more entries (entrySet), one per
+// name, made by one write: a Mutex, an RWMutex, a semaphore's line and a
+// candidate have one, a multi-lock one per name (multi.go). Every step
+// below is the same for all: it acts on every entry of the set, in one
+// request where the store allows it, and an entry's end is the set's.
 //
 //  1. acquire checks the session and the context, then the driver's
-//     Enqueue creates the entry and returns the queue it saw: one Txn on
-//     etcd (put guarded by the session's guard key, and a range read);
-//     a sequential create, then a listing and the entry's own Stat on
-//     ZooKeeper.
-//  2. The engine starts following the entry (Follow): if anyone but its
+//     EnqueueAll creates the entries and returns the queues it saw: one
+//     Txn on etcd (puts guarded by the session's guard key, and range
+//     reads); a create (a multi for several), then a listing and each
+//     entry's own Stat on ZooKeeper. A recipe may first try to hold
+//     without enqueueing (hooks.direct: a semaphore's direct claim).
+//  2. The engine starts following each entry (Follow): if anyone but its
 //     owner deletes it, or the session ends, the acquisition fails while
 //     waiting and is lost while held.
-//  3. The waiter's view of the queue is the snapshot the enqueue took, of
+//  3. A waiter's view of a queue is the snapshot the enqueue took, of
 //     the entries older than its own that it conflicts with, the newest
 //     few only (Queue). It can only shrink: nothing ever joins ahead; when
 //     the few it knows are gone and older ones may be left, one read says
 //     which. The waiter waits on one entry at a time, the nearest one it
-//     conflicts with (Rule.Waits), and watches that entry alone (WaitGone).
+//     conflicts with (Rule.Waits), and watches that entry alone (WaitGone);
+//     with several entries, the newest such entry of all their queues.
 //     When it goes, the driver may already know that nothing older is
 //     left (on ZooKeeper a holder's release marks itself with a data
 //     change); otherwise, if older entries may be left, one read
-//     refreshes the view (Survivors). A handoff's cost therefore does not
-//     grow with the queue: one write (the release), one event (the
+//     refreshes the view (SurvivorsAll), and the same read refreshes the
+//     set's other views. A handoff's cost therefore does not grow with the
+//     queue, nor with the names: one write (the release), one event (the
 //     waiter's watch) and at most one read of the survivors. With a
 //     lock-delay, a waiter whose last predecessor went without its
 //     holder's release then waits the delay (see owedDelay).
-//  4. Confirm is the last look before "acquired": whatever the store's
-//     watches may not have delivered yet (on etcd, for an entry that
-//     waited, one read that it outlived its last predecessor).
-//  5. hold turns the entry into a distlock.Lease whose Done closes when the
-//     entry is lost (step 2's signal) or released; the recipe adds its
-//     own part through hooks (a semaphore's permit: semaphore.go).
-//  6. release (Lease.Unlock) deletes the entry only if it is still this
-//     acquisition's, and reports a loss that came first.
-//  7. On every failure after step 1, abandon deletes the entry before the
-//     call returns (within a bound; then in the background), so that a
-//     failed Lock never leaves an entry that blocks the queue. Step 1 is
+//  4. ConfirmAll is the last look before "acquired": whatever the store's
+//     watches may not have delivered yet (on etcd, for entries that
+//     waited, one read that they outlived their last predecessors). A
+//     recipe whose entry waits in a line for something else (a
+//     semaphore's slots) first claims it there (hooks.claim), waiting
+//     while it cannot; the claim's entry is then the one that holds.
+//  5. hold turns the entries into one distlock.Lease, with a token per
+//     entry, whose Done closes when any entry is lost (step 2's signal)
+//     or when they are released; the recipe adds its own part through
+//     hooks (a semaphore's permit: semaphore.go).
+//  6. release (Lease.Unlock) deletes the entries that are still this
+//     acquisition's, in one write (ReleaseAll), and reports a loss that
+//     came first.
+//  7. On every failure after step 1, abandon deletes the entries before
+//     the call returns (within a bound; then in the background), so that
+//     a failed Lock never leaves an entry that blocks a queue. Step 1 is
 //     the driver's own: an enqueue whose outcome is unknown is cleaned up
-//     inside Enqueue, by the store's means (etcd: the guard key; ZooKeeper:
-//     the entry's GUID). A waiter that gives up while it serves a
-//     lock-delay, on etcd, deletes its entry at the delay's end (giveUp).
-
-// entrySet is one acquisition's entries as the engine walks them: one per
-// name, in the names' order, each with its view of its queue. A Mutex's
-// acquisition is the set of one; a multi-lock's has one per name, made by
-// one write (multi.go).
-type entrySet struct {
-	label string // the lock, as errors name it
-	ns    []*Node
-	qs    []*Queue
-}
+//     inside EnqueueAll, by the store's means (etcd: the guard key;
+//     ZooKeeper: the entries' GUID). A waiter that gives up while it
+//     serves a lock-delay, on etcd, deletes its entry at the delay's end
+//     (giveUp).
 
 // acquire enqueues r in the queue of each of names, in one write, and
 // waits until its entries hold (steps 1 to 4); label is the lock as errors
@@ -201,6 +206,24 @@ func (e *Engine) claim(ctx context.Context, s *entrySet, h hooks, qs *queueStats
 	}
 }
 
+// wait blocks until s's views say its entries hold, waiting on one entry
+// at a time (step 3), and returns how many it waited on. When one of s's
+// entries ends (deleted, session over) the wait fails with that cause,
+// which also wins over "acquired": the watch on an entry of s's own may
+// run behind the one on the entry it waits for, which is why Confirm
+// (step 4) asks the store whether s's entries outlived their last
+// predecessors before s is reported held. (A foreign delete after that is
+// reported through the Lease's Done.)
+//
+// With several entries (a multi-lock), the one waited on is the newest
+// entry ahead of any of them: the one likely to go last, since the
+// entries older than it, in every queue, go before it as a rule. When it
+// goes, one read (the driver's SurvivorsAll) refreshes every view that
+// still waits, so that the names whose queues cleared meanwhile cost no
+// wait of their own: one watch at a time, not one per name. Waits never
+// form a cycle (multi.go), so any order is safe. With a lock-delay each
+// entry waits on its own predecessors, one after the other, since how an
+// entry went is only known to a wait on it (owedDelay, per entry).
 func (e *Engine) wait(ctx context.Context, s *entrySet) (waitedOn int, err error) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -277,43 +300,9 @@ func (e *Engine) wait(ctx context.Context, s *entrySet) (waitedOn int, err error
 	return waitedOn, nil
 }
 
-// hooks are what a recipe adds to the one path of an acquisition: how its
-// entry comes to hold (direct, claim: steps 1 and 4) and what the life of
-// its held entries adds (step 5); the zero value adds nothing (a Mutex's).
-// The semaphore's are in semaphore.go, the election's in election.go.
-type hooks struct {
-	// direct, if not nil, tries to hold before any entry is enqueued: it
-	// returns the held entry, named, or an error wrapping
-	// distlock.ErrLocked to enqueue after all (a Try request fails then).
-	direct func(ctx context.Context) (*Node, error)
-	// claim, if not nil, is what the acquisition's entry does once it
-	// leads its queue: it returns the entry that holds instead, named, made
-	// in a write that deletes the leading one; or an error wrapping
-	// distlock.ErrLocked while it cannot, and waitClaim waits until it
-	// may try again.
-	claim     func(ctx context.Context, head *Node) (*Node, error)
-	waitClaim func(ctx context.Context, head *Node) error
-	// revokeAs is the lock name under which revocations of a held entry
-	// are recorded, when it is not the entry's own Name.
-	revokeAs string
-	// released, if not nil, runs after the entry's release (Unlock),
-	// whatever its outcome, and after a held entry was removed because
-	// the acquisition failed at the last look.
-	released func(n *Node)
-	// handedOff, if not nil and set, says the entry was deleted by an
-	// election's handoff: the release (which the handoff calls to end the
-	// Lease) has nothing left to delete.
-	handedOff *atomic.Bool
-	// ender, if not nil, receives the function that measures the hold's
-	// end, for a handoff to call before its write starts the successor's.
-	ender *func(cause error)
-	// loser, if not nil, receives the Lease's lose function, for a
-	// handoff to close Done before its write starts the successor's
-	// term.
-	loser *func(reason error)
-}
-
 // hold turns acquired entries ns, of lock label, into one Lease that is
+// lost when any of them is (step 5), with one token per entry; lt
+// measures and traces the hold, h adds the recipe's part.
 func (e *Engine) hold(label string, ns []*Node, lt *lockTel, h hooks) *distlock.Lease {
 	first := ns[0]
 	ts := make([]distlock.Token, len(ns))
@@ -387,6 +376,8 @@ func (e *Engine) hold(label string, ns []*Node, lt *lockTel, h hooks) *distlock.
 	return l
 }
 
+// release is the Lease's release function (step 6): it deletes ns's
+// entries, all in one write where the store allows it.
 func (e *Engine) release(ctx context.Context, ns []*Node) error {
 	known := make([]bool, len(ns))
 	for i, n := range ns {
