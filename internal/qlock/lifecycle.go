@@ -210,7 +210,7 @@ func (e *Engine) claim(ctx context.Context, s *entrySet, h hooks, qs *queueStats
 // at a time (step 3), and returns how many it waited on. When one of s's
 // entries ends (deleted, session over) the wait fails with that cause,
 // which also wins over "acquired": the watch on an entry of s's own may
-// run behind the one on the entry it waits for, which is why Confirm
+// run behind the one on the entry it waits for, which is why ConfirmAll
 // (step 4) asks the store whether s's entries outlived their last
 // predecessors before s is reported held. (A foreign delete after that is
 // reported through the Lease's Done.)

@@ -17,7 +17,7 @@ import (
 // znodes 0 to N-1, each held by at most one permit. The head of the line —
 // the one entry with nothing ahead of it — is the only waiter that looks
 // at the slots: it claims a free one in a single write that also
-// deletes its line entry (Driver.Claim), or, when all are held, waits for
+// deletes its line entry (Slots.Claim), or, when all are held, waits for
 // a slot to go (Driver.WaitSlot) and tries again.
 //
 // Why not one queue where an entry holds while fewer than N entries are

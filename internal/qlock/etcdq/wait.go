@@ -16,10 +16,10 @@ import (
 // WaitGone waits until entry p is gone, with a watch from the current
 // revision (qlock.Driver). It watches p alone: when p goes while older
 // entries may be left (the view still holds some, or left some out), the
-// engine reads which are (Survivors) — one read, where following the next
+// engine reads which are (SurvivorsAll) — one read, where following the next
 // older entry too would cost a watch create, a cancel and an event more
 // for every handoff of a drained queue. The revision at which p was seen
-// gone is recorded for Confirm.
+// gone is recorded for ConfirmAll.
 //
 // How p went (released) costs a request only when the session has a
 // lock-delay (see howGone).
@@ -145,7 +145,7 @@ func leaseOf(key string) (clientv3.LeaseID, bool) {
 
 // waiting is a waiting entry's driver state (qlock.Node.Store): the
 // newest revision at which an entry ahead of it was seen gone, or read
-// to be gone (Survivors). Once the last conflicting entry ahead is gone,
+// to be gone (SurvivorsAll). Once the last conflicting entry ahead is gone,
 // that revision is one at which nothing conflicting is ahead any more.
 type waiting struct{ cleared int64 }
 
@@ -236,7 +236,7 @@ func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qloc
 // lease) went just before its predecessor's hears of the predecessor
 // first. One read decides: a serializable read served by a member that
 // has applied the revision at which the waiter saw its last predecessor
-// go (WaitGone, Survivors), or, from a member that has not, a
+// go (WaitGone, SurvivorsAll), or, from a member that has not, a
 // linearizable one. The entry present then was present at that revision
 // (keys are never re-created), so the waiter held; absent, it did not, or
 // has already lost, and the acquisition fails either way. A read is the
@@ -287,7 +287,7 @@ func clearedAt(n *qlock.Node) int64 {
 	return math.MaxInt64
 }
 
-// confirm is Confirm's read for one entry that waited.
+// confirm is ConfirmAll's read for one entry that waited.
 func (s *Session) confirm(ctx context.Context, n *qlock.Node) error {
 	rev := clearedAt(n)
 	at, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (int64, error) {

@@ -19,7 +19,7 @@ import (
 // reader's release leaves older readers to check. A plain deletion (p gave
 // up waiting, its session ended, someone else deleted it), or a node
 // found gone already, is not a release, and leaves older entries to check
-// (Survivors).
+// (SurvivorsAll).
 func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p qlock.Entry) (released bool, err error) {
 	for {
 		pw, ok, err := s.getW(ctx, p.Key)
