@@ -23,13 +23,16 @@ import (
 // names in any way, each exactly as a Mutex waits (one predecessor at a
 // time): a queue's view only shrinks, so a name whose queue is clear
 // stays clear while the waiter waits for the others. It waits on the
-// newest entry ahead of any of its own, and after each wait refreshes all
+// newest entry ahead of any of its own (on ZooKeeper, whose positions are
+// per queue, a guess as good as any), and after each wait refreshes all
 // its views with one read (see the engine's wait).
 //
 // The entries are the Mutex's (Exclusive), in the Mutex's queues: a
 // multi-lock and a Mutex of one of its names exclude each other.
 
-// Multi is a store's part of the multi-lock.
+// Multi is how a store makes an entry set: the engine makes every
+// acquisition's entries with it (a Mutex's, a set of one, too), so a
+// multi-lock's differ from a Mutex's only in number.
 type Multi interface {
 	// EnqueueAll creates r's entries, one in the queue of each of names,
 	// in one atomic write, so that they share one position in the store's
