@@ -12,7 +12,7 @@
 // queue the store sets and only ever grows; it follows that entry (a
 // delete by anyone else, or the session's end, fails the wait or loses
 // the hold); it waits on one entry at a time, in a view of the entries
-// ahead that only shrinks (queue.go); a last look (Confirm) comes before
+// ahead that only shrinks (queue.go); a last look (ConfirmAll) comes before
 // it is reported held; the held entry is a distlock.Lease that ends with
 // it; the release deletes the entry only while it is still this
 // acquisition's; and every failure removes the entry it made.

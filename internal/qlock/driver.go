@@ -169,18 +169,26 @@ type Driver interface {
 	// delay's end (see the engine's wait), so that the waiter behind it,
 	// which takes the entry's going for a release, is held back as long.
 	ReleaseMarked() bool
-	// Survivors refreshes q's entries older than below from the store (see
-	// Queue.Observed): after the entry at below went while older ones were
-	// still in the view, or when the view must read (Queue.MustRead). An
-	// error leaves q as it was, which only means more waiting.
-	Survivors(ctx context.Context, n *Node, q *Queue, below int64)
-	// Confirm is the last look before n is reported held: whatever the
-	// store's watches may not have delivered yet.
-	Confirm(ctx context.Context, n *Node) error
-	// Release deletes n's entry if it is still this acquisition's; known
-	// says the loss of the entry was already reported. An entry found gone
-	// that was not known lost is an error wrapping distlock.ErrLost.
-	Release(ctx context.Context, n *Node, known bool) error
+	// SurvivorsAll refreshes, for each i of which, the view qs[i] of
+	// ns[i]'s queue: its entries older than belows[i], from the store (see
+	// Queue.Observed), all in one request where the store allows it. The
+	// engine asks after an entry at belows[i] went while older ones were
+	// still in the view, when the view must read (Queue.MustRead), or
+	// (belows[i] ns[i]'s own Seq) for the other views of a multi-lock
+	// after one of its waits. An error leaves a view as it was, which
+	// only means more waiting.
+	SurvivorsAll(ctx context.Context, ns []*Node, qs []*Queue, which []int, belows []int64)
+	// ConfirmAll is the last look before ns (one acquisition's entries)
+	// are reported held: whatever the store's watches may not have
+	// delivered yet, for all of them in one request where the store
+	// allows it. It returns one error per entry, or nil for none.
+	ConfirmAll(ctx context.Context, ns []*Node) []error
+	// ReleaseAll deletes the entries of ns (one acquisition's) that are
+	// still this acquisition's, all in one write where the store allows
+	// it; known[i] says the loss of ns[i] was already reported. It returns
+	// one error per entry, or nil for none: an entry found gone that was
+	// not known lost has an error wrapping distlock.ErrLost.
+	ReleaseAll(ctx context.Context, ns []*Node, known []bool) []error
 	// Abandon removes n's entry after a failed acquisition, retrying in
 	// the background if the store cannot be reached.
 	Abandon(n *Node)

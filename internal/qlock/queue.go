@@ -98,7 +98,7 @@ func NewQueue(me Entry, all []Entry, more bool) *Queue {
 
 // MustRead reports that the view cannot tell whether its owner holds: no
 // known conflicting entry is left while older ones may exist. The waiter
-// must read the store (the driver's Survivors, below the returned
+// must read the store (the driver's SurvivorsAll, below the returned
 // position) before it goes on.
 func (q *Queue) MustRead() (below int64, must bool) {
 	if q.truncated && len(q.ahead) == 0 {

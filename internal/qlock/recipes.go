@@ -46,36 +46,58 @@ func (l *lock) acquire(ctx context.Context, k Kind, try bool) (*distlock.Lease, 
 }
 
 // take enqueues r, waits until its entry holds and returns the entry and
-// its Lease: Lock, TryLock, RLock and Campaign.
+// its Lease: Lock, TryLock, RLock.
 func (l *lock) take(ctx context.Context, r Request) (*Node, *distlock.Lease, error) {
 	return l.takeWith(ctx, r, hooks{}, func(ctx context.Context) (*Node, queueStats, error) {
-		return l.e.acquire(ctx, l.name, r)
+		ns, qs, err := l.e.acquire(ctx, l.name, []string{l.name}, r, hooks{})
+		if err != nil {
+			return nil, qs, err
+		}
+		return ns[0], qs, nil
 	})
 }
 
-// takeWith is the one path of every acquisition (take's, a semaphore's
-// Acquire), traced and measured here from its start to its end: acquire
-// makes the entry and waits until it holds, saying what it saw of the
-// queue, and the held entry becomes a Lease with the recipe's hooks h.
+// takeWith is take of one entry with the recipe's hooks h and its own
+// acquire (a campaign's): see Engine.take.
 func (l *lock) takeWith(ctx context.Context, r Request, h hooks, acquire func(ctx context.Context) (*Node, queueStats, error)) (*Node, *distlock.Lease, error) {
-	tctx, a := l.tel.begin(ctx, r.Op, r.Kind)
-	n, qs, err := acquire(tctx)
-	if err == nil {
-		if err = l.e.pastDeadline(); err != nil {
-			l.e.abandon(n, err)
-			if h.released != nil {
-				h.released(n)
-			}
-			err = l.e.fail(l.name, r.Op, err)
-			n = nil
+	ns, lease, err := l.e.take(ctx, l.tel, l.name, r, h, func(ctx context.Context) ([]*Node, queueStats, error) {
+		n, qs, err := acquire(ctx)
+		if err != nil {
+			return nil, qs, err
 		}
-	}
-	a.saw(qs)
-	a.end(n, ctx.Err() != nil, err)
+		return []*Node{n}, qs, nil
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return n, l.e.hold(n, l.tel, h), nil
+	return ns[0], lease, nil
+}
+
+// take is the one path of every acquisition (a Mutex's, a multi-lock's, a
+// semaphore's Acquire, a Campaign), traced and measured by lt from its
+// start to its end: acquire makes the entries of lock label and waits
+// until they hold, saying what it saw of the queues, and the held entries
+// become one Lease with the recipe's hooks h.
+func (e *Engine) take(ctx context.Context, lt *lockTel, label string, r Request, h hooks, acquire func(ctx context.Context) ([]*Node, queueStats, error)) ([]*Node, *distlock.Lease, error) {
+	tctx, a := lt.begin(ctx, r.Op, r.Kind)
+	ns, qs, err := acquire(tctx)
+	if err == nil {
+		if err = e.pastDeadline(); err != nil {
+			e.abandonAll(ns, err, h)
+			err = e.fail(label, r.Op, err)
+			ns = nil
+		}
+	}
+	a.saw(qs)
+	var first *Node
+	if len(ns) > 0 {
+		first = ns[0]
+	}
+	a.end(first, ctx.Err() != nil, err)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ns, e.hold(label, ns, lt, h), nil
 }
 
 // Mutex is a fair FIFO lock: waiters acquire in the order they enqueued,

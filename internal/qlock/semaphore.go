@@ -17,7 +17,7 @@ import (
 // znodes 0 to N-1, each held by at most one permit. The head of the line —
 // the one entry with nothing ahead of it — is the only waiter that looks
 // at the slots: it claims a free one in a single write that also
-// deletes its line entry (Driver.Claim), or, when all are held, waits for
+// deletes its line entry (Slots.Claim), or, when all are held, waits for
 // a slot to go (Driver.WaitSlot) and tries again.
 //
 // Why not one queue where an entry holds while fewer than N entries are
@@ -41,91 +41,10 @@ import (
 // The slots are what make permits fenceable: each slot's successive
 // holders have strictly growing tokens (see distlock.Permit).
 
-// acquirePermit claims a slot of semaphore name for r, waiting in the
-// line when none is free or others wait. On failure nothing is left
-// behind. direct says to try the direct claim first (see Semaphore);
-// waited reports that the acquisition found the semaphore contended: its
-// direct claim failed, or it waited in the line. qs says what it saw of
-// the line, and counts the head's waits for a slot as waits too.
-func (e *Engine) acquirePermit(ctx context.Context, name string, r Request, direct bool) (n *Node, qs queueStats, waited bool, err error) {
-	ctx, done, fail, err := e.start(ctx, name, r.Op)
-	defer done()
-	if err != nil {
-		return nil, qs, false, err
-	}
-
-	// The direct claim: one write when a slot is free and nobody waits.
-	if direct || r.Try {
-		slot, err := e.d.Claim(ctx, name, nil, r)
-		switch {
-		case err == nil:
-			qs.enqueued = true // nothing ahead
-			n, err := e.permitHeld(ctx, name, slot, fail)
-			return n, qs, false, err
-		case r.Try || !errors.Is(err, distlock.ErrLocked):
-			return nil, qs, false, fail(err)
-		}
-		waited = true
-	}
-
-	// Wait in the line until this entry is its head (the Mutex path, with
-	// its failure handling), then claim as the head.
-	lr := r
-	lr.Kind, lr.Try = Counted, false
-	line, qs, err := e.acquire(ctx, name, lr)
-	if err != nil {
-		return nil, qs, waited, err
-	}
-	waited = waited || line.Waited
-	lctx, lcancel := context.WithCancelCause(ctx)
-	defer lcancel(nil)
-	defer context.AfterFunc(line.alive, func() { lcancel(context.Cause(line.alive)) })()
-	for {
-		// Not lctx: the claim's own write deletes the line entry, which
-		// ends line.alive while the claim may still read its slot.
-		slot, err := e.d.Claim(ctx, name, line, r)
-		if err == nil {
-			// The claim deleted the line entry: end its life as a
-			// release, so that its follower reports nothing.
-			line.kill(distlock.ErrReleased)
-			n, err := e.permitHeld(ctx, name, slot, fail)
-			return n, qs, waited, err
-		}
-		if !errors.Is(err, distlock.ErrLocked) {
-			return nil, qs, waited, e.lineFailed(line, err, fail)
-		}
-		waited = true
-		qs.waitedOn++
-		if err := e.d.WaitSlot(lctx, line); err != nil {
-			return nil, qs, waited, e.lineFailed(line, err, fail)
-		}
-	}
-}
-
-// lineFailed abandons the line entry of a failed acquisition and returns
-// its error: the entry's own end (deleted, session over) before ctx's.
-func (e *Engine) lineFailed(line *Node, err error, fail func(error) error) error {
-	if line.alive.Err() != nil && !errors.Is(context.Cause(line.alive), distlock.ErrReleased) {
-		err = context.Cause(line.alive)
-	}
-	e.abandon(line, err)
-	return fail(err)
-}
-
-// permitHeld starts following a claimed slot's entry and makes the last
-// check before it is reported held.
-func (e *Engine) permitHeld(ctx context.Context, name string, slot *Node, fail func(error) error) (*Node, error) {
-	slot.Name = distlock.SlotName(name, slot.Slot)
-	st := e.st
-	e.follow(slot)
-	if err := e.d.Confirm(ctx, slot); err != nil {
-		e.abandon(slot, err)
-		st.FreeSlot(slot.Key)
-		return nil, fail(err)
-	}
-	st.log.Debug(st.backend.Pkg+": permit acquired", "lock", name, "key", slot.Key, "slot", slot.Slot, "token", slot.Token)
-	return slot, nil
-}
+// A permit's acquisition is the one acquisition path (lifecycle.go) with
+// the semaphore's hooks (permitHooks): a direct claim before the line,
+// then the line entry's wait (a Mutex's), then the head's claim, waiting
+// for a slot while none is free.
 
 // Semaphore is a fair FIFO counting semaphore of N fenced permits: at most
 // N acquisitions hold one at a time, waiters are granted in the order they
@@ -178,12 +97,19 @@ func (s *Semaphore) acquirePermit(ctx context.Context, try bool) (*distlock.Perm
 	if try {
 		r.Op = distlock.OpTryAcquire
 	}
-	n, lease, err := s.takeWith(ctx, r, s.permitHooks(), func(ctx context.Context) (*Node, queueStats, error) {
-		n, qs, waited, err := s.e.acquirePermit(ctx, s.name, r, !s.contended.Load())
-		if err == nil || waited {
-			s.contended.Store(waited)
+	// waited says the acquisition found the semaphore contended: its
+	// direct claim failed, it waited in the line, or for a slot.
+	var waited atomic.Bool
+	h := s.permitHooks(r, !s.contended.Load(), &waited)
+	n, lease, err := s.takeWith(ctx, r, h, func(ctx context.Context) (*Node, queueStats, error) {
+		ns, qs, err := s.e.acquire(ctx, s.name, []string{s.name}, r, h)
+		if err == nil || waited.Load() {
+			s.contended.Store(waited.Load())
 		}
-		return n, qs, err
+		if err != nil {
+			return nil, qs, err
+		}
+		return ns[0], qs, nil
 	})
 	if err != nil {
 		return nil, err
@@ -191,13 +117,49 @@ func (s *Semaphore) acquirePermit(ctx context.Context, try bool) (*distlock.Perm
 	return distlock.NewPermit(lease, n.Slot), nil
 }
 
-// permitHooks are what a permit adds to the life of its held slot entry:
-// it is revoked as the semaphore's holder (the entry's Name is its
-// slot's, see permitHeld), and once released its slot is the session's to
-// claim again (see State.ReserveSlot).
-func (s *Semaphore) permitHooks() hooks {
-	st := s.e.st
-	return hooks{revokeAs: s.name, released: func(n *Node) { st.FreeSlot(n.Key) }}
+// permitHooks are what a permit adds to the acquisition path and to the
+// life of its held slot entry, for request r: a direct claim first (with
+// direct, or for a Try request: see contended); the line head's claim
+// and its wait for a slot; waited set when any of them found the
+// semaphore contended. The held entry is revoked as the semaphore's
+// holder (its Name is its slot's), and once released or dropped its slot
+// is the session's to claim again (see State.ReserveSlot).
+func (s *Semaphore) permitHooks(r Request, direct bool, waited *atomic.Bool) hooks {
+	st, d := s.e.st, s.e.d
+	named := func(slot *Node) *Node {
+		slot.Name = distlock.SlotName(s.name, slot.Slot)
+		st.log.Debug(st.backend.Pkg+": permit claimed", "lock", s.name, "key", slot.Key, "slot", slot.Slot, "token", slot.Token)
+		return slot
+	}
+	h := hooks{revokeAs: s.name, released: func(n *Node) { st.FreeSlot(n.Key) }}
+	if direct || r.Try {
+		// The direct claim: one write when a slot is free and nobody waits.
+		h.direct = func(ctx context.Context) (*Node, error) {
+			slot, err := d.Claim(ctx, s.name, nil, r)
+			if err != nil {
+				if errors.Is(err, distlock.ErrLocked) {
+					waited.Store(true)
+				}
+				return nil, err
+			}
+			return named(slot), nil
+		}
+	}
+	h.claim = func(ctx context.Context, line *Node) (*Node, error) {
+		if line.Waited {
+			waited.Store(true)
+		}
+		slot, err := d.Claim(ctx, s.name, line, r)
+		if err != nil {
+			if errors.Is(err, distlock.ErrLocked) {
+				waited.Store(true)
+			}
+			return nil, err
+		}
+		return named(slot), nil
+	}
+	h.waitClaim = d.WaitSlot
+	return h
 }
 
 // validatePermits checks semaphore name's permit count n, 1 to

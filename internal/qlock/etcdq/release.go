@@ -15,77 +15,128 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Release deletes n's key with a Txn conditioned on its create revision,
-// so only if it is still this acquisition's (qlock.Driver).
-func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error {
-	// Hedged: the delete is conditioned on the entry's create revision, so
-	// a repeat is harmless, and one attempt must not hang on a frozen
-	// member while the others could answer. An attempt that finds the key
-	// gone while an earlier one is still out cannot tell "deleted by that
-	// attempt" from "deleted by someone else": it waits (a few hedge
-	// delays at most) for the others' answers, so that a slow member's
-	// success is not reported as a lost lock.
+// ReleaseAll deletes ns's keys, each with a compare on its create
+// revision, so only if it is still this acquisition's (qlock.Driver): one
+// Txn whatever the number of keys (a multi-lock's), each key's delete in
+// a Txn of its own inside it, so that one key found gone leaves the
+// others' deletes to go through.
+func (s *Session) ReleaseAll(ctx context.Context, ns []*qlock.Node, known []bool) []error {
+	// Hedged: the deletes are conditioned on the entries' create
+	// revisions, so a repeat is harmless, and one attempt must not hang on
+	// a frozen member while the others could answer. An attempt that finds
+	// a key gone while an earlier one is still out cannot tell "deleted
+	// by that attempt" from "deleted by someone else": it waits (a few
+	// hedge delays at most) for the others' answers, so that a slow
+	// member's success is not reported as a lost lock.
 	var (
 		mu                sync.Mutex
 		started, finished int
-		won               *clientv3.TxnResponse
+		deleted           = make([]bool, len(ns)) // by any attempt
 		changed           = make(chan struct{})
 	)
+	all := func() bool {
+		for _, d := range deleted {
+			if !d {
+				return false
+			}
+		}
+		return true
+	}
 	var attempts atomic.Int32
-	resp, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+	_, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (struct{}, error) {
 		attempts.Add(1)
 		mu.Lock()
 		started++
 		mu.Unlock()
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(n.Key), "=", n.Seq)).
-			Then(append(deleteOps(n.Key), s.releaseMark(n)...)...).
-			Commit()
+		ok, err := s.releaseTxn(ctx, ns)
 		mu.Lock()
 		finished++
-		if err == nil && resp.Succeeded {
-			won = resp
+		for i := range ok {
+			deleted[i] = deleted[i] || ok[i]
 		}
 		close(changed)
 		changed = make(chan struct{})
+		done := all()
 		mu.Unlock()
-		if err != nil || resp.Succeeded {
-			return resp, err
+		if err != nil || done {
+			return struct{}{}, err
 		}
 		wait := time.NewTimer(3 * s.hedgeDelay())
 		defer wait.Stop()
 		for {
 			mu.Lock()
-			w, all, ch := won, finished == started, changed
+			done, over, ch := all(), finished == started, changed
 			mu.Unlock()
-			if w != nil {
-				return w, nil
-			}
-			if all {
-				return resp, nil
+			if done || over {
+				return struct{}{}, nil
 			}
 			select {
 			case <-ch:
 			case <-wait.C:
-				return resp, nil
+				return struct{}{}, nil
 			case <-ctx.Done():
-				return resp, nil
+				return struct{}{}, nil
 			}
 		}
 	})
-	if err != nil {
-		s.removeLater(n.Key, n.Seq)
-		return fmt.Errorf("delete key %s: %w (retrying in the background while the session lives)", n.Key, s.storeErr(err))
-	}
-	if !resp.Succeeded && !known {
-		if tries := attempts.Load(); tries > 1 {
+	errs := make([]error, len(ns))
+	failed := false
+	mu.Lock()
+	defer mu.Unlock()
+	for i, n := range ns {
+		switch {
+		case deleted[i]:
+			continue
+		case err != nil:
+			s.removeLater(n.Key, n.Seq)
+			errs[i] = fmt.Errorf("delete key %s: %w (retrying in the background while the session lives)", n.Key, s.storeErr(err))
+		case known[i]:
+			continue
+		case attempts.Load() > 1:
 			// Another attempt may have deleted it and lost its answer.
 			// Reported as a loss all the same: the safe side of the doubt.
-			return qlock.Lost(fmt.Errorf("%w: key %s was gone at unlock (deleted by someone else, or by one of this unlock's %d attempts whose answer did not come)", distlock.ErrEntryGone, n.Key, tries))
+			errs[i] = qlock.Lost(fmt.Errorf("%w: key %s was gone at unlock (deleted by someone else, or by one of this unlock's %d attempts whose answer did not come)", distlock.ErrEntryGone, n.Key, attempts.Load()))
+		default:
+			errs[i] = qlock.Lost(fmt.Errorf("%w: key %s was already gone at unlock", distlock.ErrEntryGone, n.Key))
 		}
-		return qlock.Lost(fmt.Errorf("%w: key %s was already gone at unlock", distlock.ErrEntryGone, n.Key))
+		failed = true
 	}
-	return nil
+	if !failed {
+		return nil
+	}
+	return errs
+}
+
+// releaseTxn is one attempt of ReleaseAll: it says which of ns's keys it
+// deleted. One key's Txn is the compare and its deletes (with the release
+// mark, see releaseMark); several keys' is one Txn of such Txns, with the
+// release mark once.
+func (s *Session) releaseTxn(ctx context.Context, ns []*qlock.Node) ([]bool, error) {
+	if len(ns) == 1 {
+		n := ns[0]
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(n.Key), "=", n.Seq)).
+			Then(append(deleteOps(n.Key), s.releaseMark(n)...)...).
+			Commit()
+		if err != nil {
+			return nil, err
+		}
+		return []bool{resp.Succeeded}, nil
+	}
+	ops := make([]clientv3.Op, 0, len(ns)+1)
+	for _, n := range ns {
+		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(n.Key), "=", n.Seq)}, deleteOps(n.Key), nil))
+	}
+	ops = append(ops, s.releaseMark(ns[0])...)
+	resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	ok := make([]bool, len(ns))
+	for i := range ns {
+		ok[i] = resp.Responses[i].GetResponseTxn().GetSucceeded()
+	}
+	return ok, nil
 }
 
 // Abandon is the failure path of a Lock that had enqueued (qlock.Driver):

@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/qlock"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // WaitGone waits until entry p is gone, with a watch from the current
 // revision (qlock.Driver). It watches p alone: when p goes while older
 // entries may be left (the view still holds some, or left some out), the
-// engine reads which are (Survivors) — one read, where following the next
+// engine reads which are (SurvivorsAll) — one read, where following the next
 // older entry too would cost a watch create, a cancel and an event more
 // for every handoff of a drained queue. The revision at which p was seen
-// gone is recorded for Confirm.
+// gone is recorded for ConfirmAll.
 //
 // How p went (released) costs a request only when the session has a
 // lock-delay (see howGone).
@@ -144,7 +145,7 @@ func leaseOf(key string) (clientv3.LeaseID, bool) {
 
 // waiting is a waiting entry's driver state (qlock.Node.Store): the
 // newest revision at which an entry ahead of it was seen gone, or read
-// to be gone (Survivors). Once the last conflicting entry ahead is gone,
+// to be gone (SurvivorsAll). Once the last conflicting entry ahead is gone,
 // that revision is one at which nothing conflicting is ahead any more.
 type waiting struct{ cleared int64 }
 
@@ -161,35 +162,72 @@ func cleared(n *qlock.Node, rev int64) {
 	w.cleared = max(w.cleared, rev)
 }
 
-// Survivors reads the nearest entry older than below that still conflicts
-// with q's owner and records it in q (qlock.Driver). Serializable is
-// enough (see qlock.Queue.Observed).
-func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, below int64) {
-	dir := s.Dir(n.Name)
-	ckey, cend := conflictRange(dir, q.Me().Kind)
+// SurvivorsAll reads, for each view it is asked about, the nearest entry
+// older than its below that still conflicts with the view's owner, and
+// records it in the view (qlock.Driver): one Get for one view, one Txn of
+// Gets (read-only, served like the Gets) for several, a multi-lock's.
+// Serializable is enough (see qlock.Queue.Observed).
+func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qlock.Queue, which []int, belows []int64) {
 	// Bounded: WaitGone does not follow its predecessor's watch while this
 	// runs, and a read that landed on a frozen member would hang.
 	ctx, cancel := context.WithTimeout(ctx, s.hedgeDelay())
 	defer cancel()
-	resp, err := s.client.Get(ctx, ckey, clientv3.WithRange(cend), clientv3.WithSerializable(), clientv3.WithKeysOnly(),
-		clientv3.WithMaxCreateRev(below-1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
-	if err != nil {
-		return
+	get := func(k int) (string, []clientv3.OpOption) {
+		i := which[k]
+		ckey, cend := conflictRange(s.Dir(ns[i].Name), qs[i].Me().Kind)
+		return ckey, []clientv3.OpOption{clientv3.WithRange(cend), clientv3.WithSerializable(), clientv3.WithKeysOnly(),
+			clientv3.WithMaxCreateRev(belows[k] - 1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)}
 	}
-	var nearest qlock.Entry
-	found := len(resp.Kvs) > 0
-	if found {
-		kv := resp.Kvs[0]
-		nearest = qlock.Entry{Key: string(kv.Key), Seq: kv.CreateRevision, Kind: queueKind(dir, string(kv.Key))}
+	var (
+		rev int64
+		rrs []*pb.RangeResponse
+	)
+	if len(which) == 1 {
+		key, opts := get(0)
+		resp, err := s.client.Get(ctx, key, opts...)
+		if err != nil {
+			return
+		}
+		rev, rrs = resp.Header.Revision, []*pb.RangeResponse{(*pb.RangeResponse)(resp)}
 	} else {
-		cleared(n, resp.Header.Revision)
+		ops := make([]clientv3.Op, len(which))
+		for k := range which {
+			key, opts := get(k)
+			ops[k] = clientv3.OpGet(key, opts...)
+		}
+		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return
+		}
+		rev = resp.Header.Revision
+		for _, r := range resp.Responses {
+			rrs = append(rrs, r.GetResponseRange())
+		}
 	}
-	q.Observed(below, nearest, found)
+	for k, i := range which {
+		n, dir := ns[i], s.Dir(ns[i].Name)
+		var nearest qlock.Entry
+		if rev < n.Seq {
+			// A member behind the enqueue (a lagging one, where the
+			// client spreads its requests): its view is no news.
+			continue
+		}
+		found := k < len(rrs) && len(rrs[k].Kvs) > 0
+		if found {
+			kv := rrs[k].Kvs[0]
+			nearest = qlock.Entry{Key: string(kv.Key), Seq: kv.CreateRevision, Kind: queueKind(dir, string(kv.Key))}
+		} else if k < len(rrs) {
+			cleared(n, rev)
+		} else {
+			continue
+		}
+		qs[i].Observed(belows[k], nearest, found)
+	}
 }
 
-// Confirm is the last look before n is reported held (qlock.Driver): for
-// an entry that waited, that it still existed once those ahead of it were
-// gone.
+// ConfirmAll is the last look before ns are reported held (qlock.Driver):
+// for an entry that waited, that it still existed once those ahead of it
+// were gone.
 //
 // Its own entry's deletion and its predecessor's reach a waiter on
 // different watches: the follower's starts from history and is served by
@@ -198,7 +236,7 @@ func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, 
 // lease) went just before its predecessor's hears of the predecessor
 // first. One read decides: a serializable read served by a member that
 // has applied the revision at which the waiter saw its last predecessor
-// go (WaitGone, Survivors), or, from a member that has not, a
+// go (WaitGone, SurvivorsAll), or, from a member that has not, a
 // linearizable one. The entry present then was present at that revision
 // (keys are never re-created), so the waiter held; absent, it did not, or
 // has already lost, and the acquisition fails either way. A read is the
@@ -209,35 +247,111 @@ func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, 
 // An entry that did not wait needs no read: its enqueue Txn saw it at the
 // front. Nor does a semaphore's line head: its Claim deletes the line
 // entry in the Txn that takes the slot, only while it is still there.
-func (s *Session) Confirm(ctx context.Context, n *qlock.Node) error {
-	if n.Waited && n.Kind != qlock.Counted {
-		rev := int64(math.MaxInt64) // not known: a linearizable read
-		if w, ok := n.Store.(*waiting); ok {
-			rev = w.cleared
-		}
-		at, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (int64, error) {
-			return s.existsSince(ctx, n.Key, n.Seq, rev)
-		})
-		if err != nil {
-			if n.Alive().Err() != nil {
-				return context.Cause(n.Alive())
-			}
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			return fmt.Errorf("confirm entry %s: %w", n.Key, s.storeErr(err))
-		}
-		if at == 0 && n.Alive().Err() == nil {
-			return s.entryGone(n.Key)
-		}
-		if at > 0 {
-			s.followSince(n, at+1)
+//
+// A multi-lock's entries are confirmed together: one Txn of Gets
+// (read-only, served like the Gets), whatever the number of names.
+func (s *Session) ConfirmAll(ctx context.Context, ns []*qlock.Node) []error {
+	var look []int
+	for i, n := range ns {
+		if n.Waited && n.Kind != qlock.Counted {
+			look = append(look, i)
 		}
 	}
-	if err := n.Alive().Err(); err != nil {
-		return context.Cause(n.Alive())
+	errs := make([]error, len(ns))
+	switch len(look) {
+	case 0:
+	case 1:
+		errs[look[0]] = s.confirm(ctx, ns[look[0]])
+	default:
+		s.confirmAll(ctx, ns, look, errs)
+	}
+	failed := false
+	for i, n := range ns {
+		if errs[i] == nil && n.Alive().Err() != nil {
+			errs[i] = context.Cause(n.Alive())
+		}
+		failed = failed || errs[i] != nil
+	}
+	if !failed {
+		return nil
+	}
+	return errs
+}
+
+// clearedAt returns the revision at which n's view of its queue was last
+// seen true (see waiting); MaxInt64 if not known, for a linearizable read.
+func clearedAt(n *qlock.Node) int64 {
+	if w, ok := n.Store.(*waiting); ok {
+		return w.cleared
+	}
+	return math.MaxInt64
+}
+
+// confirm is ConfirmAll's read for one entry that waited.
+func (s *Session) confirm(ctx context.Context, n *qlock.Node) error {
+	rev := clearedAt(n)
+	at, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (int64, error) {
+		return s.existsSince(ctx, n.Key, n.Seq, rev)
+	})
+	if err != nil {
+		return s.confirmErr(ctx, n, err)
+	}
+	if at == 0 && n.Alive().Err() == nil {
+		return s.entryGone(n.Key)
+	}
+	if at > 0 {
+		s.followSince(n, at+1)
 	}
 	return nil
+}
+
+// confirmErr is why a confirm's read failed for n: its own end, ctx's,
+// or the store's error.
+func (s *Session) confirmErr(ctx context.Context, n *qlock.Node, err error) error {
+	if n.Alive().Err() != nil {
+		return context.Cause(n.Alive())
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return fmt.Errorf("confirm entry %s: %w", n.Key, s.storeErr(err))
+}
+
+// confirmAll is confirm of the entries ns[look], in one Txn of Gets:
+// serializable where the member has applied every entry's cleared
+// revision, linearizable otherwise. It sets errs[i] for those that fail.
+func (s *Session) confirmAll(ctx context.Context, ns []*qlock.Node, look []int, errs []error) {
+	var rev int64
+	for _, i := range look {
+		rev = max(rev, clearedAt(ns[i]))
+	}
+	gets := func(opts ...clientv3.OpOption) []clientv3.Op {
+		ops := make([]clientv3.Op, len(look))
+		for k, i := range look {
+			ops[k] = clientv3.OpGet(ns[i].Key, append(opts, clientv3.WithKeysOnly())...)
+		}
+		return ops
+	}
+	resp, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		resp, err := s.client.Txn(ctx).Then(gets(clientv3.WithSerializable())...).Commit()
+		if err == nil && resp.Header.Revision < rev {
+			resp, err = s.client.Txn(ctx).Then(gets()...).Commit()
+		}
+		return resp, err
+	})
+	for k, i := range look {
+		n := ns[i]
+		if err != nil {
+			errs[i] = s.confirmErr(ctx, n, err)
+			continue
+		}
+		kvs := resp.Responses[k].GetResponseRange().Kvs
+		if len(kvs) == 1 && kvs[0].CreateRevision == n.Seq {
+			s.followSince(n, resp.Header.Revision+1)
+		} else if n.Alive().Err() == nil {
+			errs[i] = s.entryGone(n.Key)
+		}
+	}
 }
 
 // existsSince reports whether the key created at createRev still existed

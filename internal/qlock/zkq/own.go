@@ -3,6 +3,7 @@ package zkq
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/distlock/distlock/internal/qlock"
@@ -115,10 +116,31 @@ func (s *Session) follow(n *qlock.Node, gone func(error)) {
 	}
 }
 
-// Confirm is the last look before "acquired" (qlock.Driver): the node's
+// ConfirmAll is the last look before "acquired" (qlock.Driver): a node's
 // own watch may have fired without Follow having run yet, and the
-// connection may have moved to another session.
-func (s *Session) Confirm(ctx context.Context, n *qlock.Node) error {
+// connection may have moved to another session. A multi-lock's nodes are
+// looked at together: one round trip.
+func (s *Session) ConfirmAll(ctx context.Context, ns []*qlock.Node) []error {
+	errs := make([]error, len(ns))
+	if len(ns) == 1 {
+		errs[0] = s.confirm(ctx, ns[0])
+	} else {
+		var wg sync.WaitGroup
+		for i, n := range ns {
+			wg.Go(func() { errs[i] = s.confirm(ctx, n) })
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// confirm is ConfirmAll's look at one node.
+func (s *Session) confirm(ctx context.Context, n *qlock.Node) error {
 	alive := n.Alive()
 	if len(state(n).own) > 0 && alive.Err() == nil {
 		// An event is pending on the node's watch: a deletion, or a data

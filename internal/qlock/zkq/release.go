@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -13,14 +15,53 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// Release deletes the node by its exact path and version (qlock.Driver).
+// ReleaseAll releases ns's nodes (qlock.Driver): a multi-lock's in one
+// multi, each node's set-data and delete as Release makes them; if that
+// fails (a node deleted by someone else, its data set), each node is
+// released on its own, which tells which.
+func (s *Session) ReleaseAll(ctx context.Context, ns []*qlock.Node, known []bool) []error {
+	errs := make([]error, len(ns))
+	if len(ns) > 1 && ns[0].Kind != qlock.Counted {
+		ops := make([]any, 0, 2*len(ns))
+		for _, n := range ns {
+			v := state(n).version
+			ops = append(ops, &zk.SetDataRequest{Path: n.Key, Data: nil, Version: v}, &zk.DeleteRequest{Path: n.Key, Version: v + 1})
+		}
+		cut, err := s.handBackAll(ctx, ops)
+		if cut {
+			// The multi may have been applied: a node found gone is this
+			// release's, as handBack takes it.
+			known = slices.Repeat([]bool{true}, len(ns))
+		}
+		if err == nil {
+			for _, n := range ns {
+				s.forget(n.Key)
+			}
+			return nil
+		}
+		s.Log().Debug("zklock: release in one multi failed; releasing each node", "key", ns[0].Key, "err", err)
+	}
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		wg.Go(func() { errs[i] = s.release(ctx, n, known[i]) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
+}
+
+// release deletes the node by its exact path and version.
 // Every lock entry (exclusive, shared, or a candidate) is released with
 // one transaction, set-data then delete (both version-checked): the data
 // change tells the successor's watch that the lock was released by its
 // holder, not given up by a waiter nor gone with its session or by
 // someone else's delete (see WaitGone), which lock-delay tells apart. One
 // write, like a plain delete; the data written is empty.
-func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error {
+func (s *Session) release(ctx context.Context, n *qlock.Node, known bool) error {
 	if n.Kind == qlock.Counted {
 		return s.releaseMine(ctx, n, known)
 	}
@@ -44,6 +85,25 @@ func (s *Session) Release(ctx context.Context, n *qlock.Node, known bool) error 
 		return fmt.Errorf("delete %s: %w (retrying in the background while the connection keeps the session)", n.Key, err)
 	}
 	return nil
+}
+
+// handBackAll is handBack of several nodes, ops being their set-data and
+// delete requests, in one multi: all are released or none. cut says a
+// try was cut off by a connection loss, and so may have been applied.
+func (s *Session) handBackAll(ctx context.Context, ops []any) (cut bool, _ error) {
+	for {
+		_, err := zkctx.Call(ctx, func() (struct{}, error) {
+			rs, err := s.conn.Multi(ops...)
+			return struct{}{}, multiErr(rs, err)
+		})
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return cut, err
+		}
+		cut = cut || errors.Is(err, zk.ErrConnectionClosed)
+		if err := ctxwait.Sleep(ctx, qlock.RetryDelay); err != nil {
+			return cut, err
+		}
+	}
 }
 
 // handBack deletes the held node, with the set-data that marks a

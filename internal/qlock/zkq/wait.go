@@ -3,6 +3,7 @@ package zkq
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock/internal/qlock"
@@ -18,7 +19,7 @@ import (
 // reader's release leaves older readers to check. A plain deletion (p gave
 // up waiting, its session ended, someone else deleted it), or a node
 // found gone already, is not a release, and leaves older entries to check
-// (Survivors).
+// (SurvivorsAll).
 func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p qlock.Entry) (released bool, err error) {
 	for {
 		pw, ok, err := s.getW(ctx, p.Key)
@@ -68,7 +69,21 @@ func (s *Session) ReleaseMarked() bool { return true }
 // it lists the directory instead.
 const walkLimit = 2
 
-// Survivors runs when an entry went while older ones were still in q's
+// SurvivorsAll is survivors for each view it is asked about (qlock.Driver),
+// the views together: a multi-lock's cost one round trip.
+func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qlock.Queue, which []int, belows []int64) {
+	if len(which) == 1 {
+		s.survivors(ctx, ns[which[0]], qs[which[0]], belows[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for k, i := range which {
+		wg.Go(func() { s.survivors(ctx, ns[i], qs[i], belows[k]) })
+	}
+	wg.Wait()
+}
+
+// survivors runs when an entry went while older ones were still in q's
 // snapshot without having released the lock (it gave up waiting, or its
 // session ended), or may be (q left them out). It checks the nearest
 // known older entries one by one, a small request each; past walkLimit
@@ -76,7 +91,7 @@ const walkLimit = 2
 // once (one request whose size grows with the queue, but independent of
 // how many entries left since the enqueue). An error leaves q as it was, which only
 // means more watching.
-func (s *Session) Survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, below int64) {
+func (s *Session) survivors(ctx context.Context, n *qlock.Node, q *qlock.Queue, below int64) {
 	older := q.Older(below)
 	for i := len(older) - 1; i >= 0 && i >= len(older)-walkLimit; i-- {
 		ok, err := zkctx.Call(ctx, func() (bool, error) {
