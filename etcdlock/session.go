@@ -27,7 +27,7 @@ const (
 	// whole seconds and servers raise short ones to about 1.5 election
 	// timeouts anyway; below two seconds the keepalive, sent every third of
 	// the TTL, would leave no room for the safety margin.
-	MinTTL = 2 * time.Second
+	MinTTL = etcdq.MinTTL
 
 	// DefaultPrefix is the key prefix of a session made without WithPrefix.
 	DefaultPrefix = "/distlock/"
@@ -85,9 +85,6 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...recipe.Opt
 	}
 	if err := c.Apply("etcdlock", &c); err != nil {
 		return nil, err
-	}
-	if c.TTL < MinTTL {
-		return nil, fmt.Errorf("etcdlock: new session: %w: %v is below the minimum %v (the keepalive runs every third of the TTL and needs a safety margin)", distlock.ErrTTLTooShort, c.TTL, MinTTL)
 	}
 	if err := checkPrefix(c.Prefix); err != nil {
 		return nil, fmt.Errorf("etcdlock: new session: %w", err)

@@ -29,6 +29,10 @@ type Config struct {
 	TTL time.Duration // requested; at least etcdlock.MinTTL
 }
 
+// MinTTL is the shortest TTL a session accepts: etcdlock.MinTTL, whose
+// doc says why.
+const MinTTL = 2 * time.Second
+
 // Backend is etcd, as errors, metrics and spans (etcd) and logs
 // (etcdlock) name it: the Backend of every session NewSession makes, and
 // of RevokeStore.
@@ -67,6 +71,9 @@ type Session struct {
 // NewSession grants a lease on client and keeps it alive until the session
 // ends. The caller has checked c's TTL and prefix.
 func NewSession(ctx context.Context, client *clientv3.Client, c Config) (*Session, error) {
+	if c.TTL < MinTTL {
+		return nil, fmt.Errorf("etcdlock: new session: %w: %v is below the minimum %v (the keepalive runs every third of the TTL and needs a safety margin)", distlock.ErrTTLTooShort, c.TTL, MinTTL)
+	}
 	if client == nil {
 		return nil, fmt.Errorf("etcdlock: new session: %w: *clientv3.Client is nil", distlock.ErrNilClient)
 	}
