@@ -38,7 +38,7 @@ type FreezeStore struct {
 	Queue QueueReader
 }
 
-// QueueReader reads lock queues, as recipe.Admin and recipe.Admin do.
+// QueueReader reads lock queues, as recipe.Admin does.
 type QueueReader interface {
 	// Inspect returns lock name's queue now.
 	Inspect(ctx context.Context, name string) ([]distlock.QueueEntry, error)

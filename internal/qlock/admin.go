@@ -26,7 +26,7 @@ type AdminStore interface {
 }
 
 // Admin is the admin handle of one store, client and prefix, which
-// recipe.Admin and recipe.Admin forward to: each call checks the lock
+// recipe.Admin forwards to: each call checks the lock
 // name, and names the backend once in its errors. Revoke and
 // Revocations are in revoke.go.
 type Admin struct {

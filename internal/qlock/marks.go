@@ -48,7 +48,7 @@ type MarkStore interface {
 }
 
 // Marks is the done-markers of one lock's slots on a MarkStore: what
-// recipe.Marks and recipe.Marks forward to (distlock.SlotMarks).
+// recipe.Marks forwards to (distlock.SlotMarks).
 type Marks struct {
 	a    *Admin // its store, and the Holder of markers that give none
 	name string
