@@ -50,7 +50,11 @@ func TestNilSession(t *testing.T) {
 			"semaphore":   func() error { _, err := recipe.NewSemaphore(b, "x", 2); return err },
 			"marks":       func() error { _, err := recipe.NewMarks(b, "x"); return err },
 		} {
-			if err := f(); !errors.Is(err, distlock.ErrNilClient) || !strings.Contains(err.Error(), what) {
+			pkg := map[recipe.Backend]string{nil: "recipe: ", es: "etcdlock: ", zs: "zklock: "}[b]
+			if pkg == "" {
+				pkg = "recipe: "
+			}
+			if err := f(); !errors.Is(err, distlock.ErrNilClient) || !strings.HasPrefix(err.Error(), pkg+"new "+what+" ") {
 				t.Errorf("%T: new %s: %v", b, what, err)
 			}
 		}

@@ -3,6 +3,7 @@ package recipe
 import (
 	"context"
 	"fmt"
+	"path"
 	"reflect"
 	"time"
 
@@ -36,17 +37,21 @@ func (s *Session) recipeSession() *Session { return s }
 
 // session returns b's Session for a new recipe (what: "mutex",
 // "election", …) called name; for a nil b, an error wrapping
-// distlock.ErrNilClient. A nil *etcdlock.Session in b would panic in the
-// promoted method, hence the reflection.
+// distlock.ErrNilClient, named after the package of b's type (etcdlock,
+// zklock; recipe when b is an untyped nil). A nil *etcdlock.Session in b
+// would panic in the promoted method, hence the reflection.
 func session(b Backend, what, name string) (*Session, error) {
+	pkg := "recipe"
 	if b != nil {
-		if v := reflect.ValueOf(b); v.Kind() != reflect.Pointer || !v.IsNil() {
+		v := reflect.ValueOf(b)
+		if v.Kind() != reflect.Pointer || !v.IsNil() {
 			if s := b.recipeSession(); s != nil {
 				return s, nil
 			}
 		}
+		pkg = path.Base(v.Type().Elem().PkgPath())
 	}
-	return nil, fmt.Errorf("distlock: new %s %q: %w: the session is nil", what, name, distlock.ErrNilClient)
+	return nil, fmt.Errorf("%s: new %s %q: %w: the session is nil", pkg, what, name, distlock.ErrNilClient)
 }
 
 // Done returns a channel that is closed when the session ends: on Close,

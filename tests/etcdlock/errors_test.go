@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration/locktest"
 	"github.com/distlock/distlock/recipe"
 )
@@ -16,7 +17,7 @@ import (
 func TestErrorTexts(t *testing.T) {
 	locktest.ErrorTexts(t, &etcdBackend{clus: newCluster(t)}, "etcd")
 
-	_, err := recipe.NewMutex(nil, "ledger")
+	_, err := recipe.NewMutex((*etcdlock.Session)(nil), "ledger")
 	if !errors.Is(err, distlock.ErrNilClient) || !strings.HasPrefix(err.Error(), `etcdlock: new mutex "ledger": `) ||
 		strings.Count(err.Error(), "etcdlock:") != 1 || strings.Contains(err.Error(), "distlock:") {
 		t.Errorf("NewMutex(nil): %v", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/locktest"
 	"github.com/distlock/distlock/recipe"
+	"github.com/distlock/distlock/zklock"
 )
 
 // TestErrorTexts provokes an error of every LockError operation on a real
@@ -20,7 +21,7 @@ func TestErrorTexts(t *testing.T) {
 	drain(events)
 	locktest.ErrorTexts(t, newBackend(t, ens, admin), "zookeeper")
 
-	_, err := recipe.NewMutex(nil, "ledger")
+	_, err := recipe.NewMutex((*zklock.Session)(nil), "ledger")
 	if !errors.Is(err, distlock.ErrNilClient) || !strings.HasPrefix(err.Error(), `zklock: new mutex "ledger": `) ||
 		strings.Count(err.Error(), "zklock:") != 1 || strings.Contains(err.Error(), "distlock:") {
 		t.Errorf("NewMutex(nil): %v", err)
