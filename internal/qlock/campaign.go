@@ -100,6 +100,9 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 				if !ok {
 					return nil, qs, el.campaignEnd(ctx, n, fail)
 				}
+				if s.Partial && s.Leader != n.Key {
+					continue
+				}
 				st = s
 			case <-wctx.Done():
 				return nil, qs, el.campaignEnd(ctx, n, fail)
@@ -110,6 +113,11 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 			if !ok {
 				return nil, qs, el.campaignEnd(ctx, n, fail)
 			}
+			if s.Partial && s.Leader != n.Key {
+				// Only the record is known: whether to claim or preempt
+				// depends on the candidates, which the full state brings.
+				continue
+			}
 			st = s
 		}
 		claiming = false
@@ -117,6 +125,24 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 		next, _ := st.next(st.Leader, "")
 		switch {
 		case led && lead.Key == n.Key:
+			if st.Partial {
+				// The record names this entry, and every write that names
+				// a candidate (a claim, a handoff) made sure in the same
+				// write that its entry existed: the term started while
+				// this entry was alive. That it still is, this campaign
+				// knows without the rest of the state: it is its own
+				// entry, followed since its creation (a deletion by
+				// anyone else, or the session's end, ends n.alive), and
+				// Confirm looks at what the follower may not have
+				// handled yet. The other candidates, their values and
+				// the listing bear on whom a leader hands over to, not
+				// on whether this one leads: the watch reads them after,
+				// for the leadership's keep. A Confirm that fails
+				// decides nothing: the full state does.
+				if err := e.d.Confirm(wctx, n); err != nil {
+					continue
+				}
+			}
 			n.Token = st.Term
 			n.Waited = true
 			pre.finish()

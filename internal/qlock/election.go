@@ -90,6 +90,11 @@ func (el *Election) Observe(ctx context.Context) <-chan distlock.LeaderInfo {
 		var last distlock.LeaderInfo
 		first := true
 		for st := range states {
+			if st.Partial {
+				// Its leader's entry may have gone: the full state
+				// that follows says.
+				continue
+			}
 			li := st.info(el.name)
 			if !first && li == last {
 				continue

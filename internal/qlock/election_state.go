@@ -20,7 +20,8 @@ type Contender struct {
 	Owner uint64
 }
 
-// ElectionState is one consistent view of an election.
+// ElectionState is one consistent view of an election, or (Partial) of
+// its term record alone.
 type ElectionState struct {
 	// Term is the term record's revision: the token of the term it
 	// names. 0 when there is no record.
@@ -33,6 +34,15 @@ type ElectionState struct {
 	Version int64
 	// Contenders are the election's candidates.
 	Contenders []Contender
+	// Partial says that only the term record (Term, Leader, Version) is
+	// as of this state: Contenders holds the candidate the record names
+	// alone, as the watch last listed it, and its entry may have gone
+	// since. A watch sends one as soon as a write of the record is seen
+	// naming a candidate it knows, before it reads the rest (see
+	// Elections.WatchElection): a successor that a handoff named leads
+	// on it, its own entry's life being known to it without a read
+	// (campaign). Everyone else waits for the full state that follows.
+	Partial bool
 }
 
 // leader returns the leading candidate: the one the term record names, if

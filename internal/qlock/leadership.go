@@ -46,7 +46,9 @@ func (l *leadership) keep(won ElectionState, states <-chan ElectionState) {
 	l.state.Store(&won)
 	go func() {
 		for st := range states {
-			l.state.Store(&st)
+			if !st.Partial { // a partial state cannot settle a pick
+				l.state.Store(&st)
+			}
 		}
 	}()
 }

@@ -214,7 +214,8 @@ func (l *leadership) handOffWrite(ctx context.Context, st ElectionState, next Co
 // state the leader's watch last saw, which costs the handoff no read (its
 // write compares everything it relies on), or, when that state cannot
 // settle it (a candidate it may not have seen yet, a record it may not
-// have seen move), from a fresh read. found is false when no candidate
+// have seen move, a state of the record alone: the one a successor won
+// in, until its watch's full state came), from a fresh read. found is false when no candidate
 // (with value to, if set) waits. The error wraps distlock.ErrNotLeader
 // when the term record no longer names this leader's live entry.
 func (l *leadership) pick(ctx context.Context, op distlock.Op, to string) (st ElectionState, next Contender, found bool, err error) {
@@ -232,7 +233,7 @@ func (l *leadership) pick(ctx context.Context, op distlock.Op, to string) (st El
 		next, found = st.next(n.Key, to)
 		lead, ok := st.leader()
 		leads := ok && lead.Key == n.Key && st.Term == n.Token
-		if !fresh && (!found || !leads) {
+		if !fresh && (!found || !leads || st.Partial) {
 			continue
 		}
 		if !leads {

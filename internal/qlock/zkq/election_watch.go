@@ -25,7 +25,10 @@ import (
 // state is then still as read, and the state is the election's at the
 // last answer. States therefore never go back, and no state is sent that
 // the election never was (such as a vacancy between a handoff's delete
-// and its record, which happen in one write). A candidate's position and
+// and its record, which happen in one write). The one exception says so:
+// a state of the term record alone (Partial, see handedTo), sent when an
+// event that may come with a handoff shows the record naming a candidate
+// already listed, before the rest is read. A candidate's position and
 // owner never change: each candidate's Stat is read once. It goes on
 // across reconnects and session expiries (it only reads: it needs the
 // connection, not the session), until ctx ends or the connection is
@@ -47,6 +50,14 @@ func (s *Session) WatchElection(ctx context.Context, name string, ch chan<- qloc
 		sent bool
 	)
 	for ctx.Err() == nil {
+		if st, ok := w.handedTo(ctx, sent, last); ok {
+			select {
+			case ch <- st:
+				last = st
+			case <-ctx.Done():
+				return
+			}
+		}
 		if err := w.read(ctx); err != nil {
 			if !pause(err) {
 				return
@@ -88,6 +99,52 @@ func (s *Session) WatchElection(ctx context.Context, name string, ch chan<- qloc
 	}
 }
 
+// handedTo reads the term record first when a watch that fired may have
+// come with a write of it: its own, or the leader's node's on its
+// deletion, which a handoff makes in the same write as the record (the
+// deletion's events come first, and the client may hand any of them over
+// first: the others already delivered are taken here too). If the record
+// now names another candidate this watch has listed, it returns the
+// state of the record alone (qlock.ElectionState.Partial): the successor
+// a handoff named leads on it, one read after the handoff's events, and
+// the watches that are left (the listing, new candidates' Stats, its own
+// value) are set after, by the read that follows, while it already
+// leads. The record is read with its watch, so that read starts from it.
+// Anything else (no write of the record seen, a leader it has not
+// listed, a failure) leaves it all to that read.
+func (w *electionWatch) handedTo(ctx context.Context, sent bool, last qlock.ElectionState) (qlock.ElectionState, bool) {
+	if !sent {
+		return qlock.ElectionState{}, false // the first state is a full one
+	}
+	if _, err := w.fired(); err != nil || w.rstat == nil || w.dirW != nil && !w.leaderGone {
+		return qlock.ElectionState{}, false
+	}
+	// The record's watch may still be set (the leader's node's event came
+	// first): the new one replaces it. The read's answer comes after every
+	// event the client was sent before it, the old watch's included, so it
+	// is at least as new as anything that watch would report.
+	x, err := zkctx.Call(ctx, func() (watched, error) {
+		d, st, ch, err := w.conn.GetW(w.dir)
+		return watched{ch, d, st}, err
+	})
+	if err != nil {
+		return qlock.ElectionState{}, false
+	}
+	w.dirW, w.record, w.rstat, w.leaderGone = x.ch, x.data, x.stat, false
+	key := w.leaderKey()
+	cs := w.stats[key]
+	if cs == nil || key == last.Leader {
+		return qlock.ElectionState{}, false
+	}
+	st := termState(w.dir, w.record, w.rstat)
+	st.Partial = true
+	for _, c := range candidates(w.dir, []string{string(w.record)}) {
+		c.Seq, c.Owner, c.Value = cs.Czxid, uint64(cs.EphemeralOwner), w.values[key]
+		st.Contenders = append(st.Contenders, c)
+	}
+	return st, true
+}
+
 // next waits until one of w's watches fires, and returns its event: what
 // it watched is to be read again (everything, after EventNotWatching). A
 // timeout that fires first (nil: none) returns the zero Event; ok is false
@@ -104,6 +161,7 @@ func (w *electionWatch) next(ctx context.Context, timeout <-chan time.Time) (ev 
 		w.childW = nil
 	case ev = <-w.leaderW:
 		w.leaderW = nil
+		w.leaderGone = ev.Type == zk.EventNodeDeleted
 	}
 	if ev.Type == zk.EventNotWatching {
 		w.reset()
@@ -134,6 +192,10 @@ type electionWatch struct {
 	leaderW <-chan zk.Event
 	leader  string // the node the leader's value was read from
 	value   []byte
+	// leaderGone says that the leader's node's watch fired with its
+	// deletion since the record was last read: a handoff's write may have
+	// moved the record too (handedTo).
+	leaderGone bool
 
 	stats map[string]*zk.Stat // the listed candidates' Stats
 	// values are the listed candidates' values as read once: a waiting
@@ -145,7 +207,7 @@ type electionWatch struct {
 // expiry), so everything is read again.
 func (w *electionWatch) reset() {
 	w.dirW, w.childW, w.leaderW = nil, nil, nil
-	w.statsDue = false
+	w.statsDue, w.leaderGone = false, false
 }
 
 // fired takes the events of the watches that fired since they were set:
@@ -158,6 +220,9 @@ func (w *electionWatch) fired() (fired bool, err error) {
 		}
 		ev := <-*wch
 		*wch, fired = nil, true
+		if wch == &w.leaderW && ev.Type == zk.EventNodeDeleted {
+			w.leaderGone = true
+		}
 		if ev.Type == zk.EventNotWatching {
 			err = cmp.Or(ev.Err, zk.ErrSessionExpired)
 		}
@@ -223,7 +288,7 @@ func (w *electionWatch) read(ctx context.Context) error {
 			return watched{ch, d, st}, err
 		})
 		if err == nil {
-			w.dirW, w.record, w.rstat = x.ch, x.data, x.stat
+			w.dirW, w.record, w.rstat, w.leaderGone = x.ch, x.data, x.stat, false
 			break
 		}
 		if !errors.Is(err, zk.ErrNoNode) {
@@ -361,5 +426,5 @@ func (w *electionWatch) state() qlock.ElectionState {
 }
 
 func sameState(a, b qlock.ElectionState) bool {
-	return a.Term == b.Term && a.Leader == b.Leader && a.Version == b.Version && slices.Equal(a.Contenders, b.Contenders)
+	return a.Term == b.Term && a.Leader == b.Leader && a.Version == b.Version && a.Partial == b.Partial && slices.Equal(a.Contenders, b.Contenders)
 }
