@@ -147,7 +147,7 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 			n.Waited = true
 			pre.finish()
 			won = true
-			l.keep(st, states)
+			l.keep(st, states, func() { cancel(nil) })
 			return n, qs, nil
 		case led:
 			qs.waitedOn = 1
@@ -161,7 +161,7 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 				n.Token = term
 				pre.finish()
 				won = true
-				l.keep(st, states)
+				l.keep(st, states, func() { cancel(nil) })
 				return n, qs, nil
 			case errors.Is(err, ErrTermMoved):
 				// The watch brings the state that moved it.

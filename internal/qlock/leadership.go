@@ -31,6 +31,8 @@ type leadership struct {
 	lose func(reason error)
 	// state is the election's latest state the leader's watch saw (keep).
 	state atomic.Pointer[ElectionState]
+	// unwatch ends the leader's watch (keep).
+	unwatch func()
 	// mu serializes Proclaim, Resign and HandOff: a driver may keep the
 	// entry's version in n, which Proclaim updates.
 	mu sync.Mutex
@@ -41,9 +43,12 @@ func (l *leadership) String() string { return l.n.Key }
 
 // keep follows the election's states on the won campaign's watch until
 // it ends (with the entry's life), so that a HandOff can pick its
-// successor without reading first. won is the state the campaign won in.
-func (l *leadership) keep(won ElectionState, states <-chan ElectionState) {
+// successor without reading first. won is the state the campaign won in;
+// unwatch ends the watch (and closes states), for a step-down once its
+// pick is made.
+func (l *leadership) keep(won ElectionState, states <-chan ElectionState, unwatch func()) {
 	l.state.Store(&won)
+	l.unwatch = unwatch
 	go func() {
 		for st := range states {
 			if !st.Partial { // a partial state cannot settle a pick

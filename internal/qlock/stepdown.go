@@ -91,6 +91,11 @@ func (l *leadership) stepDown(ctx context.Context, op distlock.Op, to string, re
 	// loss. Held back, the loss is reported if the write did not happen.
 	n.holdLoss()
 	l.lose(l.fail(op, &steppedDown{op, fmt.Sprintf("handing leadership over to candidate %q", next.Value)}))
+	// The pick is made, and any other this step-down makes reads first:
+	// the watch has done its part. Ended now, it does not answer the
+	// write's own events with reads of its own while the successor reads
+	// (a handoff's gap is the write and the successor's read alone).
+	l.unwatch()
 	var instead error // set once HandOff(to)'s candidate left and the next in line was picked
 	for try := 1; ; try++ {
 		term, resent, err := l.handOffWrite(ctx, st, next)
