@@ -68,7 +68,8 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 
 	// The watch outlives a won campaign: the leader keeps the election's
 	// state from it for its HandOff (leadership.keep), until its entry's
-	// life ends. ctx ends it only while campaigning.
+	// life ends or a step-down has made its pick. ctx ends it only while
+	// campaigning.
 	wctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stopAlive := context.AfterFunc(n.alive, func() { cancel(context.Cause(n.alive)) })
 	stopCtx := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
