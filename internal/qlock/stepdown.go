@@ -11,6 +11,13 @@ import (
 	"github.com/distlock/distlock/internal/ctxwait"
 )
 
+// watchReader is a driver whose election watch reads the store after each
+// event (ZooKeeper's events carry no data). A driver whose events carry
+// the state (etcd) keeps a leader's watch until the entry's end: there,
+// ending it early would itself be a request (a watch cancel) on the
+// write's way.
+type watchReader interface{ WatchReads() bool }
+
 // handoffTries bounds how often a handoff picks a successor again after
 // its write was refused (the one it picked left before the write).
 const handoffTries = 8
@@ -92,10 +99,13 @@ func (l *leadership) stepDown(ctx context.Context, op distlock.Op, to string, re
 	n.holdLoss()
 	l.lose(l.fail(op, &steppedDown{op, fmt.Sprintf("handing leadership over to candidate %q", next.Value)}))
 	// The pick is made, and any other this step-down makes reads first:
-	// the watch has done its part. Ended now, it does not answer the
-	// write's own events with reads of its own while the successor reads
-	// (a handoff's gap is the write and the successor's read alone).
-	l.unwatch()
+	// the watch has done its part. On a store whose watch reads after
+	// every event, ended now, it does not answer the write's own events
+	// with reads of its own while the successor reads (a handoff's gap is
+	// the write and the successor's read alone).
+	if w, ok := l.e.d.(watchReader); ok && w.WatchReads() {
+		l.unwatch()
+	}
 	var instead error // set once HandOff(to)'s candidate left and the next in line was picked
 	for try := 1; ; try++ {
 		term, resent, err := l.handOffWrite(ctx, st, next)

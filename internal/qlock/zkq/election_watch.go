@@ -145,6 +145,12 @@ func (w *electionWatch) handedTo(ctx context.Context, sent bool, last qlock.Elec
 	return st, true
 }
 
+// WatchReads says that WatchElection reads after every event (the
+// events carry no data): a leader ends its watch before a handoff's
+// write (qlock's step-down), so that it does not read while the
+// successor does.
+func (s *Session) WatchReads() bool { return true }
+
 // next waits until one of w's watches fires, and returns its event: what
 // it watched is to be read again (everything, after EventNotWatching). A
 // timeout that fires first (nil: none) returns the zero Event; ok is false
