@@ -237,7 +237,9 @@ type Elections interface {
 	// leader's value, until ctx ends or the connection is closed; it
 	// closes ch. The states it sends never go back; it may skip states
 	// that followed each other quickly (not on etcd, where it sends the
-	// state after every revision that changed it). Every candidate's
+	// state after every revision that changed it). Before a full state it
+	// may send one of the term record alone (ElectionState.Partial), as
+	// soon as it sees the record name another candidate. Every candidate's
 	// value is set: a leader picks its successor by value from the
 	// latest state (a waiting candidate's value never changes).
 	WatchElection(ctx context.Context, name string, ch chan<- ElectionState)

@@ -293,9 +293,18 @@ func TestElectionWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st = w.until(t, "b leading", func(st qlock.ElectionState) bool { return isLeader(st, b.Key) })
-	if l := contender(t, st, b.Key); st.Term != term2 || l.Value != "b" {
+	// The successor learns first from the record alone, read once after
+	// the handoff's events; the full state, with the listing, follows.
+	part := w.until(t, "b leading", func(st qlock.ElectionState) bool { return isLeader(st, b.Key) })
+	if !part.Partial || len(part.Contenders) != 1 || part.Term != term2 {
+		t.Fatalf("the first state naming b is %+v, want the record's alone (Partial) of term %d", part, term2)
+	}
+	st = w.until(t, "the full state", func(st qlock.ElectionState) bool { return !st.Partial })
+	if l := contender(t, st, b.Key); !isLeader(st, b.Key) || st.Term != term2 || l.Value != "b" {
 		t.Fatalf("b leads as %+v in %+v, want term %d and value b", l, st, term2)
+	}
+	if st.Version != part.Version || part.Contenders[0] != contender(t, st, b.Key) {
+		t.Fatalf("the record's state %+v does not match the full one %+v", part, st)
 	}
 	for _, s := range w.all[from:] {
 		if !isLeader(s, a.Key) && !isLeader(s, b.Key) {
