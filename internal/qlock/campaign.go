@@ -134,13 +134,13 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 				// knows without the rest of the state: it is its own
 				// entry, followed since its creation (a deletion by
 				// anyone else, or the session's end, ends n.alive), and
-				// Confirm looks at what the follower may not have
+				// ConfirmAll looks at what the follower may not have
 				// handled yet. The other candidates, their values and
 				// the listing bear on whom a leader hands over to, not
 				// on whether this one leads: the watch reads them after,
-				// for the leadership's keep. A Confirm that fails
+				// for the leadership's keep. A confirmation that fails
 				// decides nothing: the full state does.
-				if err := e.d.Confirm(wctx, n); err != nil {
+				if errs := e.d.ConfirmAll(wctx, []*Node{n}); len(errs) > 0 && errs[0] != nil {
 					continue
 				}
 			}
