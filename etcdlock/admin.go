@@ -40,5 +40,5 @@ func NewAdmin(cli *clientv3.Client, prefix string) (*recipe.Admin, error) {
 }
 
 func newAdmin(cli *clientv3.Client, prefix, holder string) *qlock.Admin {
-	return qlock.NewAdmin(etcdq.AdminStore{RevokeStore: etcdq.RevokeStore{Client: cli, Prefix: prefix}}, holder)
+	return qlock.NewAdmin(etcdq.AdminStore{ClientStore: etcdq.ClientStore{Client: cli, Prefix: prefix}}, holder)
 }

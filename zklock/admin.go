@@ -42,5 +42,5 @@ func NewAdmin(conn *zk.Conn, prefix string, acl ...zk.ACL) (*recipe.Admin, error
 }
 
 func newAdmin(conn *zk.Conn, prefix string, acl []zk.ACL, holder string) *qlock.Admin {
-	return qlock.NewAdmin(zkq.AdminStore{RevokeStore: zkq.RevokeStore{Conn: conn, Prefix: prefix, ACL: acl}}, holder)
+	return qlock.NewAdmin(zkq.AdminStore{ClientStore: zkq.ClientStore{Conn: conn, Prefix: prefix, ACL: acl}}, holder)
 }

@@ -11,9 +11,9 @@ import (
 
 // AdminStore is what a store does for an Admin, on a client and prefix
 // (an admin holds nothing): read and follow a lock's whole queue, keep its
-// revocation records and its done-markers. ReadQueue is RevokeStore's.
+// revocation records and its done-markers. ReadQueue is ClientStore's.
 type AdminStore interface {
-	RevokeStore
+	ClientStore
 	MarkStore
 	// FindMulti sets the Multi of those of q's entries (lock name's queue,
 	// as ReadQueue reads it) that are a multi-lock's, where the store can

@@ -221,7 +221,7 @@ func (p *preemption) start(el *Election, term int64, lead Contender, value strin
 	el.e.st.log.Info(el.e.st.backend.Pkg+": preempting the leader", "election", el.name, "leader", lead.Value, "token", term, "grace", grace)
 	go func() {
 		defer close(p.done)
-		if _, err := revokeHolders(ctx, el.e.d.Revoker(), el.name, []distlock.QueueEntry{held}, req); err != nil && ctx.Err() == nil {
+		if _, err := revokeHolders(ctx, el.e.d.ClientStore(), el.name, []distlock.QueueEntry{held}, req); err != nil && ctx.Err() == nil {
 			el.e.st.log.Info(el.e.st.backend.Pkg+": preemption failed", "election", el.name, "token", term, "err", err)
 		}
 	}()

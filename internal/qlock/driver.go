@@ -257,7 +257,7 @@ type Elections interface {
 	// still this acquisition's.
 	Proclaim(ctx context.Context, n *Node, value string) error
 	// Revoker is the store's revocation records, for preemptions.
-	Revoker() RevokeStore
+	ClientStore() ClientStore
 }
 
 // RevokeFollower is how a held entry learns that an operator asked for it

@@ -16,7 +16,7 @@ import (
 )
 
 // Revoking a lock's holders (see distlock's revoke.go for what users see):
-// the steps live here once; the stores' parts are a RevokeStore's.
+// the steps live here once; the stores' parts are a ClientStore's.
 
 // RevokeKeep is how many revocation records of one lock are kept: older
 // ones are deleted when a new one is made, so that the audit trail of a
@@ -64,18 +64,19 @@ func (a *Admin) revokeErr(name string) func(error) error {
 // lockHolders reads lock name's queue without the election's candidates
 // (whose leader the term record names) and a semaphore's line (which
 // holds nothing): its lock entries and a semaphore's permits.
-func lockHolders(ctx context.Context, st RevokeStore, name string) ([]distlock.QueueEntry, error) {
+func lockHolders(ctx context.Context, st ClientStore, name string) ([]distlock.QueueEntry, error) {
 	q, err := st.ReadQueue(ctx, name)
 	return slices.DeleteFunc(q, func(e distlock.QueueEntry) bool {
 		return e.Kind == distlock.Candidate || e.Kind == distlock.Counted && !e.Holding
 	}), err
 }
 
-// RevokeStore is what a store does for Revoke and Revocations, on a client
-// (not a session: a revoker holds nothing). Records are keyed by the
-// holder's token (RevokeKey) under the lock's revocation
-// directory.
-type RevokeStore interface {
+// ClientStore is what a store does on a client, not a session, for
+// those that hold nothing (an Admin, a revoker, a preempting candidate):
+// read a lock's queue and election, keep the revocation records of its
+// holders (keyed by the holder's token, RevokeKey, under the lock's
+// revocation directory), and wait for or delete one entry.
+type ClientStore interface {
 	// Backend is the store's, for errors.
 	Backend() Backend
 	// ReadQueue reads lock name's whole queue, in one consistent read
@@ -87,22 +88,22 @@ type RevokeStore interface {
 	ReadQueue(ctx context.Context, name string) ([]distlock.QueueEntry, error)
 	// ReadElection reads election name's state (see Elections).
 	ReadElection(ctx context.Context, name string) (ElectionState, error)
-	// Create stores record data for token seq if there is none, and then
+	// CreateRevocation stores record data for token seq if there is none, and then
 	// tells the holder (holders follow new records); it returns the
 	// existing record's data otherwise.
-	Create(ctx context.Context, name string, seq int64, data []byte) (existing []byte, err error)
-	// Update replaces the record of token seq.
-	Update(ctx context.Context, name string, seq int64, data []byte) error
-	// List returns lock name's records, oldest holder first.
-	List(ctx context.Context, name string) ([][]byte, error)
-	// Prune deletes all but the newest keep records of lock name.
-	Prune(ctx context.Context, name string, keep int) error
-	// WaitGone returns nil once entry e (its key at e's position, see
+	CreateRevocation(ctx context.Context, name string, seq int64, data []byte) (existing []byte, err error)
+	// UpdateRevocation replaces the record of token seq.
+	UpdateRevocation(ctx context.Context, name string, seq int64, data []byte) error
+	// ListRevocations returns lock name's records, oldest holder first.
+	ListRevocations(ctx context.Context, name string) ([][]byte, error)
+	// PruneRevocations deletes all but the newest keep records of lock name.
+	PruneRevocations(ctx context.Context, name string, keep int) error
+	// WaitDeleted returns nil once entry e (its key at e's position, see
 	// Position) is gone, or ctx's error.
-	WaitGone(ctx context.Context, e distlock.QueueEntry) error
-	// Delete deletes entry e only if it is still e's (its position); gone
+	WaitDeleted(ctx context.Context, e distlock.QueueEntry) error
+	// DeleteEntry deletes entry e only if it is still e's (its position); gone
 	// reports that it was not there any more.
-	Delete(ctx context.Context, e distlock.QueueEntry) (gone bool, err error)
+	DeleteEntry(ctx context.Context, e distlock.QueueEntry) (gone bool, err error)
 }
 
 // Revoke asks lock name's holders to let go, as r says, and waits until
@@ -147,7 +148,7 @@ func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeReques
 // revokeHolders records the revocation r of lock name's holders held,
 // waits until they have let go or its grace is over, and forces them if r
 // says so (Revoke, and a candidate's preemption of a leader).
-func revokeHolders(ctx context.Context, st RevokeStore, name string, held []distlock.QueueEntry, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
+func revokeHolders(ctx context.Context, st ClientStore, name string, held []distlock.QueueEntry, r distlock.RevokeRequest) ([]distlock.Revocation, error) {
 	if len(held) == 0 {
 		return nil, nil
 	}
@@ -159,7 +160,7 @@ func revokeHolders(ctx context.Context, st RevokeStore, name string, held []dist
 			By: r.By, Reason: r.Reason, Grace: r.Grace, Force: r.Force,
 			Requested: now, Outcome: distlock.RevokePending,
 		}
-		existing, err := st.Create(ctx, name, e.Token.Seq, record(rv))
+		existing, err := st.CreateRevocation(ctx, name, e.Token.Seq, record(rv))
 		if err != nil {
 			return out[:i], fmt.Errorf("record the revocation of token %s: %w", e.Token, err)
 		}
@@ -175,7 +176,7 @@ func revokeHolders(ctx context.Context, st RevokeStore, name string, held []dist
 	}
 	// A failed prune only delays the trail's bound: the next revocation
 	// prunes again.
-	_ = st.Prune(ctx, name, RevokeKeep)
+	_ = st.PruneRevocations(ctx, name, RevokeKeep)
 
 	// Wait for each holder until its own grace period is over (a record
 	// made earlier has its first grace), in parallel.
@@ -197,7 +198,7 @@ func revokeHolders(ctx context.Context, st RevokeStore, name string, held []dist
 // settleRevocation waits out rv's grace period (or r's, made at now, if
 // it ends first) for entry e to go, forces it if r says so, and records
 // the outcome in rv and in the store.
-func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlock.QueueEntry, rv *distlock.Revocation, r distlock.RevokeRequest, now time.Time) error {
+func settleRevocation(ctx context.Context, st ClientStore, name string, e distlock.QueueEntry, rv *distlock.Revocation, r distlock.RevokeRequest, now time.Time) error {
 	if !unsettled(*rv) {
 		return nil // over already: released or forced
 	}
@@ -208,7 +209,7 @@ func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlo
 		end = now.Add(r.Grace)
 	}
 	gctx, cancel := context.WithDeadline(ctx, end)
-	err := st.WaitGone(gctx, e)
+	err := st.WaitDeleted(gctx, e)
 	cancel()
 	switch {
 	case err == nil:
@@ -218,7 +219,7 @@ func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlo
 	case !r.Force:
 		rv.Outcome = distlock.RevokeStillHeld
 	default:
-		gone, err := st.Delete(ctx, e)
+		gone, err := st.DeleteEntry(ctx, e)
 		if err != nil {
 			return fmt.Errorf("delete the holder's entry %s: %w", e.Key, err)
 		}
@@ -233,7 +234,7 @@ func settleRevocation(ctx context.Context, st RevokeStore, name string, e distlo
 		}
 	}
 	rv.Ended = time.Now()
-	if err := st.Update(ctx, name, e.Token.Seq, record(*rv)); err != nil {
+	if err := st.UpdateRevocation(ctx, name, e.Token.Seq, record(*rv)); err != nil {
 		return fmt.Errorf("record its outcome (%s): %w", rv.Outcome, err)
 	}
 	return nil
@@ -247,7 +248,7 @@ func (a *Admin) Revocations(ctx context.Context, name string) ([]distlock.Revoca
 	if err := st.Backend().ValidateName(name); err != nil {
 		return nil, err
 	}
-	raw, err := st.List(ctx, name)
+	raw, err := st.ListRevocations(ctx, name)
 	if err != nil {
 		return nil, fail(fmt.Errorf("list the revocation records: %w", err))
 	}
@@ -286,7 +287,7 @@ func (a *Admin) Revocations(ctx context.Context, name string) ([]distlock.Revoca
 }
 
 // Position is entry e's queue position: its create revision or czxid,
-// which a revocation's WaitGone and Delete compare the entry's key with.
+// which a revocation's WaitDeleted and DeleteEntry compare the entry's key with.
 func Position(e distlock.QueueEntry) int64 { return cmp.Or(e.Seq, e.Token.Seq) }
 
 // unsettled reports whether rv's holder may still hold: pending or still

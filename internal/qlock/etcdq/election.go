@@ -53,12 +53,12 @@ func electionRange(dir string) (key, end string) { return dir + electionMark, di
 // ReadElection reads election name's state by one linearizable range read
 // (qlock.Elections).
 func (s *Session) ReadElection(ctx context.Context, name string) (qlock.ElectionState, error) {
-	return s.Revoker().ReadElection(ctx, name)
+	return s.ClientStore().ReadElection(ctx, name)
 }
 
-// ReadElection reads election name's state (qlock.RevokeStore): its
+// ReadElection reads election name's state (qlock.ClientStore): its
 // candidates and term record, by one linearizable range read.
-func (r RevokeStore) ReadElection(ctx context.Context, name string) (qlock.ElectionState, error) {
+func (r ClientStore) ReadElection(ctx context.Context, name string) (qlock.ElectionState, error) {
 	dir := QueueDir(r.Prefix, name)
 	key, end := electionRange(dir)
 	resp, err := r.Client.Get(ctx, key, clientv3.WithRange(end))
@@ -210,4 +210,6 @@ func (s *Session) HandOff(ctx context.Context, n *qlock.Node, cur qlock.Election
 
 // Revoker returns the revocation records of this session's client and
 // prefix (qlock.Elections).
-func (s *Session) Revoker() qlock.RevokeStore { return RevokeStore{Client: s.client, Prefix: s.prefix} }
+func (s *Session) ClientStore() qlock.ClientStore {
+	return ClientStore{Client: s.client, Prefix: s.prefix}
+}

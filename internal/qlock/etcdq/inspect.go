@@ -12,10 +12,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// ReadQueue reads the queue of lock name (qlock.RevokeStore), by one
+// ReadQueue reads the queue of lock name (qlock.ClientStore), by one
 // linearizable range read sorted by create revision: a consistent
 // snapshot. Keys under the queue that are not entries are ignored.
-func (r RevokeStore) ReadQueue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
+func (r ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
 	dir := QueueDir(r.Prefix, name)
 	resp, err := r.Client.Get(ctx, dir, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))

@@ -10,9 +10,9 @@ import (
 )
 
 // AdminStore is qlock.AdminStore on an etcd client and key prefix: a
-// lock's queue, its revocation records (RevokeStore) and its
+// lock's queue, its revocation records (ClientStore) and its
 // done-markers, keys bound to no lease (recipe.Admin says where).
-type AdminStore struct{ RevokeStore }
+type AdminStore struct{ ClientStore }
 
 // markDir holds the markers, PREFIX@once/NAME/@slot/SLOT; the fence they
 // are written through is PREFIX@once/NAME/@fence.

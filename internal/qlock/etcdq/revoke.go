@@ -67,20 +67,20 @@ func (s *Session) FollowRevoke(n *qlock.Node, name string, revoked func(data []b
 	})
 }
 
-// RevokeStore is qlock.RevokeStore on an etcd client.
-type RevokeStore struct {
+// ClientStore is qlock.ClientStore on an etcd client.
+type ClientStore struct {
 	Client *clientv3.Client
 	Prefix string
 }
 
-var _ qlock.RevokeStore = RevokeStore{}
+var _ qlock.ClientStore = ClientStore{}
 
-// Backend is etcd (qlock.RevokeStore).
-func (RevokeStore) Backend() qlock.Backend { return Backend }
+// Backend is etcd (qlock.ClientStore).
+func (ClientStore) Backend() qlock.Backend { return Backend }
 
-// Create puts token seq's record if there is none, in one Txn that
+// CreateRevocation puts token seq's record if there is none, in one Txn that
 // returns the existing one otherwise.
-func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []byte) ([]byte, error) {
+func (r ClientStore) CreateRevocation(ctx context.Context, name string, seq int64, data []byte) ([]byte, error) {
 	key := revokeKey(r.Prefix, name, seq)
 	resp, err := r.Client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -99,14 +99,14 @@ func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []
 	return kvs[0].Value, nil
 }
 
-// Update replaces token seq's record.
-func (r RevokeStore) Update(ctx context.Context, name string, seq int64, data []byte) error {
+// UpdateRevocation replaces token seq's record.
+func (r ClientStore) UpdateRevocation(ctx context.Context, name string, seq int64, data []byte) error {
 	_, err := r.Client.Put(ctx, revokeKey(r.Prefix, name, seq), string(data))
 	return err
 }
 
-// List reads lock name's records, oldest holder first.
-func (r RevokeStore) List(ctx context.Context, name string) ([][]byte, error) {
+// ListRevocations reads lock name's records, oldest holder first.
+func (r ClientStore) ListRevocations(ctx context.Context, name string) ([][]byte, error) {
 	resp, err := r.Client.Get(ctx, RevokeDir(r.Prefix, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
 		return nil, err
@@ -118,9 +118,9 @@ func (r RevokeStore) List(ctx context.Context, name string) ([][]byte, error) {
 	return out, nil
 }
 
-// Prune deletes all but the newest keep records: one read of the newest
+// PruneRevocations deletes all but the newest keep records: one read of the newest
 // keep+1 keys, then one range delete up to the oldest of them.
-func (r RevokeStore) Prune(ctx context.Context, name string, keep int) error {
+func (r ClientStore) PruneRevocations(ctx context.Context, name string, keep int) error {
 	dir := RevokeDir(r.Prefix, name)
 	resp, err := r.Client.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(keep)+1))
@@ -131,9 +131,9 @@ func (r RevokeStore) Prune(ctx context.Context, name string, keep int) error {
 	return err
 }
 
-// WaitGone returns once e's key is gone or holds another entry: a read,
+// WaitDeleted returns once e's key is gone or holds another entry: a read,
 // then a watch from the read's revision.
-func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error {
+func (r ClientStore) WaitDeleted(ctx context.Context, e distlock.QueueEntry) error {
 	for {
 		g, err := r.Client.Get(ctx, e.Key)
 		if err != nil {
@@ -163,9 +163,9 @@ func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error 
 	}
 }
 
-// Delete deletes e's key only if its create revision is still e's
+// DeleteEntry deletes e's key only if its create revision is still e's
 // position (and, for an election's leader, the term record naming it).
-func (r RevokeStore) Delete(ctx context.Context, e distlock.QueueEntry) (gone bool, err error) {
+func (r ClientStore) DeleteEntry(ctx context.Context, e distlock.QueueEntry) (gone bool, err error) {
 	resp, err := r.Client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(e.Key), "=", qlock.Position(e))).
 		Then(deleteOps(e.Key)...).Commit()

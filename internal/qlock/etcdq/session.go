@@ -35,7 +35,7 @@ const MinTTL = 2 * time.Second
 
 // Backend is etcd, as errors, metrics and spans (etcd) and logs
 // (etcdlock) name it: the Backend of every session NewSession makes, and
-// of RevokeStore.
+// of ClientStore.
 var Backend = qlock.Backend{Name: "etcd", Pkg: "etcdlock"}
 
 // Session is one etcd lease kept alive in the background, and the

@@ -131,10 +131,10 @@ func termErr(err error, what string) error {
 }
 
 // Revoker returns the session's revocation records (qlock.Elections).
-func (s *Session) Revoker() qlock.RevokeStore { return s.revokeStore() }
+func (s *Session) ClientStore() qlock.ClientStore { return s.revokeStore() }
 
-func (s *Session) revokeStore() RevokeStore {
-	return RevokeStore{Conn: s.conn, Prefix: s.prefix, ACL: s.acl}
+func (s *Session) revokeStore() ClientStore {
+	return ClientStore{Conn: s.conn, Prefix: s.prefix, ACL: s.acl}
 }
 
 // ReadElection reads election name's state (qlock.Elections).
@@ -149,7 +149,7 @@ func (s *Session) ReadElection(ctx context.Context, name string) (qlock.Election
 // listing so that a vacancy it shows is real: a node named by the record
 // and missing from a later listing is gone for good. Candidates deleted
 // between the listing and their read are left out.
-func (r RevokeStore) ReadElection(ctx context.Context, name string) (qlock.ElectionState, error) {
+func (r ClientStore) ReadElection(ctx context.Context, name string) (qlock.ElectionState, error) {
 	dir := r.Prefix + "/" + name
 	fail := func(op string, err error) (qlock.ElectionState, error) {
 		return qlock.ElectionState{}, fmt.Errorf("%s %s: %w", op, dir, err)

@@ -360,21 +360,21 @@ func TestElectionRevokeLeader(t *testing.T) {
 	r := e.s.revokeStore()
 	wctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
 	defer cancel()
-	if err := r.WaitGone(wctx, held); !errors.Is(err, context.DeadlineExceeded) {
+	if err := r.WaitDeleted(wctx, held); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitGone on the live leader: %v, want it to wait", err)
 	}
 	other := held
 	other.Seq++
-	if gone, err := r.Delete(e.ctx, other); err != nil || !gone {
+	if gone, err := r.DeleteEntry(e.ctx, other); err != nil || !gone {
 		t.Fatalf("Delete at another position: gone %v, %v; want gone, nothing deleted", gone, err)
 	}
 	if ok, _, err := e.other.Exists(a.Key); err != nil || !ok {
 		t.Fatalf("Delete at another position deleted the leader's node (exists %v, %v)", ok, err)
 	}
-	if gone, err := r.Delete(e.ctx, held); err != nil || gone {
+	if gone, err := r.DeleteEntry(e.ctx, held); err != nil || gone {
 		t.Fatalf("Delete of the leader: gone %v, %v; want deleted", gone, err)
 	}
-	if err := r.WaitGone(e.ctx, held); err != nil {
+	if err := r.WaitDeleted(e.ctx, held); err != nil {
 		t.Fatalf("WaitGone after the delete: %v", err)
 	}
 	if rd := e.read(t, name); isLeader(rd, a.Key) {

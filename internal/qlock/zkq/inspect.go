@@ -17,11 +17,11 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// ReadQueue reads the queue of lock name (qlock.RevokeStore): it syncs the lock's directory with the leader, lists it, and reads every
+// ReadQueue reads the queue of lock name (qlock.ClientStore): it syncs the lock's directory with the leader, lists it, and reads every
 // entry (the reads go out together); entries deleted between the listing
 // and their read are left out, and children that are not entries are
 // ignored.
-func (s RevokeStore) ReadQueue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
+func (s ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
 	conn, dir := s.Conn, s.Prefix+"/"+name
 	fail := func(op string, err error) error { return fmt.Errorf("%s %s: %w", op, dir, err) }
 	children, err := syncedChildren(ctx, conn, dir)

@@ -12,10 +12,10 @@ import (
 )
 
 // AdminStore is qlock.AdminStore on a ZooKeeper connection and prefix: a
-// lock's queue, its revocation records (RevokeStore) and its
+// lock's queue, its revocation records (ClientStore) and its
 // done-markers, persistent znodes with the store's ACL (recipe.Admin says
 // where).
-type AdminStore struct{ RevokeStore }
+type AdminStore struct{ ClientStore }
 
 // markDir holds the markers, PREFIX/@once/NAME/@slot/SLOT; the fence they
 // are written through is PREFIX/@once/NAME/@fence.

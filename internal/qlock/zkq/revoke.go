@@ -127,29 +127,29 @@ func (s *Session) checkRevoked(ctx context.Context, dir string, n *qlock.Node, f
 	}
 }
 
-// RevokeStore is qlock.RevokeStore on a ZooKeeper connection.
-type RevokeStore struct {
+// ClientStore is qlock.ClientStore on a ZooKeeper connection.
+type ClientStore struct {
 	Conn   *zk.Conn
 	Prefix string
 	// ACL is the records' (nil: zk.WorldACL(zk.PermAll)).
 	ACL []zk.ACL
 }
 
-var _ qlock.RevokeStore = RevokeStore{}
+var _ qlock.ClientStore = ClientStore{}
 
-// Backend is ZooKeeper (qlock.RevokeStore).
-func (RevokeStore) Backend() qlock.Backend { return Backend }
+// Backend is ZooKeeper (qlock.ClientStore).
+func (ClientStore) Backend() qlock.Backend { return Backend }
 
-func (r RevokeStore) acl() []zk.ACL {
+func (r ClientStore) acl() []zk.ACL {
 	if r.ACL == nil {
 		return zk.WorldACL(zk.PermAll)
 	}
 	return r.ACL
 }
 
-// Create makes token seq's record if there is none, then rings the bell;
+// CreateRevocation makes token seq's record if there is none, then rings the bell;
 // it returns the existing record otherwise.
-func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []byte) ([]byte, error) {
+func (r ClientStore) CreateRevocation(ctx context.Context, name string, seq int64, data []byte) ([]byte, error) {
 	dir := RevokeDir(r.Prefix, name)
 	if _, err := mkdirs(ctx, r.Conn, r.acl(), dir); err != nil {
 		return nil, err
@@ -171,13 +171,13 @@ func (r RevokeStore) Create(ctx context.Context, name string, seq int64, data []
 }
 
 // ring sets the bell's data, which revocable holders watch.
-func (r RevokeStore) ring(ctx context.Context, dir string, seq int64) error {
+func (r ClientStore) ring(ctx context.Context, dir string, seq int64) error {
 	_, err := retry(ctx, func() (*zk.Stat, error) { return r.Conn.Set(dir, []byte(qlock.RevokeKey(seq)), -1) })
 	return err
 }
 
-// Update replaces token seq's record.
-func (r RevokeStore) Update(ctx context.Context, name string, seq int64, data []byte) error {
+// UpdateRevocation replaces token seq's record.
+func (r ClientStore) UpdateRevocation(ctx context.Context, name string, seq int64, data []byte) error {
 	path := RevokeDir(r.Prefix, name) + "/" + qlock.RevokeKey(seq)
 	_, err := retry(ctx, func() (*zk.Stat, error) { return r.Conn.Set(path, data, -1) })
 	return err
@@ -186,7 +186,7 @@ func (r RevokeStore) Update(ctx context.Context, name string, seq int64, data []
 // records returns the names of lock name's records, oldest holder first,
 // after a sync: the server answering has seen every record written
 // before.
-func (r RevokeStore) records(ctx context.Context, name string) ([]string, error) {
+func (r ClientStore) records(ctx context.Context, name string) ([]string, error) {
 	children, err := syncedChildren(ctx, r.Conn, RevokeDir(r.Prefix, name))
 	if err != nil {
 		return nil, err
@@ -196,8 +196,8 @@ func (r RevokeStore) records(ctx context.Context, name string) ([]string, error)
 	return out, nil
 }
 
-// List reads lock name's records, oldest holder first.
-func (r RevokeStore) List(ctx context.Context, name string) ([][]byte, error) {
+// ListRevocations reads lock name's records, oldest holder first.
+func (r ClientStore) ListRevocations(ctx context.Context, name string) ([][]byte, error) {
 	names, err := r.records(ctx, name)
 	if err != nil {
 		return nil, err
@@ -216,8 +216,8 @@ func (r RevokeStore) List(ctx context.Context, name string) ([][]byte, error) {
 	return out, nil
 }
 
-// Prune deletes all but the newest keep records, the oldest first.
-func (r RevokeStore) Prune(ctx context.Context, name string, keep int) error {
+// PruneRevocations deletes all but the newest keep records, the oldest first.
+func (r ClientStore) PruneRevocations(ctx context.Context, name string, keep int) error {
 	names, err := r.records(ctx, name)
 	if err != nil {
 		return err
@@ -232,10 +232,10 @@ func (r RevokeStore) Prune(ctx context.Context, name string, keep int) error {
 	return nil
 }
 
-// WaitGone returns once e's znode is gone or is another node: its czxid is
+// WaitDeleted returns once e's znode is gone or is another node: its czxid is
 // not e's position (qlock.Position; an election leader's token is its
 // term's, not its node's).
-func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error {
+func (r ClientStore) WaitDeleted(ctx context.Context, e distlock.QueueEntry) error {
 	for {
 		type exists struct {
 			ok bool
@@ -263,10 +263,10 @@ func (r RevokeStore) WaitGone(ctx context.Context, e distlock.QueueEntry) error 
 	}
 }
 
-// Delete deletes e's znode only if it is still e's (its czxid is e's
+// DeleteEntry deletes e's znode only if it is still e's (its czxid is e's
 // position, qlock.Position): a look, then a delete of the version looked
 // at.
-func (r RevokeStore) Delete(ctx context.Context, e distlock.QueueEntry) (gone bool, err error) {
+func (r ClientStore) DeleteEntry(ctx context.Context, e distlock.QueueEntry) (gone bool, err error) {
 	for {
 		st, err := stat(ctx, r.Conn, e.Key)
 		if err != nil {

@@ -32,7 +32,7 @@ const (
 
 // Backend is ZooKeeper, as errors, metrics and spans (zookeeper) and
 // logs (zklock) name it: the Backend of every session NewSession makes,
-// and of RevokeStore.
+// and of ClientStore.
 var Backend = qlock.Backend{Name: "zookeeper", Pkg: "zklock"}
 
 // Session follows one ZooKeeper session of a *zk.Conn, and is the
