@@ -17,8 +17,8 @@ import (
 // znodes 0 to N-1, each held by at most one permit. The head of the line —
 // the one entry with nothing ahead of it — is the only waiter that looks
 // at the slots: it claims a free one in a single write that also
-// deletes its line entry (Slots.Claim), or, when all are held, waits for
-// a slot to go (Driver.WaitSlot) and tries again.
+// deletes its line entry (Claimer.Claim), or, when all are held, waits
+// for a slot to go (Claimer.WaitSlot) and tries again.
 //
 // Why not one queue where an entry holds while fewer than N entries are
 // ahead of it: holders release in any order, so a waiter would have to
@@ -70,6 +70,14 @@ import (
 //     attempts, not the session's slots.
 //   - Node.Slot: the slot a held permit's entry is (its fencing token is
 //     the entry's), as every entry's facts are on its Node.
+//
+// Not semaphore state, though it touches slots: ZooKeeper's session keeps
+// every live node of the session, a slot's with its czxid, for the deletes
+// at the session's end (a slot, whose path every holder shares, is
+// deleted only if it is still the node this session made); the etcd
+// follower's record of an entry's revision does the same for a slot key;
+// and Node.Store is each driver's state of any entry (a
+// znode version, etcd's revision at which a waiter's view was true).
 
 // SlotBook is a session's book of one semaphore's slots: the slot keys
 // its acquisitions claim or hold (reserved), and a signal that one of
