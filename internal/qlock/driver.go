@@ -53,7 +53,8 @@ type Node struct {
 	// ends; zero if it serves none.
 	delayUntil time.Time
 	// Store is the driver's own state of the entry (a znode version, a
-	// pending watch); the engine does not look at it.
+	// pending watch); the engine does not look at it. A semaphore's
+	// state is not kept here (see semaphore.go).
 	Store any
 
 	// alive is cancelled when the entry is deleted by anyone but its
@@ -206,22 +207,33 @@ type Store interface {
 // Slots is a store's part of the semaphore: permits are slot entries,
 // claimed from a line of waiters (semaphore.go).
 type Slots interface {
-	// Claim takes a free slot (one at random) of semaphore name's r.Limit
-	// permits. With line nil it claims only if no entry waits in the
-	// semaphore's line (so that no waiter is overtaken); with line, the
-	// line's head, only while line's entry is still this acquisition's,
-	// deleting that entry in the same write. It returns the slot's entry,
-	// with Slot set, to be followed like any entry. When no slot is free,
-	// or (line nil) the line is not empty, it writes nothing and returns
-	// an error wrapping distlock.ErrLocked that says so; an error wrapping
-	// distlock.ErrPermitsMismatch when the semaphore's other entries were
-	// made with another permit count. On failure nothing is left behind.
-	Claim(ctx context.Context, name string, line *Node, r Request) (*Node, error)
-	// WaitSlot returns once a slot of the semaphore of line (its head) may
-	// have been freed since line's last Claim, or when ctx ends. Only the
-	// head of a line waits here: that is what keeps a release from waking
-	// more than one waiter.
-	WaitSlot(ctx context.Context, line *Node) error
+	// Claimer returns the claims of one permit acquisition of the
+	// semaphore whose slots book keeps (book.Name()), of r.Limit permits:
+	// the driver keeps what the line's head learns between its claims in
+	// the Claimer, and this session's reservations in book.
+	Claimer(book *SlotBook, r Request) Claimer
+}
+
+// Claimer is one permit acquisition's claims of its semaphore's slots,
+// made by one goroutine at a time.
+type Claimer interface {
+	// Claim takes a free slot (one at random). With line nil it claims
+	// only if no entry waits in the semaphore's line (so that no waiter
+	// is overtaken); with line, the line's head, only while line's entry
+	// is still this acquisition's, deleting that entry in the same write.
+	// It returns the slot's entry, with Slot set, to be followed like any
+	// entry, and the slot's key reserved in the book. When no slot is
+	// free, or (line nil) the line is not empty, it writes nothing and
+	// returns an error wrapping distlock.ErrLocked that says so; an error
+	// wrapping distlock.ErrPermitsMismatch when the semaphore's other
+	// entries were made with another permit count. On failure nothing is
+	// left behind, and nothing stays reserved once its cleanup is over.
+	Claim(ctx context.Context, line *Node) (*Node, error)
+	// WaitSlot returns once a slot may have been freed since the last
+	// Claim with a line (at once if there was none), or when ctx ends.
+	// Only the head of a line waits here: that is what keeps a release
+	// from waking more than one waiter.
+	WaitSlot(ctx context.Context) error
 }
 
 // Elections is a store's part of an election beyond its candidate queue:

@@ -221,7 +221,7 @@ type hooks struct {
 	// distlock.ErrLocked while it cannot, and waitClaim waits until it
 	// may try again.
 	claim     func(ctx context.Context, head *Node) (*Node, error)
-	waitClaim func(ctx context.Context, head *Node) error
+	waitClaim func(ctx context.Context) error
 	// revokeAs is the lock name under which revocations of a held entry
 	// are recorded, when it is not the entry's own Name.
 	revokeAs string

@@ -200,7 +200,7 @@ func (e *Engine) claim(ctx context.Context, s *entrySet, h hooks, qs *queueStats
 			return failed(err)
 		}
 		qs.waitedOn++
-		if err := h.waitClaim(lctx, line); err != nil {
+		if err := h.waitClaim(lctx); err != nil {
 			return failed(err)
 		}
 	}

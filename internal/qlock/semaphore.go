@@ -17,8 +17,8 @@ import (
 // znodes 0 to N-1, each held by at most one permit. The head of the line —
 // the one entry with nothing ahead of it — is the only waiter that looks
 // at the slots: it claims a free one in a single write that also
-// deletes its line entry (Slots.Claim), or, when all are held, waits for
-// a slot to go (Driver.WaitSlot) and tries again.
+// deletes its line entry (Claimer.Claim), or, when all are held, waits
+// for a slot to go (Claimer.WaitSlot) and tries again.
 //
 // Why not one queue where an entry holds while fewer than N entries are
 // ahead of it: holders release in any order, so a waiter would have to
@@ -45,6 +45,121 @@ import (
 // the semaphore's hooks (permitHooks): a direct claim before the line,
 // then the line entry's wait (a Mutex's), then the head's claim, waiting
 // for a slot while none is free.
+
+// Who owns a semaphore's state, and why there:
+//
+//   - SlotBook (the engine's, one per semaphore name per session, while in
+//     use): which slot keys this session's acquisitions claim or hold,
+//     and the signal that one of them was freed. It is store-neutral and
+//     spans acquisitions (a held permit's reservation outlives the
+//     acquisition that made it), and two acquisitions of one session
+//     must see each other's reservations: a slot key is the same for
+//     every holder, and a claim whose answer was lost recognizes its slot
+//     by the session that owns it.
+//   - The driver's Claimer (one per acquisition, from Slots.Claimer): what
+//     the line's head learned between its claims, which only the store
+//     can say — etcd's revision of its last read of the slots and the
+//     slot to try next; ZooKeeper's child watch on the slots and whether
+//     the line node's follower stood down during a claim. It lives as
+//     long as the acquisition, and nothing else reads it (ZooKeeper's
+//     follower reaches it through the line node while a claim is in
+//     flight).
+//   - Semaphore.contended (the handle's): a hint for the handle's next
+//     acquisition. It must outlive the acquisitions (which a SlotBook,
+//     dropped when idle, does not), and it is about the handle's own
+//     attempts, not the session's slots.
+//   - Node.Slot: the slot a held permit's entry is (its fencing token is
+//     the entry's), as every entry's facts are on its Node.
+//
+// Not semaphore state, though it touches slots: ZooKeeper's session keeps
+// every live node of the session, a slot's with its czxid, for the deletes
+// at the session's end (a slot, whose path every holder shares, is
+// deleted only if it is still the node this session made); the etcd
+// follower's record of an entry's revision does the same for a slot key;
+// and Node.Store is each driver's state of any entry (a
+// znode version, etcd's revision at which a waiter's view was true).
+
+// SlotBook is a session's book of one semaphore's slots: the slot keys
+// its acquisitions claim or hold (reserved), and a signal that one of
+// them was freed. The engine opens it for each acquisition and hands it
+// to the driver's Claimer; the book is dropped when no acquisition uses
+// it and nothing is reserved (its fields are guarded by State.slotMu).
+type SlotBook struct {
+	st       *State
+	name     string
+	users    int             // acquisitions using the book
+	reserved map[string]bool // slot keys claimed or held
+	// freed is closed, and dropped, by the next Free (see Freed).
+	freed chan struct{}
+}
+
+// Name returns the semaphore's name.
+func (b *SlotBook) Name() string { return b.name }
+
+// Reserve marks slot key as being claimed by one acquisition of this
+// session, and reports false if another one of the session has it
+// already: the driver's bookkeeping is per key (etcd's follower,
+// ZooKeeper's node list), so two acquisitions of one session must not
+// claim the same key at once. The reservation lasts until Free: after
+// the permit's release, or the failed claim's cleanup.
+func (b *SlotBook) Reserve(key string) bool {
+	b.st.slotMu.Lock()
+	defer b.st.slotMu.Unlock()
+	if b.reserved[key] {
+		return false
+	}
+	b.reserved[key] = true
+	return true
+}
+
+// Free ends Reserve's reservation of key.
+func (b *SlotBook) Free(key string) {
+	b.st.slotMu.Lock()
+	defer b.st.slotMu.Unlock()
+	delete(b.reserved, key)
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
+	b.dropIdle()
+}
+
+// Freed returns a channel that the next Free closes. A line head that
+// finds a slot held only by this session's reservation must wait for it
+// as well as for the store: the release that frees the slot may have
+// deleted it before the head's listing set its watch, and the
+// reservation ends only after the delete. Take it before the listing.
+func (b *SlotBook) Freed() <-chan struct{} {
+	b.st.slotMu.Lock()
+	defer b.st.slotMu.Unlock()
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
+	return b.freed
+}
+
+// Reserved reports whether this session has reserved slot key.
+func (b *SlotBook) Reserved(key string) bool {
+	b.st.slotMu.Lock()
+	defer b.st.slotMu.Unlock()
+	return b.reserved[key]
+}
+
+// close ends one acquisition's use of the book (State.openSlots).
+func (b *SlotBook) close() {
+	b.st.slotMu.Lock()
+	defer b.st.slotMu.Unlock()
+	b.users--
+	b.dropIdle()
+}
+
+// dropIdle forgets the book once nothing uses it: a later acquisition
+// opens a new one. slotMu is held.
+func (b *SlotBook) dropIdle() {
+	if b.users == 0 && len(b.reserved) == 0 && b.st.books[b.name] == b {
+		delete(b.st.books, b.name)
+	}
+}
 
 // Semaphore is a fair FIFO counting semaphore of N fenced permits: at most
 // N acquisitions hold one at a time, waiters are granted in the order they
@@ -97,10 +212,12 @@ func (s *Semaphore) acquirePermit(ctx context.Context, try bool) (*distlock.Perm
 	if try {
 		r.Op = distlock.OpTryAcquire
 	}
+	book := s.e.st.openSlots(s.name)
+	defer book.close()
 	// waited says the acquisition found the semaphore contended: its
 	// direct claim failed, it waited in the line, or for a slot.
 	var waited atomic.Bool
-	h := s.permitHooks(r, !s.contended.Load(), &waited)
+	h := s.permitHooks(r, book, !s.contended.Load(), &waited)
 	n, lease, err := s.takeWith(ctx, r, h, func(ctx context.Context) (*Node, queueStats, error) {
 		ns, qs, err := s.e.acquire(ctx, s.name, []string{s.name}, r, h)
 		if err == nil || waited.Load() {
@@ -118,47 +235,40 @@ func (s *Semaphore) acquirePermit(ctx context.Context, try bool) (*distlock.Perm
 }
 
 // permitHooks are what a permit adds to the acquisition path and to the
-// life of its held slot entry, for request r: a direct claim first (with
-// direct, or for a Try request: see contended); the line head's claim
-// and its wait for a slot; waited set when any of them found the
+// life of its held slot entry, for request r, with the session's book of
+// the semaphore's slots: a direct claim first (with direct, or for a Try
+// request: see contended); the line head's claim and its wait for a
+// slot, all by one Claimer; waited set when any of them found the
 // semaphore contended. The held entry is revoked as the semaphore's
 // holder (its Name is its slot's), and once released or dropped its slot
-// is the session's to claim again (see State.ReserveSlot).
-func (s *Semaphore) permitHooks(r Request, direct bool, waited *atomic.Bool) hooks {
-	st, d := s.e.st, s.e.d
-	named := func(slot *Node) *Node {
-		slot.Name = distlock.SlotName(s.name, slot.Slot)
-		st.log.Debug(st.backend.Pkg+": permit claimed", "lock", s.name, "key", slot.Key, "slot", slot.Slot, "token", slot.Token)
-		return slot
-	}
-	h := hooks{revokeAs: s.name, released: func(n *Node) { st.FreeSlot(n.Key) }}
-	if direct || r.Try {
-		// The direct claim: one write when a slot is free and nobody waits.
-		h.direct = func(ctx context.Context) (*Node, error) {
-			slot, err := d.Claim(ctx, s.name, nil, r)
-			if err != nil {
-				if errors.Is(err, distlock.ErrLocked) {
-					waited.Store(true)
-				}
-				return nil, err
-			}
-			return named(slot), nil
-		}
-	}
-	h.claim = func(ctx context.Context, line *Node) (*Node, error) {
-		if line.Waited {
-			waited.Store(true)
-		}
-		slot, err := d.Claim(ctx, s.name, line, r)
+// is the session's to claim again (see SlotBook.Reserve).
+func (s *Semaphore) permitHooks(r Request, book *SlotBook, direct bool, waited *atomic.Bool) hooks {
+	st := s.e.st
+	c := s.e.d.Claimer(book, r)
+	claim := func(ctx context.Context, line *Node) (*Node, error) {
+		slot, err := c.Claim(ctx, line)
 		if err != nil {
 			if errors.Is(err, distlock.ErrLocked) {
 				waited.Store(true)
 			}
 			return nil, err
 		}
-		return named(slot), nil
+		slot.Name = distlock.SlotName(s.name, slot.Slot)
+		st.log.Debug(st.backend.Pkg+": permit claimed", "lock", s.name, "key", slot.Key, "slot", slot.Slot, "token", slot.Token)
+		return slot, nil
 	}
-	h.waitClaim = d.WaitSlot
+	h := hooks{revokeAs: s.name, released: func(n *Node) { book.Free(n.Key) }}
+	if direct || r.Try {
+		// The direct claim: one write when a slot is free and nobody waits.
+		h.direct = func(ctx context.Context) (*Node, error) { return claim(ctx, nil) }
+	}
+	h.claim = func(ctx context.Context, line *Node) (*Node, error) {
+		if line.Waited {
+			waited.Store(true)
+		}
+		return claim(ctx, line)
+	}
+	h.waitClaim = c.WaitSlot
 	return h
 }
 

@@ -72,61 +72,29 @@ type State struct {
 	revocable bool
 	// lockDelay is the session's lock-delay (SetLockDelay): 0 for none.
 	lockDelay time.Duration
-	// slots are the semaphore slot keys this session claims or holds (see
-	// ReserveSlot).
-	slots map[string]bool
-	// freed is closed, and dropped, by the next FreeSlot (see SlotFreed).
-	freed chan struct{}
+	// slotMu guards books and every book's fields (see SlotBook).
+	slotMu sync.Mutex
+	// books are the session's SlotBooks, by semaphore name, while in use.
+	books map[string]*SlotBook
 }
 
-// ReserveSlot marks a semaphore slot key as being claimed by one
-// acquisition of this session, and reports false if another one of the
-// session has it already. A slot key is the same for every holder, so two
-// acquisitions of one session must not claim the same key at once: the
-// driver's bookkeeping is per key (etcd's follower, ZooKeeper's node
-// list), and a claim whose answer was lost recognizes its slot by the
-// session that owns it. The reservation lasts until the engine calls
-// FreeSlot: after the permit's release, or the failed claim.
-func (s *State) ReserveSlot(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.slots[key] {
-		return false
+// openSlots returns the session's book of semaphore name's slots for one
+// more acquisition, which calls close on it when it is over. One book per
+// name: the acquisitions of one session must see each other's
+// reservations.
+func (s *State) openSlots(name string) *SlotBook {
+	s.slotMu.Lock()
+	defer s.slotMu.Unlock()
+	b := s.books[name]
+	if b == nil {
+		b = &SlotBook{st: s, name: name, reserved: map[string]bool{}}
+		if s.books == nil {
+			s.books = map[string]*SlotBook{}
+		}
+		s.books[name] = b
 	}
-	s.slots[key] = true
-	return true
-}
-
-// FreeSlot ends ReserveSlot's reservation of key.
-func (s *State) FreeSlot(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.slots, key)
-	if s.freed != nil {
-		close(s.freed)
-		s.freed = nil
-	}
-}
-
-// SlotFreed returns a channel that the next FreeSlot closes. A line head
-// that finds a slot held only by this session's reservation must wait
-// for it as well as for the store: the release that frees the slot may
-// have deleted it before the head's listing set its watch, and the
-// reservation ends only after the delete. Take it before the listing.
-func (s *State) SlotFreed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.freed == nil {
-		s.freed = make(chan struct{})
-	}
-	return s.freed
-}
-
-// SlotReserved reports whether this session has reserved slot key.
-func (s *State) SlotReserved(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.slots[key]
+	b.users++
+	return b
 }
 
 // SetRevocable makes the session's holders follow revocation requests
@@ -169,7 +137,7 @@ func (s *State) LockDelay() time.Duration {
 // unless extended, and reports its metrics and spans as obs says.
 // Drivers embed it.
 func NewState(b Backend, log *slog.Logger, holder string, owner uint64, deadline time.Time, obs Observe) *State {
-	s := &State{backend: b, log: log, holder: holder, owner: owner, deadline: deadline, tel: newTelemetry(b.Name, obs), clk: currentClock(), slots: map[string]bool{}}
+	s := &State{backend: b, log: log, holder: holder, owner: owner, deadline: deadline, tel: newTelemetry(b.Name, obs), clk: currentClock()}
 	// The driver's first deadline counts from a send before this call;
 	// a suspend between the two is not seen (the first keepalive, sent
 	// later, tells the truth).

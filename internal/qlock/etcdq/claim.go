@@ -27,15 +27,29 @@ import (
 // Its Then branch reads the slots, to check everyone's N; its Else branch
 // reads what made it fail: the slots, the line's oldest entry, the guard.
 
-// claimState is a line head's state between Claims (qlock.Node.Store):
-// the revision of its last read of the slots, which WaitSlot watches
-// after, and a slot to try first (-1: none known, read first), which
-// WaitSlot sets to the one it saw go.
-type claimState struct {
+// claim is one permit acquisition's claims on etcd (qlock.Claimer): the
+// session's book of the semaphore's slots, and the line head's state
+// between its claims.
+type claim struct {
+	s    *Session
+	book *qlock.SlotBook
+	r    qlock.Request
+	// read says a head's Claim read the slots, at revision rev, which
+	// WaitSlot watches after; free is a slot to try first (-1: none
+	// known, read first), which WaitSlot sets to the one it saw go.
+	read bool
 	rev  int64
 	free int
-	n    int // the permit count
 }
+
+// Claimer returns the claims of one permit acquisition (qlock.Slots).
+func (s *Session) Claimer(book *qlock.SlotBook, r qlock.Request) qlock.Claimer {
+	return &claim{s: s, book: book, r: r, free: -1}
+}
+
+// readAt records a head's read of the slots at rev, with free to try
+// next.
+func (c *claim) readAt(rev int64, free int) { c.read, c.rev, c.free = true, rev, free }
 
 // slotValue is a slot key's value.
 func slotValue(n int, holder string) string { return strconv.Itoa(n) + " " + holder }
@@ -51,8 +65,9 @@ func parseSlotValue(v []byte) (n int, holder string) {
 	return n, h
 }
 
-// Claim takes a free slot of semaphore name (qlock.Slots).
-func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r qlock.Request) (*qlock.Node, error) {
+// Claim takes a free slot of the semaphore (qlock.Claimer).
+func (c *claim) Claim(ctx context.Context, line *qlock.Node) (*qlock.Node, error) {
+	s, r, name := c.s, c.r, c.book.Name()
 	dir := s.Dir(name)
 	sp := slotPrefix(dir)
 	lkey, lend := conflictRange(dir, qlock.Counted)
@@ -69,8 +84,8 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 	i := -1
 	if line == nil {
 		i = rand.IntN(r.Limit)
-	} else if cs, ok := line.Store.(*claimState); ok {
-		i = cs.free
+	} else if c.read {
+		i = c.free
 	}
 	if i < 0 {
 		resp, err := s.client.Get(ctx, sp, clientv3.WithPrefix())
@@ -83,16 +98,16 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		if err := checkPermits(dir, name, r.Limit, resp.Kvs); err != nil {
 			return nil, err
 		}
-		free, held := pickFree(dir, r.Limit, resp.Kvs, s.SlotReserved)
+		free, held := pickFree(dir, r.Limit, resp.Kvs, c.book.Reserved)
 		if free < 0 {
-			line.Store = &claimState{rev: resp.Header.Revision, free: -1, n: r.Limit}
+			c.readAt(resp.Header.Revision, -1)
 			return nil, fmt.Errorf("%w (all %d permits held%s)", distlock.ErrLocked, r.Limit, held)
 		}
 		i = free
 	}
 	value := slotValue(r.Limit, string(r.Value))
 	for {
-		if i = s.unreserved(dir, i, r.Limit); i < 0 {
+		if i = c.unreserved(dir, i); i < 0 {
 			// Every slot this claim could try is being claimed or held by
 			// another acquisition of this session: as if all were held (a
 			// head reads the slots, for the revision WaitSlot watches from).
@@ -101,12 +116,12 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 				if err != nil {
 					return nil, s.storeErr(err)
 				}
-				line.Store = &claimState{rev: resp.Header.Revision, free: -1, n: r.Limit}
+				c.readAt(resp.Header.Revision, -1)
 			}
 			return nil, fmt.Errorf("%w (all %d permits held)", distlock.ErrLocked, r.Limit)
 		}
 		key := slotKey(dir, i)
-		if !s.ReserveSlot(key) {
+		if !c.book.Reserve(key) {
 			continue
 		}
 		then := []clientv3.Op{clientv3.OpPut(key, value, clientv3.WithLease(s.id)), readSlots}
@@ -126,7 +141,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			If(cond, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), s.guardIs(guard)).
 			Then(then...).Else(els...).Commit()
 		acancel()
-		drop := func() { forget(); s.FreeSlot(key) }
+		drop := func() { forget(); c.book.Free(key) }
 		var (
 			rev   int64              // the slot's, when claimed
 			taken []*mvccpb.KeyValue // the slots as the claim read them
@@ -157,7 +172,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 				// The slot stays reserved until the cleanup is done: a claim
 				// of this session made meanwhile would have its key deleted
 				// by it (same key, same lease).
-				s.abandonThen(key, func() { s.FreeSlot(key) })
+				s.abandonThen(key, func() { c.book.Free(key) })
 				err = s.storeErr(err)
 				return nil, cmp.Or(context.Cause(ctx), err)
 			}
@@ -173,7 +188,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			if err := checkPermits(dir, name, r.Limit, taken); err != nil {
 				forget()
 				s.Abandon(n)
-				s.FreeSlot(key)
+				c.book.Free(key)
 				return nil, err
 			}
 			return n, nil
@@ -189,9 +204,9 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		} else if line != nil && (len(other) == 0 || other[0].CreateRevision != line.Seq) {
 			return nil, fmt.Errorf("%w: key %s", distlock.ErrEntryGone, line.Key)
 		}
-		free, held := pickFree(dir, r.Limit, slots, s.SlotReserved)
+		free, held := pickFree(dir, r.Limit, slots, c.book.Reserved)
 		if line != nil {
-			line.Store = &claimState{rev: resp.Header.Revision, free: free, n: r.Limit}
+			c.readAt(resp.Header.Revision, free)
 		}
 		if free < 0 {
 			return nil, fmt.Errorf("%w (all %d permits held%s)", distlock.ErrLocked, r.Limit, held)
@@ -228,11 +243,12 @@ func pickFree(dir string, n int, slots []*mvccpb.KeyValue, mine func(key string)
 }
 
 // unreserved returns slot i, or the next one after it (wrapping around
-// below n) that no other acquisition of this session claims or holds, -1
-// if none.
-func (s *Session) unreserved(dir string, i, n int) int {
+// below the permit count) that no other acquisition of this session
+// claims or holds, -1 if none.
+func (c *claim) unreserved(dir string, i int) int {
+	n := c.r.Limit
 	for k := range n {
-		if j := (i + k) % n; !s.SlotReserved(slotKey(dir, j)) {
+		if j := (i + k) % n; !c.book.Reserved(slotKey(dir, j)) {
 			return j
 		}
 	}
@@ -254,8 +270,8 @@ func checkPermits(dir, name string, n int, slots []*mvccpb.KeyValue) error {
 	return nil
 }
 
-// WaitSlot waits for a slot key of line's semaphore to go after line's
-// last Claim read them (qlock.Slots). Only the line's head watches: one
+// WaitSlot waits for a slot key of the semaphore to go after the head's
+// last Claim read them (qlock.Claimer). Only the line's head watches: one
 // prefix watch, deletions only. As waitDeleted's, the watch starts at the
 // current revision, which etcd serves as soon as a delete is committed (a
 // watch that starts in the past waits for a catch-up loop that runs every
@@ -264,32 +280,32 @@ func checkPermits(dir, name string, n int, slots []*mvccpb.KeyValue) error {
 // a slot went in between. It looks again after half a TTL in any case,
 // so that a watch stuck on a member that lost the cluster costs a delay,
 // not the wake-up.
-func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
-	cs, _ := line.Store.(*claimState)
-	if cs == nil {
+func (c *claim) WaitSlot(ctx context.Context) error {
+	if !c.read {
 		return nil
 	}
+	s := c.s
 	wctx, cancel := context.WithTimeout(ctx, 3*s.watchCheck())
 	defer cancel()
-	dir := s.Dir(line.Name)
+	dir := s.Dir(c.book.Name())
 	sp := slotPrefix(dir)
-	cs.free = -1 // unless a delete names one: the next Claim reads first
+	c.free = -1 // unless a delete names one: the next Claim reads first
 	wctx = metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(wctx), "distlock-watch", streamName(s.streamGen.Load()))
 	for resp := range s.client.Watch(wctx, sp, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()) {
-		if resp.Created && resp.Header.Revision > cs.rev {
+		if resp.Created && resp.Header.Revision > c.rev {
 			g, err := s.client.Get(ctx, sp, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(resp.Header.Revision))
 			if err != nil {
 				return nil // the next Claim reads
 			}
-			if free, _ := pickFree(dir, cs.n, g.Kvs, s.SlotReserved); free >= 0 {
-				cs.free = free
+			if free, _ := pickFree(dir, c.r.Limit, g.Kvs, c.book.Reserved); free >= 0 {
+				c.free = free
 				return nil
 			}
 			continue
 		}
 		for _, ev := range resp.Events {
 			if i, ok := parseSlot(dir, string(ev.Kv.Key)); ok {
-				cs.free = i
+				c.free = i
 			}
 		}
 		if len(resp.Events) > 0 || resp.CompactRevision != 0 || resp.Err() != nil || resp.Canceled {

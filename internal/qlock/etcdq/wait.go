@@ -153,9 +153,6 @@ type waiting struct{ cleared int64 }
 func cleared(n *qlock.Node, rev int64) {
 	w, ok := n.Store.(*waiting)
 	if !ok {
-		if n.Store != nil {
-			return // a semaphore line's claim state: Claim checks the entry itself
-		}
 		w = &waiting{}
 		n.Store = w
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/ctxwait"
@@ -70,8 +71,31 @@ func slotsOf(name string, n int, kids []string, mine func(i int) bool) (int, err
 	return free[rand.IntN(len(free))], nil
 }
 
-// Claim takes a free slot of semaphore name (qlock.Slots).
-func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r qlock.Request) (*qlock.Node, error) {
+// claim is one permit acquisition's claims on ZooKeeper (qlock.Claimer):
+// the session's book of the semaphore's slots, and the line head's state
+// between its claims.
+type claim struct {
+	s    *Session
+	book *qlock.SlotBook
+	r    qlock.Request
+	// slots is the head's watch on the slots, set by its last Claim for
+	// WaitSlot; freed is the book's Freed as that Claim took it before
+	// listing the slots: WaitSlot wakes on it too.
+	slots <-chan zk.Event
+	freed <-chan struct{}
+	// unfollowed says the line node's follower saw the node go while a
+	// claim was in flight (see node.claim) and stopped.
+	unfollowed atomic.Bool
+}
+
+// Claimer returns the claims of one permit acquisition (qlock.Slots).
+func (s *Session) Claimer(book *qlock.SlotBook, r qlock.Request) qlock.Claimer {
+	return &claim{s: s, book: book, r: r}
+}
+
+// Claim takes a free slot of the semaphore (qlock.Claimer).
+func (c *claim) Claim(ctx context.Context, line *qlock.Node) (*qlock.Node, error) {
+	s, r, name := c.s, c.r, c.book.Name()
 	if !s.ours() {
 		return nil, s.expired("expired (the connection reports another session)")
 	}
@@ -91,7 +115,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 	for {
 		// The slots first: a count that differs is reported before
 		// anything else (and not after a wait in the line).
-		freed := s.SlotFreed()
+		freed := c.book.Freed()
 		kids, ch, err := s.listSlots(ctx, sdir, line != nil)
 		if err != nil {
 			return nil, err
@@ -103,7 +127,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 				}
 			}
 		}
-		mine := func(i int) bool { return s.SlotReserved(sdir + "/" + slotName(i, r.Limit)) }
+		mine := func(i int) bool { return c.book.Reserved(sdir + "/" + slotName(i, r.Limit)) }
 		free, err := slotsOf(name, r.Limit, kids, mine)
 		if err != nil && !fresh {
 			// The server may lag behind the releases of the other
@@ -117,22 +141,22 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			return nil, err
 		}
 		if line != nil {
-			state(line).slots, state(line).freed = ch, freed
+			c.slots, c.freed = ch, freed
 		}
 		if free < 0 {
 			return nil, fmt.Errorf("%w (all %d permits held)", distlock.ErrLocked, r.Limit)
 		}
 		path := sdir + "/" + slotName(free, r.Limit)
-		if !s.ReserveSlot(path) {
+		if !c.book.Reserve(path) {
 			continue
 		}
 		if line != nil {
-			state(line).claiming.Store(true)
+			state(line).claim.Store(c)
 		}
-		err = s.createSlot(ctx, path, line, r.Value, func() { s.FreeSlot(path) })
+		err = s.createSlot(ctx, path, line, r.Value, func() { c.book.Free(path) })
 		if err != nil && line != nil {
-			state(line).claiming.Store(false)
-			if state(line).unfollowed.Load() && ctx.Err() == nil {
+			state(line).claim.Store(nil)
+			if c.unfollowed.Load() && ctx.Err() == nil {
 				// Its node went during a claim that failed: not the
 				// claim's doing, and nobody follows it any more.
 				return nil, s.goneCause(ctx, line.Key)
@@ -168,7 +192,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 		// The slot stays reserved until a failed claim's cleanup is over:
 		// a claim of this session made meanwhile would otherwise have its
 		// node deleted by it (same path, same owner).
-		n, err := s.ownThen(ctx, path, 0, qlock.Counted, func() { s.FreeSlot(path) })
+		n, err := s.ownThen(ctx, path, 0, qlock.Counted, func() { c.book.Free(path) })
 		if err != nil {
 			return nil, err
 		}
@@ -191,7 +215,7 @@ func (s *Session) Claim(ctx context.Context, name string, line *qlock.Node, r ql
 			}
 			if err != nil {
 				s.abandonMine(path, n.Token) // czxid-checked: the reservation can go now
-				s.FreeSlot(path)
+				c.book.Free(path)
 				return nil, err
 			}
 		}
@@ -334,9 +358,10 @@ func (s *Session) exists(ctx context.Context, path string) (bool, error) {
 	})
 }
 
-// WaitSlot waits on the child watch of line's last Claim (qlock.Slots).
-func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
-	ch := state(line).slots
+// WaitSlot waits on the child watch of the head's last Claim
+// (qlock.Claimer).
+func (c *claim) WaitSlot(ctx context.Context) error {
+	ch := c.slots
 	if ch == nil {
 		return nil
 	}
@@ -345,10 +370,10 @@ func (s *Session) WaitSlot(ctx context.Context, line *qlock.Node) error {
 		return context.Cause(ctx)
 	case ev := <-ch:
 		if ev.Type == zk.EventNotWatching {
-			return s.watchErr(ev)
+			return c.s.watchErr(ev)
 		}
 		return nil
-	case <-state(line).freed:
+	case <-c.freed:
 		// A slot this session's reservation held may be free: the
 		// next Claim lists again.
 		return nil

@@ -19,19 +19,11 @@ type node struct {
 	version int32
 	// own is the node's first data watch, until Follow takes it over.
 	own <-chan zk.Event
-	// slots is a semaphore line head's watch on the slots, set by its
-	// last Claim for WaitSlot.
-	slots <-chan zk.Event
-	// freed is the session's SlotFreed as the last Claim took it before
-	// listing the slots: WaitSlot wakes on it too.
-	freed <-chan struct{}
-	// claiming is set while a line head's claim, which deletes its line
-	// node, is in flight: the node's deletion seen then is most likely
-	// the claim's own, and the claim finds out if it was not (see
-	// follow).
-	claiming atomic.Bool
-	// unfollowed says follow saw the node go while claiming and stopped.
-	unfollowed atomic.Bool
+	// claim is set while a semaphore line head's claim, which deletes
+	// its line node, is in flight: the node's deletion seen then is most
+	// likely the claim's own, and the claim finds out if it was not (see
+	// follow, which tells the claim it stopped).
+	claim atomic.Pointer[claim]
 }
 
 func state(n *qlock.Node) *node { return n.Store.(*node) }
@@ -87,11 +79,11 @@ func (s *Session) follow(n *qlock.Node, gone func(error)) {
 		case <-alive.Done():
 			return
 		case ev := <-ch:
-			if ev.Type != zk.EventNotWatching && state(n).claiming.Load() {
+			if c := state(n).claim.Load(); ev.Type != zk.EventNotWatching && c != nil {
 				// The claim's own set-data and delete (their events come
 				// before its answer), or what the claim's failure reports:
 				// no Sync or read to tell a loss from them.
-				state(n).unfollowed.Store(true)
+				c.unfollowed.Store(true)
 				return
 			}
 			switch ev.Type {
