@@ -44,12 +44,12 @@ const handoffQuiet = 150 * time.Millisecond
 // returning — on etcd (3 members) and ZooKeeper (3 servers), each way in
 // the same run on the same cluster, in a new order every round:
 //
-//	go test ./internal/bench -run '^$' -bench BenchmarkElectionHandoff -benchtime 1x
-//	go test ./internal/bench -run '^$' -bench 'BenchmarkElectionHandoff/etcd' -benchtime 1x
+//	go -C internal/bench test . -run '^$' -bench BenchmarkElectionHandoff -benchtime 1x
+//	go -C internal/bench test . -run '^$' -bench 'BenchmarkElectionHandoff/etcd' -benchtime 1x
 //
-// The ways: ours, Leadership.HandOff(ctx, "") (a read of the election,
-// then one write deletes the leader's entry and names the successor in
-// the term record); ours,
+// The ways: ours, Leadership.HandOff(ctx, "") (one write deletes the
+// leader's entry and names the successor, picked from the state the
+// leader's watch last saw, in the term record); ours,
 // Resign (HandOff to the next in line); ours, the Lease's plain Unlock
 // (the entry goes and the term is vacant: the successor claims it with a
 // write of its own, as every Resign did before HandOff); and on etcd
