@@ -4,7 +4,7 @@
 // lives in its tests; `make bench` runs them all several times and reports
 // (see internal/bench/report), or run one with
 //
-//	go test ./internal/bench -run '^$' -bench BenchmarkCompare -benchtime 1x -timeout 20m
+//	go -C internal/bench test . -run '^$' -bench BenchmarkCompare -benchtime 1x -timeout 20m
 //
 // Each starts the integration harness's process clusters (3 etcd members,
 // 3 ZooKeeper servers), measures both implementations on them in the same

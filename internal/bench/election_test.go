@@ -22,7 +22,7 @@ var failoverRounds = pick(20, 6)
 // run, alternating which goes first, and prints a markdown table. Like
 // BenchmarkCompare it runs once whatever b.N; use -benchtime 1x:
 //
-//	go test ./internal/bench -run '^$' -bench BenchmarkElectionFailover -benchtime 1x
+//	go -C internal/bench test . -run '^$' -bench BenchmarkElectionFailover -benchtime 1x
 //
 // Each round uses a fresh election: the leader campaigns through one
 // member, the other candidate through another, and once the candidate's

@@ -28,7 +28,7 @@ import (
 // client's alone, but for the harness's in-process proxies, whose buffers
 // are per connection, not per waiter). A store whose waiters fail is
 // reported, with what failed, and the run goes on. Run it alone:
-// `go test ./internal/bench -run '^$' -bench BenchmarkFootprint -benchtime 1x -v`.
+// `go -C internal/bench test . -run '^$' -bench BenchmarkFootprint -benchtime 1x -v`.
 func BenchmarkFootprint(b *testing.B) {
 	footprintWaiters := countFromEnv(b, "BENCH_FOOTPRINT_WAITERS", pick(10000, 1000))
 	footprintSessions := countFromEnv(b, "BENCH_FOOTPRINT_SESSIONS", 200)

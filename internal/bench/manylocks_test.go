@@ -138,7 +138,7 @@ func manyPair(p pairer, k int, excludes bool, holders *atomic.Int32, violations 
 // machine is shared and its load drifts, so the contenders take turns:
 // each one's window is cut into rounds, and every round runs raw, ours and
 // theirs one after the other, all of their clients open throughout. Run it
-// alone: `go test ./internal/bench -run '^$' -bench BenchmarkManyLocks -benchtime 1x -v`;
+// alone: `go -C internal/bench test . -run '^$' -bench BenchmarkManyLocks -benchtime 1x -v`;
 // BENCH_MANY_WINDOW sets each contender's total window (10s by default),
 // BENCH_MANY_ROUNDS the number of rounds (5).
 func BenchmarkManyLocks(b *testing.B) {

@@ -504,7 +504,7 @@ func TestMultiHandoffs(t *testing.T) {
 // printed, never enforced; a safety violation (two holders of a name, a
 // token that did not grow) fails it.
 //
-//	go test ./internal/bench -run '^$' -bench '^BenchmarkMultiLock$' -benchtime 1x -v
+//	go -C internal/bench test . -run '^$' -bench '^BenchmarkMultiLock$' -benchtime 1x -v
 //
 // Like BenchmarkCompare it runs once whatever b.N. BENCH_MULTI_WINDOW
 // sets each way's total window per K (6s; 2s with BENCH_QUICK),

@@ -124,7 +124,7 @@ func runRW(backend, lock string, ls []rwLocker, per int) (rwResult, error) {
 // the exclusive Mutex doing the same acquisitions, on a 3-member etcd
 // cluster and a 3-server ZooKeeper ensemble, in one run:
 //
-//	go test ./internal/bench -run '^$' -bench BenchmarkRW -benchtime 1x -timeout 20m
+//	go -C internal/bench test . -run '^$' -bench BenchmarkRW -benchtime 1x -timeout 20m
 //
 // Like BenchmarkCompare it runs once whatever b.N. It logs a table and
 // reports acquisitions per second and the RWMutex/Mutex ratio per

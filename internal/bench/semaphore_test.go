@@ -192,7 +192,7 @@ func runSem(backend, lock string, n int, ls []semLocker, per int, hold time.Dura
 // each doing Acquire, an empty critical section and Release in a loop, on
 // a 3-member etcd cluster and a 3-server ZooKeeper ensemble, in one run:
 //
-//	go test ./internal/bench -run '^$' -bench BenchmarkSemaphore -benchtime 1x -timeout 30m
+//	go -C internal/bench test . -run '^$' -bench BenchmarkSemaphore -benchtime 1x -timeout 30m
 //
 // (A comparison with a Curator-style semaphore, whose waiters list every
 // holder on every change, has no Go implementation to run against; the
