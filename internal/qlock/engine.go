@@ -223,7 +223,11 @@ type entrySet struct {
 // Mutex's). The semaphore's are in semaphore.go, the election's in
 // campaign.go.
 type hooks struct {
-	// wait, if not nil, is step 3 and 4 in place of the queue's wait and
+	// direct, if not nil, tries to hold before any entry is enqueued: it
+	// returns the held entry, named, or an error wrapping
+	// distlock.ErrLocked to enqueue after all (a Try request fails then).
+	direct func(ctx context.Context) (*Node, error)
+	// wait, if not nil, is steps 3 and 4 in place of the queue's wait and
 	// ConfirmAll (a candidate's: it waits on the election's state, not on
 	// the entries ahead of it). It gets what EnqueueAll returned, each
 	// entry named and followed, and returns once they hold, with how many
@@ -234,15 +238,6 @@ type hooks struct {
 	// with the acquisition: a later step's failure (pastDeadline) ends
 	// that life.
 	wait func(ctx context.Context, es []Enqueued) (waitedOn int, err error)
-	// abandonLost, if set, has a held entry whose life ended otherwise than
-	// by its release (deleted by someone else, revoked) cleaned up as a
-	// failed acquisition's is (Abandon), while the session lives: an
-	// election's term record may still name it.
-	abandonLost bool
-	// direct, if not nil, tries to hold before any entry is enqueued: it
-	// returns the held entry, named, or an error wrapping
-	// distlock.ErrLocked to enqueue after all (a Try request fails then).
-	direct func(ctx context.Context) (*Node, error)
 	// claim, if not nil, is what the acquisition's entry does once it
 	// leads its queue: it returns the entry that holds instead, named, made
 	// in a write that deletes the leading one; or an error wrapping
@@ -257,6 +252,11 @@ type hooks struct {
 	// whatever its outcome, and after a held entry was removed because
 	// the acquisition failed at the last look.
 	released func(n *Node)
+	// abandonLost, if set, has a held entry whose life ended otherwise than
+	// by its release (its entry deleted by someone else) cleaned up as a
+	// failed acquisition's is (Abandon), while the session lives: an
+	// election's term record may still name it.
+	abandonLost bool
 	// handedOff, if not nil and set, says the entry was deleted by an
 	// election's handoff: the release (which the handoff calls to end the
 	// Lease) has nothing left to delete.

@@ -53,10 +53,13 @@ import (
 //     entry, claiming a vacant term (ClaimTerm) when it is the next in
 //     line and asking a leader of lower priority to step down. Its token
 //     is the term's, not its entry's position; its win is its own last
-//     look (step 4: a full state that names the entry proves it exists, a
-//     record seen alone is confirmed by ConfirmAll, so an etcd handoff
-//     costs no read); no lock-delay. Its watch outlives the win, as the
-//     leadership's state (leadership.keep), until the entry's life ends.
+//     look, in place of step 4: a full state that names the entry proves
+//     that it exists (ConfirmAll, a read on etcd for an entry that
+//     waited, would put a round trip on every handoff), and a record seen
+//     alone is confirmed by ConfirmAll before the entry is marked as one
+//     that waited. No lock-delay, no Try. Its watch outlives the win, as
+//     the leadership's state (leadership.keep), until the entry's life
+//     ends; a failed wait is abandoned (step 7).
 //  4. ConfirmAll is the last look before "acquired": whatever the store's
 //     watches may not have delivered yet (on etcd, for entries that
 //     waited, one read that they outlived their last predecessors). A
