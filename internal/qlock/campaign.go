@@ -28,48 +28,39 @@ func (el *Election) Campaign(ctx context.Context, value string, opts ...distlock
 	}
 	r := Request{Op: distlock.OpCampaign, Kind: Candidate, Value: []byte(value), Priority: c.Priority}
 	l := &leadership{e: el.e, tel: el.tel, name: el.name, prio: c.Priority}
-	n, lease, err := el.takeWith(ctx, r, hooks{handedOff: &l.handedOff, ender: &l.endHold, loser: &l.lose}, func(ctx context.Context) (*Node, queueStats, error) {
-		return el.campaign(ctx, r, l)
+	// A leader whose entry was deleted by someone else may still be named
+	// by the term record (etcd keeps it until the session ends): the
+	// cleanup of a failed acquisition clears it (abandonLost).
+	h := hooks{handedOff: &l.handedOff, ender: &l.endHold, loser: &l.lose, abandonLost: true}
+	h.wait = func(ctx context.Context, es []Enqueued) (int, error) { return el.wait(ctx, r, es[0].Node, l) }
+	n, lease, err := el.takeWith(ctx, r, h, func(ctx context.Context) (*Node, queueStats, error) {
+		ns, qs, err := el.e.acquire(ctx, el.name, []string{el.name}, r, h)
+		if err != nil {
+			return nil, qs, err
+		}
+		return ns[0], qs, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	l.Lease, l.n = lease, n
-	context.AfterFunc(n.alive, func() {
-		// A leader whose entry was deleted by someone else may still be
-		// named by the term record (etcd keeps it until the session
-		// ends): the cleanup of a failed acquisition clears it.
-		if !errors.Is(context.Cause(n.alive), distlock.ErrReleased) && el.e.st.Err() == nil {
-			el.e.d.Abandon(n)
-		}
-	})
 	return l, nil
 }
 
-// campaign makes r's candidate entry and waits until it leads, following
-// the election's state: it leads once the term record names its entry;
-// while the term is vacant and it is the next in line, it claims the
-// term; while a candidate of a lower priority leads and it is the next in
-// line, it asks that leader to step down (preempt).
-func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *Node, qs queueStats, _ error) {
+// wait is a candidate's wait until it leads (hooks.wait), for r's entry n,
+// made and followed by the engine: it follows the election's state, and
+// leads once the term record names its entry; while the term is vacant
+// and it is the next in line, it claims the term; while a candidate of a
+// lower priority leads and it is the next in line, it asks that leader to
+// step down (preempt). A win sets n's token (the term's) and hands the
+// watch over to l (leadership.keep); it returns how many entries it
+// waited on (1 if a leader led before it, else 0).
+func (el *Election) wait(ctx context.Context, r Request, n *Node, l *leadership) (waitedOn int, _ error) {
 	e, name := el.e, el.name
-	ctx, done, fail, err := e.start(ctx, name, r.Op)
-	defer done()
-	if err != nil {
-		return nil, qs, err
-	}
-	n, _, _, err := e.d.Enqueue(ctx, name, r)
-	if err != nil {
-		return nil, qs, fail(err)
-	}
-	n.Name = name
-	e.follow(n)
-	qs.enqueued = true
-
 	// The watch outlives a won campaign: the leader keeps the election's
 	// state from it for its HandOff (leadership.keep), until its entry's
-	// life ends or a step-down has made its pick. ctx ends it only while
-	// campaigning.
+	// life ends (which a failure after this wait, too, ends) or a
+	// step-down has made its pick. ctx ends it only while campaigning.
 	wctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stopAlive := context.AfterFunc(n.alive, func() { cancel(context.Cause(n.alive)) })
 	stopCtx := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
@@ -99,20 +90,20 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 			select {
 			case s, ok := <-states:
 				if !ok {
-					return nil, qs, el.campaignEnd(ctx, n, fail)
+					return waitedOn, el.waitEnd(ctx, n)
 				}
 				if s.Partial && s.Leader != n.Key {
 					continue
 				}
 				st = s
 			case <-wctx.Done():
-				return nil, qs, el.campaignEnd(ctx, n, fail)
+				return waitedOn, el.waitEnd(ctx, n)
 			case <-time.After(RetryDelay):
 			}
 		} else {
 			s, ok := <-states
 			if !ok {
-				return nil, qs, el.campaignEnd(ctx, n, fail)
+				return waitedOn, el.waitEnd(ctx, n)
 			}
 			if s.Partial && s.Leader != n.Key {
 				// Only the record is known: whether to claim or preempt
@@ -139,7 +130,8 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 				// the listing bear on whom a leader hands over to, not
 				// on whether this one leads: the watch reads them after,
 				// for the leadership's keep. A confirmation that fails
-				// decides nothing: the full state does.
+				// decides nothing: the full state does. A full state
+				// that names this entry proves it exists: no look more.
 				if errs := e.d.ConfirmAll(wctx, []*Node{n}); len(errs) > 0 && errs[0] != nil {
 					continue
 				}
@@ -149,9 +141,9 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 			pre.finish()
 			won = true
 			l.keep(st, states, func() { cancel(nil) })
-			return n, qs, nil
+			return waitedOn, nil
 		case led:
-			qs.waitedOn = 1
+			waitedOn = 1
 			if next.Key == n.Key && r.Priority > lead.Priority {
 				pre.start(el, st.Term, lead, string(r.Value), r.Priority)
 			}
@@ -163,11 +155,11 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 				pre.finish()
 				won = true
 				l.keep(st, states, func() { cancel(nil) })
-				return n, qs, nil
+				return waitedOn, nil
 			case errors.Is(err, ErrTermMoved):
 				// The watch brings the state that moved it.
 			case wctx.Err() != nil:
-				return nil, qs, el.campaignEnd(ctx, n, fail)
+				return waitedOn, el.waitEnd(ctx, n)
 			default:
 				e.st.log.Debug(e.st.backend.Pkg+": claim failed; trying again", "election", name, "err", err)
 				claiming = true
@@ -176,20 +168,16 @@ func (el *Election) campaign(ctx context.Context, r Request, l *leadership) (_ *
 	}
 }
 
-// campaignEnd is how a campaign that did not win ends: its entry is
-// deleted, and the error says why (its entry's end, ctx's, or the watch's).
-func (el *Election) campaignEnd(ctx context.Context, n *Node, fail func(error) error) error {
-	var err error
+// waitEnd says why a candidate's wait ended without a win: its entry's
+// end, ctx's, or the watch's (the engine then abandons the entry).
+func (el *Election) waitEnd(ctx context.Context, n *Node) error {
 	switch {
 	case n.alive.Err() != nil:
-		err = context.Cause(n.alive)
+		return context.Cause(n.alive)
 	case ctx.Err() != nil:
-		err = context.Cause(ctx)
-	default:
-		err = fmt.Errorf("%w: the election's watch ended (connection closed)", distlock.ErrSessionClosed)
+		return context.Cause(ctx)
 	}
-	el.e.abandon(n, err)
-	return fail(err)
+	return fmt.Errorf("%w: the election's watch ended (connection closed)", distlock.ErrSessionClosed)
 }
 
 // preemption is a waiting candidate's request that a leader of a lower

@@ -31,10 +31,12 @@ import (
 //
 // The recipe's parts: this file is the handle (Election, Leader,
 // Observe); campaign.go a candidate's wait until it leads (and its
-// preemption of a leader of lower priority); leadership.go the held term
-// (Proclaim, Resign, HandOff); stepdown.go how a term ends (the pick of
-// a successor, the handoff's write, the vacancy); election_state.go the
-// election's state and the order of its candidates.
+// preemption of a leader of lower priority), which is the one
+// acquisition path's step 3 for a candidate (hooks.wait, lifecycle.go);
+// leadership.go the held term (Proclaim, Resign, HandOff); stepdown.go
+// how a term ends (the pick of a successor, the handoff's write, the
+// vacancy); election_state.go the election's state and the order of its
+// candidates.
 
 // ErrTermMoved reports a ClaimTerm or HandOff whose compare failed: the term
 // record, or an entry it depends on, is not as the caller read it.

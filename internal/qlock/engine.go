@@ -188,6 +188,17 @@ func (e *Engine) pastDeadline() error {
 	return nil
 }
 
+// abandonLost is hooks.abandonLost for held entries ns.
+func (e *Engine) abandonLost(ns []*Node) {
+	for _, n := range ns {
+		context.AfterFunc(n.alive, func() {
+			if !errors.Is(context.Cause(n.alive), distlock.ErrReleased) && e.st.Err() == nil {
+				e.d.Abandon(n)
+			}
+		})
+	}
+}
+
 // endWithFirst calls kill with the end of the first of ns to end, naming
 // its lock.
 func endWithFirst(ns []*Node, kill context.CancelCauseFunc) {
@@ -207,14 +218,26 @@ type entrySet struct {
 }
 
 // hooks are what a recipe adds to the one path of an acquisition: how its
-// entry comes to hold (direct, claim: steps 1 and 4) and what the life of
-// its held entries adds (step 5); the zero value adds nothing (a Mutex's).
-// The semaphore's are in semaphore.go, the election's in election.go.
+// entry comes to hold (direct, wait, claim: steps 1, 3 and 4) and what the
+// life of its held entries adds (step 5); the zero value adds nothing (a
+// Mutex's). The semaphore's are in semaphore.go, the election's in
+// campaign.go.
 type hooks struct {
 	// direct, if not nil, tries to hold before any entry is enqueued: it
 	// returns the held entry, named, or an error wrapping
 	// distlock.ErrLocked to enqueue after all (a Try request fails then).
 	direct func(ctx context.Context) (*Node, error)
+	// wait, if not nil, is steps 3 and 4 in place of the queue's wait and
+	// ConfirmAll (a candidate's: it waits on the election's state, not on
+	// the entries ahead of it). It gets what EnqueueAll returned, each
+	// entry named and followed, and returns once they hold, with how many
+	// entries it waited on, having set each n.Token (and n.Waited); its
+	// win is its own last look. Its error is the acquisition's, the
+	// entries then abandoned (no lock-delay). What it starts to outlive a
+	// win is bound to the entries' life (n.Alive), not to ctx, which ends
+	// with the acquisition: a later step's failure (pastDeadline) ends
+	// that life.
+	wait func(ctx context.Context, es []Enqueued) (waitedOn int, err error)
 	// claim, if not nil, is what the acquisition's entry does once it
 	// leads its queue: it returns the entry that holds instead, named, made
 	// in a write that deletes the leading one; or an error wrapping
@@ -229,6 +252,11 @@ type hooks struct {
 	// whatever its outcome, and after a held entry was removed because
 	// the acquisition failed at the last look.
 	released func(n *Node)
+	// abandonLost, if set, has a held entry whose life ended otherwise than
+	// by its release (its entry deleted by someone else) cleaned up as a
+	// failed acquisition's is (Abandon), while the session lives: an
+	// election's term record may still name it.
+	abandonLost bool
 	// handedOff, if not nil and set, says the entry was deleted by an
 	// election's handoff: the release (which the handoff calls to end the
 	// Lease) has nothing left to delete.
@@ -240,4 +268,21 @@ type hooks struct {
 	// handoff to close Done before its write starts the successor's
 	// term.
 	loser *func(reason error)
+}
+
+// abandon is the failure path of an acquisition whose entry was made
+// (step 7).
+func (e *Engine) abandon(n *Node, cause error) {
+	n.kill(cause)
+	e.d.Abandon(n)
+}
+
+// abandonAll is abandon for every one of ns, with h's released for each.
+func (e *Engine) abandonAll(ns []*Node, cause error, h hooks) {
+	for _, n := range ns {
+		e.abandon(n, cause)
+		if h.released != nil {
+			h.released(n)
+		}
+	}
 }

@@ -47,6 +47,19 @@ import (
 //     waiter's watch) and at most one read of the survivors. With a
 //     lock-delay, a waiter whose last predecessor went without its
 //     holder's release then waits the delay (see owedDelay).
+//     A candidate (an election's, one entry) waits otherwise, through its
+//     recipe's hooks.wait: not on the entries ahead of it but on the
+//     election's state (WatchElection), until the term record names its
+//     entry, claiming a vacant term (ClaimTerm) when it is the next in
+//     line and asking a leader of lower priority to step down. Its token
+//     is the term's, not its entry's position; its win is its own last
+//     look, in place of step 4: a full state that names the entry proves
+//     that it exists (ConfirmAll, a read on etcd for an entry that
+//     waited, would put a round trip on every handoff), and a record seen
+//     alone is confirmed by ConfirmAll before the entry is marked as one
+//     that waited. No lock-delay, no Try. Its watch outlives the win, as
+//     the leadership's state (leadership.keep), until the entry's life
+//     ends; a failed wait is abandoned (step 7).
 //  4. ConfirmAll is the last look before "acquired": whatever the store's
 //     watches may not have delivered yet (on etcd, for entries that
 //     waited, one read that they outlived their last predecessors). A
@@ -72,8 +85,10 @@ import (
 // acquire enqueues r in the queue of each of names, in one write, and
 // waits until its entries hold (steps 1 to 4); label is the lock as errors
 // name it. h's claim, if set, turns the entry into the one that holds once
-// it leads its queue (a semaphore's line and slots). On failure nothing is
-// left behind. qs says what it saw of the queues, on failure too.
+// it leads its queue (a semaphore's line and slots); h's wait, if set,
+// replaces the queue's wait and the last look (a candidate's). On failure
+// nothing is left behind. qs says what it saw of the queues, on failure
+// too.
 func (e *Engine) acquire(ctx context.Context, label string, names []string, r Request, h hooks) (_ []*Node, qs queueStats, _ error) {
 	ctx, done, fail, err := e.start(ctx, label, r.Op)
 	defer done()
@@ -104,9 +119,22 @@ func (e *Engine) acquire(ctx context.Context, label string, names []string, r Re
 		n := x.Node
 		n.Name = names[i]
 		e.follow(n)
-		s.ns[i], s.qs[i] = n, NewQueue(n.Entry, x.Ahead, x.More)
-		qs.ahead += len(s.qs[i].ahead)
-		qs.partial = qs.partial || x.More
+		s.ns[i] = n
+		if h.wait == nil {
+			s.qs[i] = NewQueue(n.Entry, x.Ahead, x.More)
+			qs.ahead += len(s.qs[i].ahead)
+			qs.partial = qs.partial || x.More
+		}
+	}
+	if h.wait != nil {
+		// The recipe's own wait, which is also its last look (a
+		// candidate's, steps 3 and 4).
+		if qs.waitedOn, err = h.wait(ctx, es); err != nil {
+			e.abandonAll(s.ns, err, hooks{})
+			return nil, qs, fail(err)
+		}
+		e.st.log.Debug(e.st.backend.Pkg+": acquired", "lock", s.label, "key", s.ns[0].Key, "token", s.ns[0].Token)
+		return s.ns, qs, nil
 	}
 	waits := false
 	for i, n := range s.ns {
@@ -366,6 +394,9 @@ func (e *Engine) hold(label string, ns []*Node, lt *lockTel, h hooks) *distlock.
 		*h.loser = lose
 	}
 	e.loseWith(alive, lose, end, label, first.Token)
+	if h.abandonLost {
+		e.abandonLost(ns)
+	}
 	for _, n := range ns {
 		lock := n.Name
 		if h.revokeAs != "" {
@@ -409,21 +440,4 @@ func (e *Engine) release(ctx context.Context, ns []*Node) error {
 		e.st.log.Debug(e.st.backend.Pkg+": released", "lock", ns[0].Name, "entries", len(ns), "token", ns[0].Token)
 	}
 	return err
-}
-
-// abandon is the failure path of an acquisition whose entry was made
-// (step 7).
-func (e *Engine) abandon(n *Node, cause error) {
-	n.kill(cause)
-	e.d.Abandon(n)
-}
-
-// abandonAll is abandon for every one of ns, with h's released for each.
-func (e *Engine) abandonAll(ns []*Node, cause error, h hooks) {
-	for _, n := range ns {
-		e.abandon(n, cause)
-		if h.released != nil {
-			h.released(n)
-		}
-	}
 }
