@@ -38,9 +38,7 @@ const (
 // distlock.ErrTTLTooShort. The other options of a session are package
 // recipe's, the same on both stores.
 func WithTTL(d time.Duration) recipe.Option {
-	return func(o *qlock.Options) {
-		o.Own = append(o.Own, qlock.Own{Pkg: "etcdlock", Name: "WithTTL", Set: func(c any) { c.(*etcdq.Config).TTL = d }})
-	}
+	return qlock.Link.Own(qlock.Own{Pkg: "etcdlock", Name: "WithTTL", Set: func(c any) { c.(*etcdq.Config).TTL = d }}).(recipe.Option)
 }
 
 // Session is one etcd lease kept alive in the background. Lock entries are
@@ -80,9 +78,7 @@ type Session struct {
 // ctx's end carries the diagnosis too.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...recipe.Option) (*Session, error) {
 	c := etcdq.Config{TTL: DefaultTTL, Options: qlock.Options{Prefix: DefaultPrefix}}
-	for _, opt := range opts {
-		opt(&c.Options)
-	}
+	qlock.Link.Apply(&c.Options, opts)
 	if err := c.Apply("etcdlock", &c); err != nil {
 		return nil, err
 	}

@@ -13,8 +13,22 @@ import (
 // take the options of this package, which mean the same on both stores,
 // and those of their own package (etcdlock.WithTTL, zklock.WithACL, …),
 // which are of this type too. A store's own option given to the other
-// store's NewSession is an error wrapping distlock.ErrInvalidOption.
-type Option func(*qlock.Options)
+// store's NewSession is an error wrapping distlock.ErrInvalidOption. The
+// zero Option sets nothing.
+type Option struct{ set func(*qlock.Options) }
+
+func init() {
+	qlock.Link.Own = func(x qlock.Own) any {
+		return Option{func(o *qlock.Options) { o.Own = append(o.Own, x) }}
+	}
+	qlock.Link.Apply = func(dst *qlock.Options, opts any) {
+		for _, o := range opts.([]Option) {
+			if o.set != nil { // the zero Option sets nothing
+				o.set(dst)
+			}
+		}
+	}
+}
 
 // WithPrefix sets where the session's locks keep their queues: on etcd a
 // key prefix that must end in "/" (default etcdlock.DefaultPrefix), on
@@ -24,25 +38,25 @@ type Option func(*qlock.Options)
 // what to write. Lock "x" lives under the prefix followed by the name, so
 // an etcd prefix "myapp" and lock "x" would share keys with prefix "my"
 // and lock "appx".
-func WithPrefix(p string) Option { return func(o *qlock.Options) { o.Prefix = p } }
+func WithPrefix(p string) Option { return Option{func(o *qlock.Options) { o.Prefix = p }} }
 
 // WithLogger makes the session and its locks log what they do; by default
 // they are silent.
-func WithLogger(l *slog.Logger) Option { return func(o *qlock.Options) { o.Logger = l } }
+func WithLogger(l *slog.Logger) Option { return Option{func(o *qlock.Options) { o.Logger = l }} }
 
 // WithMeterProvider makes the session and its locks report metrics
 // (distlock.lock.wait.duration, distlock.lock.held and the others that
 // docs/operations.md lists) through mp. Default: OpenTelemetry's global
 // provider, which drops them until the application installs an SDK.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(o *qlock.Options) { o.Observe.MeterProvider = mp }
+	return Option{func(o *qlock.Options) { o.Observe.MeterProvider = mp }}
 }
 
 // WithTracerProvider makes the session's locks trace Lock, TryLock,
 // Unlock, Campaign and Resign, and record a lost lock as a span, through
 // tp. Default: OpenTelemetry's global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *qlock.Options) { o.Observe.TracerProvider = tp }
+	return Option{func(o *qlock.Options) { o.Observe.TracerProvider = tp }}
 }
 
 // WithNameNormalizer maps each lock name to the value recorded as the
@@ -51,7 +65,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // series: map "tenant-4711/ledger" to "tenant-*/ledger". Default: the name
 // as is.
 func WithNameNormalizer(f func(name string) string) Option {
-	return func(o *qlock.Options) { o.Observe.NameNormalizer = f }
+	return Option{func(o *qlock.Options) { o.Observe.NameNormalizer = f }}
 }
 
 // WithRevocable makes the session's holders revocable: an operator's
@@ -64,11 +78,11 @@ func WithNameNormalizer(f func(name string) string) Option {
 // session one watch per lock name while it holds it. Without it a holder
 // learns of a revocation only when it is forced: its entry is deleted and
 // the lock lost (distlock.ErrEntryGone).
-func WithRevocable() Option { return func(o *qlock.Options) { o.Revocable = true } }
+func WithRevocable() Option { return Option{func(o *qlock.Options) { o.Revocable = true }} }
 
 // WithHolder sets the value stored in the session's lock entries, so that
 // tools listing a lock's queue can say who waits (e.g. "host:pid").
-func WithHolder(v string) Option { return func(o *qlock.Options) { o.Holder = v } }
+func WithHolder(v string) Option { return Option{func(o *qlock.Options) { o.Holder = v }} }
 
 // WithLockDelay makes the session's Mutexes, RWMutexes (readers and
 // writers) and MultiMutexes hold a waiter back for d before it takes the
@@ -95,4 +109,4 @@ func WithHolder(v string) Option { return func(o *qlock.Options) { o.Holder = v 
 // span carries it (distlock.lock_delay), and distlock status shows it
 // while it runs. d = 0 (the default) is no delay; d < 0 is an error
 // wrapping distlock.ErrInvalidOption.
-func WithLockDelay(d time.Duration) Option { return func(o *qlock.Options) { o.LockDelay = d } }
+func WithLockDelay(d time.Duration) Option { return Option{func(o *qlock.Options) { o.LockDelay = d }} }

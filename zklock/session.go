@@ -60,9 +60,7 @@ type config struct {
 
 // own is a zklock option called name that sets c.
 func own(name string, set func(c *config)) recipe.Option {
-	return func(o *qlock.Options) {
-		o.Own = append(o.Own, qlock.Own{Pkg: "zklock", Name: name, Set: func(c any) { set(c.(*config)) }})
-	}
+	return qlock.Link.Own(qlock.Own{Pkg: "zklock", Name: name, Set: func(c any) { set(c.(*config)) }}).(recipe.Option)
 }
 
 // NewSession waits until conn has a ZooKeeper session and follows it until
@@ -77,9 +75,7 @@ func own(name string, set func(c *config)) recipe.Option {
 // for ctx, and an error for ctx's end carries the diagnosis too.
 func NewSession(ctx context.Context, conn *zk.Conn, opts ...recipe.Option) (*Session, error) {
 	o := config{Config: zkq.Config{Options: qlock.Options{Prefix: DefaultPrefix}, ACL: zk.WorldACL(zk.PermAll)}}
-	for _, opt := range opts {
-		opt(&o.Options)
-	}
+	qlock.Link.Apply(&o.Options, opts)
 	if err := o.Apply("zklock", &o); err != nil {
 		return nil, err
 	}

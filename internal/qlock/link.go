@@ -13,4 +13,8 @@ var Link struct {
 	Session func(q Session, e *Engine, admin func() *Admin) any
 	// Admin makes a *recipe.Admin of a.
 	Admin func(a *Admin) any
+	// Own makes a recipe.Option of a store's own option's setting.
+	Own func(o Own) any
+	// Apply applies opts, a []recipe.Option, to dst.
+	Apply func(dst *Options, opts any)
 }
