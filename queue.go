@@ -119,4 +119,39 @@ type QueueEntry struct {
 	// directory), so there Multi is always nil: compare the Tokens (Seq
 	// and Owner) of the queues of the names you suspect.
 	Multi []string
+	// Client is, for an entry another client made, the client whose recipe
+	// made it (ClientCurator, ClientKazoo, ...), "" for distlock's own. A
+	// recognised foreign entry takes its place in the queue by its
+	// position like any other: a lock or leadership is never granted while
+	// one is ahead. A child of the lock's queue that no recipe the library
+	// knows made (ClientUnknown) is listed with Position 0 and Holding
+	// false: it is reported, not waited for. A foreign entry's Token is
+	// the one distlock would give its holder (see docs/interop.md); its
+	// Holder is the entry's data as text, when it has any.
+	Client string
 }
+
+// The clients that QueueEntry.Client names: whose recipe, by its naming
+// rule, made an entry in a lock's queue (docs/interop.md has each rule).
+const (
+	// ClientCurator is Apache Curator: InterProcessMutex and
+	// LeaderSelector ("lock-" nodes), InterProcessReadWriteLock
+	// ("__WRIT__", "__READ__") and LeaderLatch ("latch-").
+	ClientCurator = "curator"
+	// ClientKazoo is kazoo (Python): Lock, WriteLock and Election
+	// ("__lock__" nodes), ReadLock ("__rlock__").
+	ClientKazoo = "kazoo"
+	// ClientGoZookeeper is go-zookeeper's zk.Lock ("_c_<32 hex>-lock-").
+	ClientGoZookeeper = "go-zookeeper"
+	// ClientEtcd is etcd's own lock and election, which all make one key
+	// per lease, name + "/" + the lease ID in hex: the concurrency
+	// package's Mutex and Election, the v3lock and v3election services,
+	// etcdctl lock and elect.
+	ClientEtcd = "etcd"
+	// ClientEtcdRecipes is the RWMutex of etcd's contrib recipes
+	// (name + "/write/…", name + "/read/…").
+	ClientEtcdRecipes = "etcd-recipes"
+	// ClientUnknown marks a child of a lock's queue that no recipe the
+	// library knows made, and that it cannot order or tell the kind of.
+	ClientUnknown = "unknown"
+)

@@ -43,6 +43,12 @@ type ElectionState struct {
 	// on it, its own entry's life being known to it without a read
 	// (campaign). Everyone else waits for the full state that follows.
 	Partial bool
+	// Foreign are the candidates of other clients' elections in the
+	// same queue (Curator's LeaderLatch and LeaderSelector, kazoo's
+	// Election, etcd's Election and v3election, ...), oldest first, each
+	// with its Client: no candidate leads while one of them is older (see
+	// next). Empty in a Partial state.
+	Foreign []Entry
 }
 
 // leader returns the leading candidate: the one the term record names, if
@@ -61,12 +67,17 @@ func (s ElectionState) leader() (Contender, bool) {
 
 // next returns the candidate that leads next: among the candidates other
 // than the entry with key but, if value is not empty, with that value,
-// the highest priority, the oldest among equals.
+// that no foreign candidate is older than, the highest priority, the
+// oldest among equals. A foreign client's rule is "the oldest leads"
+// (Curator, kazoo, etcd): a candidate younger than one of its entries
+// would lead beside it, whatever its priority, so it does not lead
+// before that entry is gone; one older than all of them is what the
+// foreign client takes for the leader too.
 func (s ElectionState) next(but string, value string) (Contender, bool) {
 	var best Contender
 	found := false
 	for _, c := range s.Contenders {
-		if c.Key == but || value != "" && c.Value != value {
+		if c.Key == but || value != "" && c.Value != value || s.behindForeign(c) {
 			continue
 		}
 		if !found || before(c, best) {
@@ -74,6 +85,30 @@ func (s ElectionState) next(but string, value string) (Contender, bool) {
 		}
 	}
 	return best, found
+}
+
+// behindForeign reports whether a foreign candidate is older than c.
+func (s ElectionState) behindForeign(c Contender) bool {
+	return len(s.Foreign) > 0 && s.Foreign[0].Seq < c.Seq
+}
+
+// foreignAhead returns the oldest foreign candidate, if it is older than
+// every candidate other than but (with value, if set): what keeps them
+// all from leading, for a step-down's error.
+func (s ElectionState) foreignAhead(but, value string) (Entry, bool) {
+	if len(s.Foreign) == 0 {
+		return Entry{}, false
+	}
+	some := false
+	for _, c := range s.Contenders {
+		if c.Key != but && (value == "" || c.Value == value) {
+			if !s.behindForeign(c) {
+				return Entry{}, false
+			}
+			some = true
+		}
+	}
+	return s.Foreign[0], some
 }
 
 // before reports whether candidate a leads before b.

@@ -44,3 +44,28 @@ func TestElectionStateNext(t *testing.T) {
 		t.Fatalf("info: %+v, want a at 10", li)
 	}
 }
+
+// A foreign candidate keeps every younger candidate from leading, whatever
+// its priority; an older one leads by the foreign client's rule too.
+func TestElectionStateNextBehindForeign(t *testing.T) {
+	c := func(key string, seq int64, prio int) Contender {
+		return Contender{Entry: Entry{Key: key, Seq: seq, Kind: Candidate}, Priority: prio, Value: key}
+	}
+	f := Entry{Key: "/x/_c_1-latch-0000000003", Seq: 3, Kind: Candidate, Client: "curator"}
+	st := ElectionState{Contenders: []Contender{c("a", 2, 0), c("b", 4, 9)}, Foreign: []Entry{f}}
+	if got, ok := st.next("", ""); !ok || got.Key != "a" {
+		t.Fatalf("next = %s, %v; want a (older than the foreign entry; b, younger, waits for it)", got.Key, ok)
+	}
+	if got, ok := st.next("a", ""); ok {
+		t.Fatalf("next but a = %s; want none: b is younger than the foreign entry", got.Key)
+	}
+	if e, ok := st.foreignAhead("a", ""); !ok || e.Key != f.Key {
+		t.Fatalf("foreignAhead(a) = %v, %v; want the foreign entry", e, ok)
+	}
+	if _, ok := st.foreignAhead("", ""); ok {
+		t.Fatal("foreignAhead with a candidate older than the foreign entry")
+	}
+	if _, ok := (ElectionState{Foreign: []Entry{f}}).foreignAhead("", ""); ok {
+		t.Fatal("foreignAhead with no candidate at all")
+	}
+}

@@ -12,6 +12,12 @@ type Entry struct {
 	Seq int64
 	// Kind is how the entry shares the lock.
 	Kind Kind
+	// Client is the foreign client whose recipe made the entry
+	// (distlock.ClientCurator, ...), "" for the library's own. A foreign
+	// entry is waited for like any other; only its release cannot be told
+	// from its session's end (it marks nothing), and its data may change
+	// without meaning a release.
+	Client string
 }
 
 // Ahead returns, oldest first, the entries of all that were created before

@@ -86,6 +86,9 @@ func (l *leadership) stepDown(ctx context.Context, op distlock.Op, to string, re
 		if to != "" {
 			what = fmt.Sprintf("no waiting candidate has the value %q", to)
 		}
+		if f, ok := st.foreignAhead(n.Key, to); ok {
+			what = fmt.Sprintf("every candidate that could take over is younger than %s's candidate %s, which leads by its client's rule once this term ends", f.Client, f.Key)
+		}
 		return distlock.LeaderInfo{}, l.fail(op, fmt.Errorf("%w: %s", distlock.ErrNoCandidate, what))
 	}
 	// From here this term is over, whatever the write does. Measured as
