@@ -78,9 +78,10 @@ func MutexToken(ctx context.Context, s *concurrency.Session, m *concurrency.Mute
 // A v3lock client must not use the LockResponse's Header.Revision as its
 // token: that is the revision the lock was granted at, which differs from
 // the key's create revision whenever the caller waited, and is not
-// ordered with the tokens of the lock's other holders. The lease a holder
-// locked with is its Owner; etcdctl prints it with the key (the key's
-// last segment).
+// ordered with the tokens of the lock's other holders; the same goes for
+// the ETCD_LOCK_REV that etcdctl lock gives its command (ETCD_LOCK_KEY,
+// the key, is what to pass here). The lease a holder locked with is its
+// Owner, and etcd's own keys name it (their last segment).
 //
 //	// the key "etcdctl lock /distlock/ledger" printed
 //	tok, err := etcdlock.EntryToken(ctx, cli, etcdlock.DefaultPrefix, "/distlock/ledger/694d7f0c8a1b2c3d")
