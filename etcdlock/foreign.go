@@ -74,7 +74,8 @@ func MutexToken(ctx context.Context, s *concurrency.Session, m *concurrency.Mute
 //   - prefix + name + "/write/" or "/read/" + Unix nanoseconds: the
 //     RWMutex of etcd's contrib recipes;
 //   - prefix + name + "/@…": distlock's own entries (a distlock leader
-//     fences with its term's token, Leadership.Token, not its entry's).
+//     fences with its term's token, distlock.Leadership's Token, not
+//     its entry's).
 //
 // A v3lock client must not use the LockResponse's Header.Revision as its
 // token: that is the revision the lock was granted at, which differs from
