@@ -172,8 +172,8 @@ func nodeToken(name, p string, st *zk.Stat) (distlock.Token, error) {
 }
 
 // nodeSeq is the sequence number ZooKeeper appended to a sequential
-// node's name: its last ten characters, a decimal (with a '-' once the
-// parent's counter wrapped). Every recipe's entries end in one.
+// node's name: its last ten characters, a zero-padded decimal. Every
+// recipe's entries end in one.
 func nodeSeq(child string) (int64, bool) {
 	if len(child) < 10 {
 		return 0, false
