@@ -26,6 +26,12 @@ var offered = map[string]map[distlock.Compat][]string{
 	},
 }
 
+// refusals says why a mode whose foreign client has the recipe is still
+// not offered for it.
+var refusals = map[string]string{
+	"etcd/etcd/election": "etcd's Election takes the oldest key under the election's prefix for its leader and waits for every older key there, and distlock's election keeps its term record under that prefix",
+}
+
 // CheckCompat returns nil if b offers mode c for a recipe of kind what
 // (see offered) called name, and otherwise an error that says why: an
 // unknown mode wraps distlock.ErrInvalidOption, one b does not offer for
@@ -42,9 +48,12 @@ func (b Backend) CheckCompat(c distlock.Compat, what, name string) error {
 			return nil
 		}
 	}
-	why := "its recipes hold no " + what
+	why, ok := refusals[b.Name+"/"+string(c)+"/"+what]
+	if !ok {
+		why = "its recipes hold no " + what
+	}
 	for store, modes := range offered {
-		if _, ok := modes[c]; ok && store != b.Name {
+		if _, in := modes[c]; in && store != b.Name {
 			why = "it names a recipe of " + store + "'s"
 		}
 	}
