@@ -72,12 +72,12 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 		}
 		return &Session{session: s,
 			mutex: func(name string, opts ...distlock.LockOption) (distlock.Locker, error) {
-			m, err := recipe.NewMutex(s, name, opts...)
-			if err != nil {
-				return nil, err // not a nil *Mutex in the interface
-			}
-			return m, nil
-		},
+				m, err := recipe.NewMutex(s, name, opts...)
+				if err != nil {
+					return nil, err // not a nil *Mutex in the interface
+				}
+				return m, nil
+			},
 			multi: func(names []string) (distlock.Locker, error) {
 				m, err := recipe.NewMultiMutex(s, names...)
 				if err != nil {
