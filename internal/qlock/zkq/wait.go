@@ -19,7 +19,9 @@ import (
 // reader's release leaves older readers to check. A plain deletion (p gave
 // up waiting, its session ended, someone else deleted it), or a node
 // found gone already, is not a release, and leaves older entries to check
-// (SurvivorsAll).
+// (SurvivorsAll). A foreign entry (p.Client set) marks nothing: a data
+// change on it is no release, and its deletion is a plain one, whether
+// its holder released or its session ended (lock-delay then applies).
 func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p qlock.Entry) (released bool, err error) {
 	for {
 		pw, ok, err := s.getW(ctx, p.Key)
@@ -34,6 +36,11 @@ func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p
 			case zk.EventNodeDeleted:
 				return false, nil
 			case zk.EventNodeDataChanged:
+				if p.Client != "" {
+					// A foreign client marks no release: its entry's data
+					// changed, and it is still there. Watch it again.
+					continue
+				}
 				switch p.Kind {
 				case qlock.Exclusive, qlock.Counted:
 					// A holder's release, or a semaphore line head's
