@@ -24,8 +24,9 @@ import (
 //   - Curator's InterProcessMutex and LeaderSelector: "lock-" or, as
 //     Curator creates it (protected), "_c_<UUID>-lock-": exclusive in the
 //     lock queue, a candidate in the election's;
-//   - Curator's InterProcessReadWriteLock: "__WRIT__" (exclusive) and
-//     "__READ__" (shared), protected or not: the lock queue only;
+//   - Curator's InterProcessReadWriteLock: any name ending in "__WRIT__"
+//     (exclusive) or "__READ__" (shared) before the suffix, as Curator
+//     itself matches them: the lock queue only;
 //   - Curator's LeaderLatch: "latch-", protected or not: the election
 //     only;
 //   - kazoo's Lock, WriteLock and Election: "<32 hex>__lock__": exclusive,
@@ -121,6 +122,14 @@ func parseForeign(child string) (foreignEntry, bool) {
 	case strings.HasSuffix(base, kazooRead) && isHex(base[:len(base)-len(kazooRead)], 32):
 		f.client, f.lock, f.inLock = distlock.ClientKazoo, qlock.Shared, true
 		return f, true
+	case strings.HasSuffix(base, curatorWrite):
+		// Curator finds a read-write lock's node by the marker anywhere
+		// in its name, whatever comes before it.
+		f.client, f.lock, f.inLock = distlock.ClientCurator, qlock.Exclusive, true
+		return f, true
+	case strings.HasSuffix(base, curatorRead):
+		f.client, f.lock, f.inLock = distlock.ClientCurator, qlock.Shared, true
+		return f, true
 	}
 	name, id, protected := unprotect(base)
 	if protected && len(id) == 32 {
@@ -138,10 +147,6 @@ func parseForeign(child string) (foreignEntry, bool) {
 	switch name {
 	case curatorLock:
 		f.lock, f.inLock, f.candidate = qlock.Exclusive, true, true
-	case curatorWrite:
-		f.lock, f.inLock = qlock.Exclusive, true
-	case curatorRead:
-		f.lock, f.inLock = qlock.Shared, true
 	case curatorLatch:
 		f.candidate = true
 	default:

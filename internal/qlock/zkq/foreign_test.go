@@ -30,6 +30,7 @@ func TestForeignNames(t *testing.T) {
 		"_c_" + uuid + "-__READ__0000000004": {distlock.ClientCurator, qlock.Shared, true, false, 4},
 		"__WRIT__0000000005":                 {distlock.ClientCurator, qlock.Exclusive, true, false, 5},
 		"__READ__0000000006":                 {distlock.ClientCurator, qlock.Shared, true, false, 6},
+		"x__READ__0000000008":                {distlock.ClientCurator, qlock.Shared, true, false, 8},
 		// Curator LeaderLatch.
 		"latch-0000000001":                 {distlock.ClientCurator, 0, false, true, 1},
 		"_c_" + uuid + "-latch-0000000002": {distlock.ClientCurator, 0, false, true, 2},
