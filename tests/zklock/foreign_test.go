@@ -234,6 +234,7 @@ func TestForeignNames(t *testing.T) {
 			rres := lockAsync(testCtx(t), rw.RLocker())
 			waitEntries(t, admin, dir, 2)
 			// A data change on a foreign entry is no release.
+			notAcquired(t, "writer behind "+node, 100*time.Millisecond, wres)
 			if _, err := fconn.Set(node, []byte("changed"), -1); err != nil {
 				t.Fatal(err)
 			}
