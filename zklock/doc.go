@@ -200,9 +200,10 @@
 // a change of its data means nothing. Inspect and WatchQueue list foreign
 // entries with their Client, kind, position and token (the node's czxid and
 // session, as distlock would give them); a child with a sequence suffix
-// that no known recipe makes is listed as distlock.ClientUnknown, is not
-// waited for, and the first enqueue that sees one logs a warning once per
-// lock name. Children without one that are valid lock-name segments are
+// that no known recipe makes (or a name no lock could have) is listed as
+// distlock.ClientUnknown and is not waited for; the first enqueue that
+// sees one logs a warning, once per lock name and session. Children
+// without a sequence suffix that are valid lock-name segments are
 // sub-locks' directories (Curator's semaphore keeps "locks" and "leases"
 // there), and semaphores do not look at foreign entries at all. The other
 // direction is the foreign client's: zk.Lock, for one, fails on a name it
