@@ -43,7 +43,17 @@ import (
 // "leases", and kazoo's Semaphore leases "<32 hex>", look exactly like
 // one, and are not reported), a child starting with '@' is distlock's
 // (its entries, a semaphore's "@permits"); any other name is unknown.
-// Semaphores take no foreign entry into account.
+// Semaphores take no foreign entry into account. The names alone decide,
+// so that a directory without foreign entries costs no request more: a
+// sub-lock named like a foreign entry ("jobs/lock-0000000001") is taken
+// for one by lock "jobs", and one whose last segment ends in ten digits
+// is reported as unknown.
+//
+// A foreign client marks no release (its holder just deletes its node),
+// so WaitGone takes the deletion of a foreign entry for a session's end
+// (a lock-delay is served behind it) and a change of its data for
+// nothing. Elections need no watch of their own for foreign candidates:
+// WatchElection lists the directory after every change of its children.
 
 // foreignEntry is what a foreign child's name tells.
 type foreignEntry struct {
