@@ -321,6 +321,30 @@ func TestForeignNames(t *testing.T) {
 		noEphemerals(t, admin, dir)
 	})
 
+	// A foreign release cannot be told from its session's end: a
+	// lock-delay is served behind it.
+	t.Run("LockDelay", func(t *testing.T) {
+		prefix := newPrefix()
+		dir := prefix + "/jobs"
+		node := foreignNode(t, fconn, dir, "_c_"+curatorUUID+"-lock-")
+		const delay = 300 * time.Millisecond
+		m, _ := newLockers(t, prefix, recipe.WithLockDelay(delay))
+		res := lockAsync(testCtx(t), m)
+		waitEntries(t, admin, dir, 1)
+		if err := fconn.Delete(node, -1); err != nil {
+			t.Fatal(err)
+		}
+		r := recv(t, res, "the lock after Curator's release")
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if r.Lease.LockDelay() < delay {
+			t.Errorf("lock-delay served: %v, want at least %v", r.Lease.LockDelay(), delay)
+		}
+		mustUnlock(t, r.Lease)
+		noEphemerals(t, admin, dir)
+	})
+
 	// Inspect lists foreign entries with their client and the queue's
 	// rules, and an unknown client's children apart; an enqueue logs the
 	// unknown child, once.
