@@ -480,6 +480,14 @@ func TestForeignElection(t *testing.T) {
 			if e, ok := queueEntry(q, node); !ok || e.Client != distlock.ClientCurator && e.Client != distlock.ClientKazoo || e.Kind != distlock.Candidate || e.Holding || e.Position != 2 {
 				t.Errorf("foreign candidate: %+v (listed %v); want a waiting candidate at 2 in %+v", e, ok, q)
 			}
+			// No handoff to a candidate behind the foreign one: it would
+			// lead beside it.
+			if _, err := lb.HandOff(testCtx(t), ""); !errors.Is(err, distlock.ErrNoCandidate) || !strings.Contains(err.Error(), path.Base(node)) {
+				t.Errorf("HandOff with only a candidate behind the foreign one: %v, want ErrNoCandidate naming %s", err, node)
+			}
+			if err := lb.Err(); err != nil {
+				t.Fatalf("the leader lost with its refused handoff: %v", err)
+			}
 			locktest.MustResign(t, lb)
 			// The term is free, and the foreign candidate is the oldest.
 			q, err = mustAdmin(t, admin, prefix).Inspect(testCtx(t), "sched")
