@@ -321,6 +321,47 @@ func TestForeignNames(t *testing.T) {
 		noEphemerals(t, admin, dir)
 	})
 
+	// A foreign client's ACL that refuses distlock reading its nodes:
+	// they are waited for and listed all the same.
+	t.Run("ACL", func(t *testing.T) {
+		prefix := newPrefix()
+		dir := prefix + "/jobs"
+		mkdirs(t, admin, dir)
+		aconn, events := connect(t, ens, 1)
+		drain(events)
+		if err := aconn.AddAuth("digest", []byte("curator:secret")); err != nil {
+			t.Fatal(err)
+		}
+		node, err := aconn.Create(dir+"/_c_"+curatorUUID+"-lock-", []byte("private"), zk.FlagEphemeral|zk.FlagSequence, zk.DigestACL(zk.PermAll, "curator", "secret"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := admin.Get(node); !errors.Is(err, zk.ErrNoAuth) {
+			t.Fatalf("read of the foreign node without its auth: %v, want ErrNoAuth", err)
+		}
+		m, _ := newLockers(t, prefix)
+		res := lockAsync(testCtx(t), m)
+		waitEntries(t, admin, dir, 1)
+		q, err := mustAdmin(t, admin, prefix).Inspect(testCtx(t), "jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(q) != 2 || q[0].Key != node || q[0].Client != distlock.ClientCurator || !q[0].Holding || q[0].Holder != "" || q[0].Token.Seq == 0 {
+			t.Fatalf("queue: %+v; want the unreadable Curator node holding, without its data", q)
+		}
+		notAcquired(t, "behind the unreadable node", 300*time.Millisecond, res)
+		if err := aconn.Delete(node, -1); err != nil {
+			t.Fatal(err)
+		}
+		// The servers send no event of a node its watcher may not read:
+		// the waiter learns of the deletion from the directory.
+		r := recv(t, res, "the lock after the unreadable node's deletion")
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		mustUnlock(t, r.Lease)
+	})
+
 	// A foreign release cannot be told from its session's end: a
 	// lock-delay is served behind it.
 	t.Run("LockDelay", func(t *testing.T) {
@@ -450,6 +491,30 @@ func TestForeignElection(t *testing.T) {
 		}
 		return el
 	}
+
+	// A latch this client may not read holds candidates back too.
+	t.Run("ACL", func(t *testing.T) {
+		prefix := newPrefix()
+		dir := prefix + "/sched"
+		mkdirs(t, admin, dir)
+		aconn, events := connect(t, ens, 1)
+		drain(events)
+		if err := aconn.AddAuth("digest", []byte("curator:secret")); err != nil {
+			t.Fatal(err)
+		}
+		node, err := aconn.Create(dir+"/_c_"+curatorUUID+"-latch-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.DigestACL(zk.PermAll, "curator", "secret"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := candidate(t, prefix)
+		rc := locktest.CampaignAsync(testCtx(t), c, "c")
+		waitCandidates(t, admin, dir, 1)
+		locktest.NotLeading(t, "behind an unreadable latch", 300*time.Millisecond, rc)
+		if err := aconn.Delete(node, -1); err != nil {
+			t.Fatal(err)
+		}
+		locktest.MustResign(t, locktest.Leads(t, rc, "c, once the unreadable latch is gone"))
+	})
 
 	for what, base := range map[string]string{
 		"LeaderLatch":    "latch-",

@@ -182,7 +182,13 @@ func (r ClientStore) ReadElection(ctx context.Context, name string) (qlock.Elect
 	var g errgroup.Group
 	for i, key := range append(contenderKeys(cands), foreignKeys(foreign)...) {
 		g.Go(func() error {
-			x, err := getNode(key)
+			var x read
+			var err error
+			if i < len(cands) {
+				x, err = getNode(key)
+			} else if x.stat, err = foreignStat(ctx, r.Conn, key); err == nil && x.stat == nil {
+				err = zk.ErrNoNode
+			}
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
 				// Gone since the listing.

@@ -381,8 +381,12 @@ func (w *electionWatch) read(ctx context.Context) error {
 func (w *electionWatch) readStats(ctx context.Context) error {
 	listed := map[string]bool{}
 	var todo []string
-	keys := append(contenderKeys(candidates(w.dir, w.children)), foreignKeys(foreignCandidates(w.dir, w.children))...)
-	for _, k := range keys {
+	own := contenderKeys(candidates(w.dir, w.children))
+	foreign := map[string]bool{}
+	for _, k := range foreignKeys(foreignCandidates(w.dir, w.children)) {
+		foreign[k] = true
+	}
+	for _, k := range append(own, slices.Collect(maps.Keys(foreign))...) {
 		listed[k] = true
 		if w.stats[k] == nil {
 			todo = append(todo, k)
@@ -395,6 +399,14 @@ func (w *electionWatch) readStats(ctx context.Context) error {
 	for i, p := range todo {
 		g.Go(func() error {
 			x, err := zkctx.Call(ctx, func() (read, error) {
+				if foreign[p] {
+					// Its Stat alone: an Exists, which no ACL refuses.
+					ok, st, err := w.conn.Exists(p)
+					if err == nil && !ok {
+						err = zk.ErrNoNode
+					}
+					return read{stat: st}, err
+				}
 				d, st, err := w.conn.Get(p)
 				return read{d, st}, err
 			})

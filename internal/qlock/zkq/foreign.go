@@ -1,11 +1,15 @@
 package zkq
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
+	"github.com/go-zookeeper/zk"
 )
 
 // Foreign entries. Other clients' lock and election recipes on ZooKeeper
@@ -267,4 +271,42 @@ func (s *Session) warnUnknown(name string, children []string) {
 		}
 		return
 	}
+}
+
+// watchForeign sets a watch on foreign entry p's node (WaitGone): a data
+// watch as on distlock's own or, where the foreign client's ACL refuses
+// this session reading the node, a child watch on its directory. The
+// servers deliver no event of a node its watcher may not read (neither
+// a data nor an exists watch fires at its deletion), but the directory's
+// change does; ok is false when p is not listed any more. That watch
+// wakes on every change of the directory: the price of an unreadable
+// entry, paid only behind one.
+func (s *Session) watchForeign(ctx context.Context, p string) (ch <-chan zk.Event, ok bool, err error) {
+	pw, ok, err := s.getW(ctx, p)
+	if !errors.Is(err, zk.ErrNoAuth) {
+		return pw.ch, ok, err
+	}
+	dir := p[:strings.LastIndexByte(p, '/')]
+	type listing struct {
+		children []string
+		ch       <-chan zk.Event
+	}
+	l, err := retry(ctx, func() (listing, error) {
+		c, _, ch, err := s.conn.ChildrenW(dir)
+		return listing{c, ch}, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, s.storeErr(err)
+	}
+	return l.ch, slices.Contains(l.children, childName(p)), nil
+}
+
+// foreignStat reads a foreign node's Stat, nil if it is gone: an Exists,
+// which needs no permission on the node (the foreign client's ACL may
+// refuse a read).
+func foreignStat(ctx context.Context, conn *zk.Conn, p string) (*zk.Stat, error) {
+	return stat(ctx, conn, p)
 }

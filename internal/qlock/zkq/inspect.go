@@ -80,6 +80,14 @@ func (s ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.Que
 		g.Go(func() error {
 			r, err := retry(ctx, func() (read, error) {
 				data, st, err := conn.Get(n.Key)
+				if errors.Is(err, zk.ErrNoAuth) && n.Client != "" {
+					// A foreign client's ACL: its Stat alone (an
+					// Exists, which no ACL refuses), no Holder.
+					var ok bool
+					if ok, st, err = conn.Exists(n.Key); err == nil && !ok {
+						err = zk.ErrNoNode
+					}
+				}
 				return read{data, st}, err
 			})
 			if errors.Is(err, zk.ErrNoNode) {
