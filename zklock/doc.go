@@ -197,7 +197,10 @@
 // LeaderSelector's or a kazoo Election's nodes are mutex nodes, and count
 // as candidates as well). Foreign clients mark no release, so a foreign
 // entry's deletion counts as a session's end (WithLockDelay applies), and
-// a change of its data means nothing. Inspect and WatchQueue list foreign
+// a change of its data means nothing. A foreign entry whose ACL refuses
+// this session reading it is still waited for: the servers send no event
+// of such a node, so its waiter follows the directory's children instead
+// (a wake on every change of the directory while it waits). Inspect and WatchQueue list foreign
 // entries with their Client, kind, position and token (the node's czxid and
 // session, as distlock would give them); a child with a sequence suffix
 // that no known recipe makes (or a name no lock could have) is listed as
