@@ -103,6 +103,15 @@ func (s *Session) enqueue(ctx context.Context, dirs, keys []string, r qlock.Requ
 	if r.Kind != qlock.Shared {
 		limit++ // the newest in the range is this entry
 	}
+	//
+	// A lock's entry reads the foreign keys beside its queue too (see
+	// foreign.go), the newest few of each of the two ranges, in the same
+	// Txn: a queue without them costs no request more.
+	foreign := foreignsApply(r.Kind)
+	per := 2
+	if foreign {
+		per = 4
+	}
 	var reads []clientv3.Op
 	for i, dir := range dirs {
 		ckey, cend := conflictRange(dir, r.Kind)
@@ -110,6 +119,9 @@ func (s *Session) enqueue(ctx context.Context, dirs, keys []string, r qlock.Requ
 			clientv3.OpGet(ckey, clientv3.WithRange(cend), clientv3.WithKeysOnly(),
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(limit)),
 			clientv3.OpGet(keys[i], clientv3.WithKeysOnly()))
+		if foreign {
+			reads = append(reads, foreignGets(baseOfDir(dir), 0)...)
+		}
 	}
 	var (
 		resp      *clientv3.TxnResponse
@@ -156,17 +168,29 @@ func (s *Session) enqueue(ctx context.Context, dirs, keys []string, r qlock.Requ
 	out := make([]qlock.Enqueued, len(keys))
 	for i, dir := range dirs {
 		rev := resp.Header.Revision
-		if own := resp.Responses[len(keys)+2*i+1].GetResponseRange().Kvs; len(own) > 0 {
+		at := len(keys) + per*i
+		if own := resp.Responses[at+1].GetResponseRange().Kvs; len(own) > 0 {
 			rev = own[0].CreateRevision
 		}
-		rr := resp.Responses[len(keys)+2*i].GetResponseRange()
+		rr := resp.Responses[at].GetResponseRange()
 		all := make([]qlock.Entry, 0, len(rr.Kvs))
+		var oldest int64
 		for _, kv := range rr.Kvs {
 			k := string(kv.Key)
 			all = append(all, qlock.Entry{Key: k, Seq: kv.CreateRevision, Kind: queueKind(dir, k)})
+			oldest = kv.CreateRevision
+		}
+		more := rr.More
+		if foreign {
+			base := baseOfDir(dir)
+			pages := []foreignPage{
+				s.lockPage(base, resp.Responses[at+2].GetResponseRange()),
+				s.lockPage(base, resp.Responses[at+3].GetResponseRange()),
+			}
+			all, more = mergeForeign(all, more, oldest, pages)
 		}
 		out[i] = enqueued(rev, i)
-		out[i].Ahead, out[i].More = all, rr.More
+		out[i].Ahead, out[i].More = all, more
 	}
 	if err := s.checkRev(keys[0], out[0].Node.Token, floor); err != nil {
 		return nil, err
