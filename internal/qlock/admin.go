@@ -109,11 +109,15 @@ func inOrder(q []distlock.QueueEntry) []distlock.QueueEntry {
 		}
 		return cmp.Compare(y.Priority, x.Priority)
 	})
+	// A key of no known client has no place (Position 0).
+	var pos [3]int
 	for i := range out {
-		out[i].Position = 1
-		if i > 0 && group(out[i-1]) == group(out[i]) {
-			out[i].Position = out[i-1].Position + 1
+		if out[i].Client == distlock.ClientUnknown {
+			out[i].Position = 0
+			continue
 		}
+		pos[group(out[i])]++
+		out[i].Position = pos[group(out[i])]
 	}
 	return out
 }
@@ -126,8 +130,8 @@ func (a *Admin) markLeader(ctx context.Context, name string, q []distlock.QueueE
 		read bool
 	)
 	for i := range q {
-		if q[i].Kind != distlock.Candidate {
-			continue
+		if q[i].Kind != distlock.Candidate || q[i].Client != "" {
+			continue // a foreign candidate's Holding is the store's
 		}
 		if !read {
 			var err error

@@ -304,7 +304,7 @@ func foreignQueueEntries(name, base string, kvs []*mvccpb.KeyValue) (lock, cand 
 		if c == notForeign {
 			continue
 		}
-		e := distlock.QueueEntry{Key: key, Seq: kv.CreateRevision, Owner: strconv.FormatInt(kv.Lease, 16),
+		e := distlock.QueueEntry{Key: key, Owner: strconv.FormatInt(kv.Lease, 16),
 			Token: distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)}}
 		if utf8.Valid(kv.Value) {
 			e.Holder = string(kv.Value)
