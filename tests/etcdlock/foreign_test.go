@@ -11,6 +11,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/recipe"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	rcp "go.etcd.io/etcd/client/v3/experimental/recipes"
@@ -387,8 +388,15 @@ func TestForeignSubLockNoise(t *testing.T) {
 	cs := concSession(t, cli)
 	admin := mustAdmin(t, cli)
 
-	// "nz": etcd's Mutex first, then the noise.
-	fm := concurrency.NewMutex(cs, fpfx+"nz")
+	// "nz": etcd's Mutex first, then the noise. Its lease is chosen so
+	// that its key is in the same range as the noise (a hex letter
+	// first), behind more noise than one read takes.
+	const fid = 0xf00d1
+	if _, err := pb.NewLeaseClient(cli.ActiveConnection()).LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 30, ID: fid}); err != nil {
+		t.Fatal(err)
+	}
+	fcs := concSession(t, cli, concurrency.WithLease(fid))
+	fm := concurrency.NewMutex(fcs, fpfx+"nz")
 	if err := fm.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -398,9 +406,6 @@ func TestForeignSubLockNoise(t *testing.T) {
 		if err := subm.Lock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s := newSession(t, cli)
-		holder := mustLock(t, newMutex(t, s, name+"/sub"))
-		t.Cleanup(func() { holder.Unlock(context.Background()) })
 		wctx, cancel := context.WithCancel(ctx)
 		t.Cleanup(cancel)
 		for i := range 8 {
@@ -409,8 +414,10 @@ func TestForeignSubLockNoise(t *testing.T) {
 		for i := range 2 {
 			waitEntries(t, admin, fmt.Sprintf("%s/sub%d", name, i), 4)
 		}
-		lockAsync(wctx, newMutex(t, s, name+"/sub"))
-		waitEntries(t, admin, name+"/sub", 3) // etcd's holder, ours, a waiter
+		// Behind etcd's holder of the longer name.
+		lockAsync(wctx, newMutex(t, newSession(t, cli), name+"/sub"))
+		lockAsync(wctx, newMutex(t, newSession(t, cli), name+"/sub"))
+		waitEntries(t, admin, name+"/sub", 3)
 		if _, err := cli.Put(ctx, fpfx+name+"/config", "x"); err != nil {
 			t.Fatal(err)
 		}
@@ -425,7 +432,10 @@ func TestForeignSubLockNoise(t *testing.T) {
 		t.Fatalf("refused Try left %v", keys)
 	}
 	res := lockAsync(ctx, newMutex(t, s, "nz"))
-	waitEntries(t, admin, "nz", 3) // etcd's, ours, the unknown key
+	q := waitEntries(t, admin, "nz", 3) // etcd's, ours, the unknown key
+	if q[0].Key != fpfx+"nz/f00d1" || !q[0].Holding || q[1].Holding || q[2].Client != distlock.ClientUnknown {
+		t.Errorf("Inspect(nz) = %+v", q)
+	}
 	notYet(t, res, "distlock Lock behind an etcd Mutex, noise between")
 	if err := fm.Unlock(ctx); err != nil {
 		t.Fatal(err)
