@@ -176,6 +176,32 @@
 // one that Unlocks and at once closes its session may then cost its
 // successor a needless delay.
 //
+// # Other clients' locks of the same name
+//
+// etcd's own lock and election — the concurrency package's Mutex and
+// Election, the v3lock and v3election services, etcdctl lock and elect —
+// keep their waiters under the name they are given: a lock of "P" + "N"
+// puts "P" + "N" + "/" + its lease ID in hex. The contrib recipes'
+// RWMutex puts "P" + "N" + "/write/…" and "P" + "N" + "/read/…". All of
+// them order their waiters by create revision, as this package does, so
+// their keys and this package's entries make one queue: a Lock, RLock,
+// TryLock or Campaign of lock "N" on prefix "P" is never granted while
+// such a key of the same name, created before its own entry and
+// conflicting with it (a reader waits for writers only; etcd's key is a
+// writer, and a candidate in the election of that name), is there. It
+// waits for that key's delete like for its own predecessor, and a TryLock
+// fails with ErrLocked. Those clients wait for this package's entries
+// too, by their own rules. Inspect lists the foreign keys with their
+// Client (distlock.ClientEtcd, distlock.ClientEtcdRecipes), Kind and the
+// Token this package would give them; a key under "P" + "N" + "/" that
+// none of them made, nor a longer lock name ("N/sub"), is listed as
+// distlock.ClientUnknown, logged once per session as a warning, and not
+// waited for. A queue without foreign keys costs no request more: the
+// reads of them are in the Txns the package sends anyway. With a
+// lock-delay, a foreign key's release is told by its lease (etcd's key
+// names it); the recipes' keys name none, so their going always counts as
+// not released. docs/interop.md has the rules of each client.
+//
 // # One member failing
 //
 // A client configured with every member spreads its requests over them

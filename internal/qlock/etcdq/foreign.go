@@ -324,3 +324,49 @@ func foreignQueueEntries(name, base string, kvs []*mvccpb.KeyValue) (lock, cand 
 	}
 	return lock, cand, lockKinds, unknown
 }
+
+// wideGet reads the newest keys of all of base (a lock's name + "/")
+// created at maxRev or before, keys-only, at rev if it is set: for a
+// writer, whom every lock entry there conflicts with, its own and the
+// foreign ones.
+func wideGet(base string, maxRev, rev int64, opts ...clientv3.OpOption) clientv3.Op {
+	o := append([]clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(foreignLimit),
+		clientv3.WithMaxCreateRev(maxRev)}, opts...)
+	if rev > 0 {
+		o = append(o, clientv3.WithRev(rev))
+	}
+	return clientv3.OpGet(base, o...)
+}
+
+// nearestWide returns the newest entry a writer of queue dir conflicts
+// with in rr (a wideGet page at rev), reading on at rev while a page cut
+// short holds none.
+func (s *Session) nearestWide(ctx context.Context, dir string, rr *pb.RangeResponse, rev int64) (qlock.Entry, bool, error) {
+	base := baseOfDir(dir)
+	ckey, cend := conflictRange(dir, qlock.Exclusive)
+	for {
+		var oldest int64
+		for _, kv := range rr.Kvs {
+			key := string(kv.Key)
+			oldest = kv.CreateRevision
+			if ckey <= key && key < cend {
+				return qlock.Entry{Key: key, Seq: kv.CreateRevision, Kind: queueKind(dir, key)}, true, nil
+			}
+			switch f, c := classifyForeign(base, key); c {
+			case foreignKnown:
+				return qlock.Entry{Key: key, Seq: kv.CreateRevision, Kind: f.Lock, Client: f.Client}, true, nil
+			case foreignUnknown:
+				s.warnUnknown(base, key)
+			}
+		}
+		if !rr.More || oldest <= 1 {
+			return qlock.Entry{}, false, nil
+		}
+		resp, err := s.client.Do(ctx, wideGet(base, oldest-1, rev))
+		if err != nil {
+			return qlock.Entry{}, false, err
+		}
+		rr = (*pb.RangeResponse)(resp.Get())
+	}
+}

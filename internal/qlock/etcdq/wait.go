@@ -179,11 +179,13 @@ func cleared(n *qlock.Node, rev int64) {
 
 // SurvivorsAll reads, for each view it is asked about, the nearest entry
 // older than its below that still conflicts with the view's owner, and
-// records it in the view (qlock.Driver): one Get for a semaphore's view,
-// one Txn of Gets (read-only, served like the Gets) otherwise, a lock's
-// reading its foreign ranges too (foreign.go; a page of a longer lock
-// name's keys alone costs a Get more). Serializable is enough (see
-// qlock.Queue.Observed).
+// records it in the view (qlock.Driver): one Get for one view, one Txn of
+// Gets (read-only, served like the Gets) for several, a multi-lock's. A
+// lock's view reads the foreign keys beside its queue too (foreign.go):
+// a writer's, the whole name's range (wideGet); a reader's, its own range
+// and the two foreign ones, in one Txn. A page of other keys alone (an
+// election's of the same name, a longer name's) costs a Get more.
+// Serializable is enough (see qlock.Queue.Observed).
 func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qlock.Queue, which []int, belows []int64) {
 	// Bounded: WaitGone does not follow its predecessor's watch while this
 	// runs, and a read that landed on a frozen member would hang.
@@ -203,7 +205,12 @@ func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qloc
 		key, opts := get(k)
 		ops = append(ops, clientv3.OpGet(key, opts...))
 		per[k] = 1
-		if kind := qs[i].Me().Kind; foreignsApply(kind) {
+		if kind := qs[i].Me().Kind; kind == qlock.Exclusive {
+			// Everything under the name conflicts, but the election's
+			// and a longer name's keys: one range, newest first, whose
+			// first entry is the nearest unless such keys come first.
+			ops[len(ops)-1] = wideGet(baseOfDir(s.Dir(ns[i].Name)), belows[k]-1, 0, clientv3.WithSerializable())
+		} else if foreignsApply(kind) {
 			ops = append(ops, foreignGets(baseOfDir(s.Dir(ns[i].Name)), belows[k]-1, clientv3.WithSerializable())...)
 			per[k] = 3
 		}
@@ -213,12 +220,11 @@ func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qloc
 		rrs []*pb.RangeResponse
 	)
 	if len(ops) == 1 {
-		key, opts := get(0)
-		resp, err := s.client.Get(ctx, key, opts...)
+		resp, err := s.client.Do(ctx, ops[0])
 		if err != nil {
 			return
 		}
-		rev, rrs = resp.Header.Revision, []*pb.RangeResponse{(*pb.RangeResponse)(resp)}
+		rev, rrs = resp.Get().Header.Revision, []*pb.RangeResponse{(*pb.RangeResponse)(resp.Get())}
 	} else {
 		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
@@ -238,6 +244,17 @@ func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qloc
 		if rev < n.Seq {
 			// A member behind the enqueue (a lagging one, where the
 			// client spreads its requests): its view is no news.
+			continue
+		}
+		if qs[i].Me().Kind == qlock.Exclusive {
+			e, ok, err := s.nearestWide(ctx, dir, mine[0], rev)
+			if err != nil {
+				continue // no news: the view reads again when it must
+			}
+			if !ok {
+				cleared(n, rev)
+			}
+			qs[i].Observed(belows[k], e, ok)
 			continue
 		}
 		found := len(mine[0].Kvs) > 0
