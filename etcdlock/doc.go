@@ -30,19 +30,21 @@
 //     the one Txn.
 //   - Election.Campaign: uncontended, the enqueue Txn and the claim Txn;
 //     the candidate follows the election with one watch on its
-//     candidates and term record. Leader is one linearizable range read;
-//     Observe one watch from the next revision, reading again after a
-//     compaction, a member's failure or a reconnect. Proclaim is a Put
+//     candidates, term record and foreign candidates (see below). Leader
+//     is one linearizable Txn of range reads; Observe one watch from the
+//     next revision, reading again after a compaction, a member's failure
+//     or a reconnect. Proclaim is a Put
 //     guarded by the key's create revision; HandOff and Resign one Txn.
 //   - Semaphore.Acquire: a direct claim is one Txn that puts the slot's
 //     key only if the slot is free and the line is empty; a waiter puts a
 //     line key and watches the one ahead; the head watches the slots and
 //     claims a freed one in one Txn that also deletes its line key.
 //     TryAcquire is the direct claim alone.
-//   - Admin.Inspect: one linearizable range read sorted by create
-//     revision (a consistent snapshot); QueueEntry.Created is zero, since
+//   - Admin.Inspect: one linearizable Txn of range reads sorted by create
+//     revision (a consistent snapshot, the foreign keys of the name
+//     included); QueueEntry.Created is zero, since
 //     etcd keeps no creation time (the distlock command puts one in the
-//     value). WatchQueue: one watch on the lock's queue, set before each
+//     value). WatchQueue: one watch on the lock's name, set before each
 //     read; it requires a leader, so a member cut off from the others ends
 //     it with an error rather than going silent.
 //   - Marks: Marker is one linearizable read; Mark one Txn through the
