@@ -252,20 +252,19 @@ func mergeForeign(own []qlock.Entry, ownMore bool, ownOldest int64, pages []fore
 
 // nearestForeign returns the newest recognised foreign entry of base
 // that conflicts with a waiter of kind k and is older than below, given
-// the first pages read (rrs, one per foreign range, newest first below
-// below); a page of noise only that was cut short is followed by reads of
-// the next older keys, at rev. ok is false when there is none, or when a
-// read failed (err).
-func (s *Session) nearestForeign(ctx context.Context, base string, k qlock.Kind, rrs []*pb.RangeResponse, rev int64) (qlock.Entry, bool, error) {
+// the first pages read (rrs, one per range of ranges, newest first); a
+// page that was cut short without one is followed by reads of the next
+// older keys, at rev. ok is false when there is none, or when a read
+// failed (err).
+func (s *Session) nearestForeign(ctx context.Context, base string, ranges [][2]string, k qlock.Kind, rrs []*pb.RangeResponse, below, rev int64) (qlock.Entry, bool, error) {
 	var best qlock.Entry
 	found := false
-	ranges := foreignRanges(base)
 	for i, rr := range rrs {
 		for rr != nil {
 			p := s.lockPage(base, rr)
 			hit := false
 			for _, e := range p.entries {
-				if qlock.Conflicts(k, e.Kind) {
+				if e.Seq < below && qlock.Conflicts(k, e.Kind) {
 					if !found || e.Seq > best.Seq {
 						best, found = e, true
 					}
@@ -291,6 +290,68 @@ func opOptions(r [2]string, maxRev, rev int64) []clientv3.OpOption {
 	return []clientv3.OpOption{clientv3.WithRange(r[1]), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(foreignLimit),
 		clientv3.WithMaxCreateRev(maxRev), clientv3.WithRev(rev)}
+}
+
+// A writer conflicts with every lock entry under its name, its own
+// queue's and the foreign ones alike: it reads them all with one range,
+// base itself (wideGet), where a reader reads its own range and the two
+// foreign ones. That keeps a multi-lock's Txn, up to distlock's
+// MaxMultiNames writers, within etcd's operations per Txn.
+
+// foreignOps returns the reads of the foreign keys of base that a Try of
+// kind k makes beside its own range's: newest first, keys-only.
+func foreignOps(base string, k qlock.Kind) []clientv3.Op {
+	if k == qlock.Exclusive {
+		return []clientv3.Op{wideGet(base, 0, 0)}
+	}
+	return foreignGets(base, 0)
+}
+
+// foreignReadRanges returns the ranges foreignOps reads.
+func foreignReadRanges(base string, k qlock.Kind) [][2]string {
+	if k == qlock.Exclusive {
+		return [][2]string{{base, clientv3.GetPrefixRangeEnd(base)}}
+	}
+	r := foreignRanges(base)
+	return r[:]
+}
+
+// foreignCmps returns the compares that hold only while none of the
+// foreign keys of base that a waiter of kind k conflicts with exists (and
+// fail too for some other keys: noise).
+func foreignCmps(base string, k qlock.Kind) []clientv3.Cmp {
+	if k == qlock.Exclusive {
+		return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(base), "=", 0).WithPrefix()}
+	}
+	var out []clientv3.Cmp
+	for _, fr := range foreignCompareRanges(base, k) {
+		out = append(out, clientv3.Compare(clientv3.CreateRevision(fr[0]), "=", 0).WithRange(fr[1]))
+	}
+	return out
+}
+
+// widePage reads rr, a wideGet page of queue dir's base, as a writer's
+// enqueue sees it: its own queue's lock entries (those of the conflict
+// range) and the foreign ones, newest first, the rest skipped.
+func (s *Session) widePage(dir string, rr *pb.RangeResponse) foreignPage {
+	base := baseOfDir(dir)
+	ckey, cend := conflictRange(dir, qlock.Exclusive)
+	p := foreignPage{more: rr.More}
+	for _, kv := range rr.Kvs {
+		key := string(kv.Key)
+		p.oldest = kv.CreateRevision
+		if ckey <= key && key < cend {
+			p.entries = append(p.entries, qlock.Entry{Key: key, Seq: kv.CreateRevision, Kind: queueKind(dir, key)})
+			continue
+		}
+		switch f, c := classifyForeign(base, key); c {
+		case foreignKnown:
+			p.entries = append(p.entries, qlock.Entry{Key: key, Seq: kv.CreateRevision, Kind: f.Lock, Client: f.Client})
+		case foreignUnknown:
+			s.warnUnknown(base, key)
+		}
+	}
+	return p
 }
 
 // foreignQueueEntries returns the foreign keys of lock name's base among

@@ -3,6 +3,7 @@ package etcdq
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/distlock/distlock"
@@ -46,41 +47,48 @@ func (s *Session) enqueueTry(ctx context.Context, dirs, keys []string, r qlock.R
 	foreign := foreignsApply(r.Kind)
 	own := len(empty)
 	var freads []clientv3.Op
+	fper := 0 // foreign reads per dir
 	if foreign {
 		for _, dir := range dirs {
 			base := baseOfDir(dir)
-			for _, fr := range foreignCompareRanges(base, r.Kind) {
-				empty = append(empty, clientv3.Compare(clientv3.CreateRevision(fr[0]), "=", 0).WithRange(fr[1]))
-			}
-			freads = append(freads, foreignGets(base, 0)...)
+			empty = append(empty, foreignCmps(base, r.Kind)...)
+			ops := foreignOps(base, r.Kind)
+			freads, fper = append(freads, ops...), len(ops)
 		}
 	}
 	noisy := false
-	// foreignHeld returns the error of a Try refused for the oldest
-	// conflicting foreign entry its reads rrs (two per dir) showed, if
-	// any older than revs; with page, a page of noise that was cut short
-	// is followed at rev.
+	// foreignHeld returns the error of a Try refused for the newest
+	// conflicting foreign entry its reads rrs (fper per dir) showed that
+	// is older than revs[i] (any, if revs is nil); with page, a page cut
+	// short without one is followed at rev.
 	foreignHeld := func(ctx context.Context, rrs []*pb.ResponseOp, revs []int64, page bool, rev int64) error {
 		for i, dir := range dirs {
 			base := baseOfDir(dir)
-			pages := []*pb.RangeResponse{rrs[2*i].GetResponseRange(), rrs[2*i+1].GetResponseRange()}
+			var pages []*pb.RangeResponse
+			for _, rr := range rrs[fper*i : fper*(i+1)] {
+				pages = append(pages, rr.GetResponseRange())
+			}
+			below := int64(math.MaxInt64)
+			if revs != nil {
+				below = revs[i]
+			}
 			var e qlock.Entry
 			var found bool
 			if page {
 				var err error
-				if e, found, err = s.nearestForeign(ctx, base, r.Kind, pages, rev); err != nil {
+				if e, found, err = s.nearestForeign(ctx, base, foreignReadRanges(base, r.Kind), r.Kind, pages, below, rev); err != nil {
 					return fmt.Errorf("%w (foreign keys of lock %s unread: %w)", distlock.ErrLocked, dir, s.storeErr(err))
 				}
 			} else {
 				for _, rr := range pages {
 					for _, fe := range s.lockPage(base, rr).entries {
-						if qlock.Conflicts(r.Kind, fe.Kind) && (!found || fe.Seq > e.Seq) {
+						if fe.Seq < below && qlock.Conflicts(r.Kind, fe.Kind) && (!found || fe.Seq > e.Seq) {
 							e, found = fe, true
 						}
 					}
 				}
 			}
-			if found && (revs == nil || e.Seq < revs[i]) {
+			if found {
 				return fmt.Errorf("%w (entry %s of client %s, token %d)", distlock.ErrLocked, e.Key, e.Client, e.Seq)
 			}
 		}

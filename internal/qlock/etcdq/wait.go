@@ -264,7 +264,8 @@ func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qloc
 		}
 		if len(mine) == 3 {
 			// The nearest foreign entry, if newer than the own one.
-			fe, ok, err := s.nearestForeign(ctx, baseOfDir(dir), qs[i].Me().Kind, mine[1:], rev)
+			base := baseOfDir(dir)
+			fe, ok, err := s.nearestForeign(ctx, base, foreignReadRanges(base, qlock.Shared), qs[i].Me().Kind, mine[1:], belows[k], rev)
 			if err != nil {
 				continue // no news: the view reads again when it must
 			}
