@@ -62,6 +62,9 @@ func TestInspect(t *testing.T) {
 		t.Errorf("unknown key listed as %+v", u)
 	}
 	q = q[:3]
+	if _, err := cli.Delete(ctx, "/distlock/inspect/other"); err != nil {
+		t.Fatal(err)
+	}
 	for i, e := range q {
 		if e.Holder != holders[i] || e.Kind != distlock.Exclusive || e.Token.Name != "inspect" || !e.Created.IsZero() {
 			t.Errorf("entry %d: %+v, want holder %q, exclusive, no creation time", i, e, holders[i])
