@@ -461,3 +461,30 @@ func TestForeignSubLockNoise(t *testing.T) {
 		t.Fatalf("left %v", keys)
 	}
 }
+
+// TestForeignLockDelay: with a lock-delay, an etcd Mutex's unlock (its
+// lease alive, which its key names) is a release: the waiter takes the
+// lock at once, where the delay (far longer than the test) would
+// otherwise hold it.
+func TestForeignLockDelay(t *testing.T) {
+	clus := newCluster(t)
+	cli := newClient(t, clus, 0)
+	ctx := testCtx(t)
+	cs := concSession(t, cli)
+	fm := concurrency.NewMutex(cs, fpfx+"fd")
+	if err := fm.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, cli, recipe.WithLockDelay(time.Hour))
+	res := lockAsync(ctx, newMutex(t, s, "fd"))
+	waitEntries(t, mustAdmin(t, cli), "fd", 2)
+	if err := fm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := recv(t, res, "distlock Lock after the etcd Mutex's unlock, no delay")
+	if l.Err != nil {
+		t.Fatal(l.Err)
+	}
+	mustUnlock(t, l.Lease)
+	noKeys(t, cli, "fd")
+}
