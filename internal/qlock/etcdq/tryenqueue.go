@@ -77,7 +77,8 @@ func (s *Session) enqueueTry(ctx context.Context, dirs, keys []string, r qlock.R
 			if page {
 				var err error
 				if e, found, err = s.nearestForeign(ctx, base, foreignReadRanges(base, r.Kind), r.Kind, pages, below, rev); err != nil {
-					return fmt.Errorf("%w (foreign keys of lock %s unread: %w)", distlock.ErrLocked, dir, s.storeErr(err))
+					// No answer is no holder: the Try fails, not refused.
+					return fmt.Errorf("read the foreign keys beside %s: %w", dir, s.storeErr(err))
 				}
 			} else {
 				for _, rr := range pages {
