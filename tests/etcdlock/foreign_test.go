@@ -488,3 +488,107 @@ func TestForeignLockDelay(t *testing.T) {
 	mustUnlock(t, l.Lease)
 	noKeys(t, cli, "fd")
 }
+
+// TestForeignMultiMutex: a multi-lock waits for an etcd Mutex holding one
+// of its names, and its TryLock is refused, writing nothing.
+func TestForeignMultiMutex(t *testing.T) {
+	clus := newCluster(t)
+	cli := newClient(t, clus, 0)
+	ctx := testCtx(t)
+	cs := concSession(t, cli)
+	fm := concurrency.NewMutex(cs, fpfx+"mb")
+	if err := fm.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, cli)
+	mm, err := recipe.NewMultiMutex(s, "ma", "mb", "mc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mm.TryLock(ctx); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("multi TryLock with an etcd Mutex on mb: %v, want ErrLocked", err)
+	}
+	for _, n := range []string{"ma", "mb", "mc"} {
+		if keys := queueKeys(t, cli, n); len(keys) != 0 {
+			t.Fatalf("refused multi Try left %v in %s", keys, n)
+		}
+	}
+	res := lockAsync(ctx, mm)
+	waitEntries(t, mustAdmin(t, cli), "mb", 2)
+	notYet(t, res, "multi Lock behind an etcd Mutex on one name")
+	if err := fm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := recv(t, res, "multi Lock after the etcd Mutex's unlock")
+	if l.Err != nil {
+		t.Fatal(l.Err)
+	}
+	mustUnlock(t, l.Lease)
+	for _, n := range []string{"ma", "mb", "mc"} {
+		noKeys(t, cli, n)
+	}
+}
+
+// TestForeignElectionTwo: a distlock candidate behind two etcd candidates
+// leads only once both are gone; an etcd candidate after a distlock
+// leader does not lead before it resigns (etcd's own rule).
+func TestForeignElectionTwo(t *testing.T) {
+	clus := newCluster(t)
+	cli := newClient(t, clus, 0)
+	ctx := testCtx(t)
+	ce1 := concurrency.NewElection(concSession(t, cli), fpfx+"f2")
+	if err := ce1.Campaign(ctx, "etcd-1"); err != nil {
+		t.Fatal(err)
+	}
+	ce2 := concurrency.NewElection(concSession(t, cli), fpfx+"f2")
+	second := make(chan error, 1)
+	go func() { second <- ce2.Campaign(ctx, "etcd-2") }()
+	admin := mustAdmin(t, cli)
+	waitEntries(t, admin, "f2", 2)
+
+	e, err := recipe.NewElection(newSession(t, cli), "f2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type lead struct {
+		l   distlock.Leadership
+		err error
+	}
+	res := make(chan lead, 1)
+	go func() {
+		l, err := e.Campaign(ctx, "ours")
+		res <- lead{l, err}
+	}()
+	waitEntries(t, admin, "f2", 5) // two foreign lock entries, three candidates
+	if err := ce1.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, second, "the second etcd candidate after the first resigned"); err != nil {
+		t.Fatal(err)
+	}
+	notYet(t, res, "distlock Campaign behind the second etcd candidate")
+	if err := ce2.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, res, "distlock Campaign after both etcd candidates resigned")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+
+	// The reverse: etcd's candidate waits for ours.
+	ce3 := concurrency.NewElection(concSession(t, cli), fpfx+"f2")
+	third := make(chan error, 1)
+	go func() { third <- ce3.Campaign(ctx, "etcd-3") }()
+	waitEntries(t, admin, "f2", 3) // ours leading, etcd's lock entry and candidate
+	notYet(t, third, "etcd Campaign behind a distlock leader")
+	if err := r.l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, third, "etcd Campaign after the distlock leader resigned"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ce3.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noKeys(t, cli, "f2")
+}
