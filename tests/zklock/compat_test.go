@@ -463,3 +463,58 @@ func TestCompatRefused(t *testing.T) {
 		t.Errorf("unknown mode: %v, want ErrInvalidOption", err)
 	}
 }
+
+// TestCompatCreateAdopted: a Lock in a mode whose create's answer is lost
+// with the connection finds its node again by the GUID in its name, and
+// adopts it (one entry, no orphan).
+func TestCompatCreateAdopted(t *testing.T) {
+	ens := integration.NewZooKeeper(t)
+	admin, events := connect(t, ens)
+	drain(events)
+	for _, c := range []struct {
+		mode   distlock.Compat
+		marker string
+	}{{distlock.CompatCurator, "-lock-"}, {distlock.CompatKazoo, "__lock__"}} {
+		t.Run(string(c.mode), func(t *testing.T) {
+			prefix := newPrefix()
+			dir := prefix + "/adopt"
+			mkdirs(t, admin, dir)
+			conn, ev := connect(t, ens)
+			drain(ev)
+			s := newSession(t, conn, recipe.WithPrefix(prefix))
+			m, err := recipe.NewMutex(s, "adopt", distlock.WithCompat(c.mode))
+			if err != nil {
+				t.Fatal(err)
+			}
+			release, err := ens.HoldReplies(conn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(release)
+			res := lockAsync(testCtx(t), m)
+			waitAll(t, admin, dir, 1)
+			node := ownCompat(t, listing(t, admin, dir), c.marker)
+			select {
+			case r := <-res:
+				t.Fatalf("Lock returned (err %v) while its create's answer was held", r.Err)
+			default:
+			}
+			if err := ens.DropConnection(conn); err != nil {
+				t.Fatal(err)
+			}
+			r := recv(t, res, "the Lock whose create's answer was lost")
+			if r.Err != nil {
+				t.Fatalf("Lock after a connection loss during its create: %v", r.Err)
+			}
+			if kids := listing(t, admin, dir); len(kids) != 1 || kids[0] != node {
+				t.Fatalf("children %v, want the adopted %s only", kids, node)
+			}
+			_, st, err := admin.Exists(dir + "/" + node)
+			if err != nil || st.EphemeralOwner != s.ID() || r.Lease.Token().Seq != st.Czxid {
+				t.Fatalf("adopted node: %+v, %v; token %v", st, err, r.Lease.Token())
+			}
+			mustUnlock(t, r.Lease)
+			noEphemerals(t, admin, dir)
+		})
+	}
+}
