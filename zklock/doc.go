@@ -66,7 +66,8 @@
 // A lock named N under the session's prefix P ("/distlock" by default)
 // keeps its queue in the directory P + "/" + N. Each acquisition attempt
 // creates one ephemeral sequential child "@w-<guid>-<seq>" ("@r-…" for
-// RWMutex's readers): the "@" cannot occur in a lock-name segment (see
+// RWMutex's readers; with a foreign recipe's marker before "<seq>" in a
+// compatibility mode, see below): the "@" cannot occur in a lock-name segment (see
 // distlock.ValidateName), so the entries of lock "a" are never mistaken for
 // the sub-directory of lock "a/b", and children that do not parse as
 // entries are no entries of distlock's (but see "Other clients' locks"). The GUID (protected mode) lets a Lock whose create
