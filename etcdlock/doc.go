@@ -220,9 +220,9 @@
 // so the mode changes no key: it names the sharing. One difference stays:
 // a second Lock of etcd's Mutex on the same session (the same lease)
 // reuses the session's one key under the prefix, so it returns at once
-// and the two hold together on one key, the second Unlock finding it
-// gone; a second Lock of this package on the same Session makes an entry
-// of its own and waits for the first like any other waiter.
+// and the two hold together on one key, which the first Unlock deletes
+// for both; a second Lock of this package on the same Session makes an
+// entry of its own and waits for the first like any other waiter.
 //
 // distlock.CompatEtcdRecipes, for an RWMutex, is shared with the contrib
 // recipes' RWMutex (go.etcd.io/etcd/client/v3/experimental/recipes). Its

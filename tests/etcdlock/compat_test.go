@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
@@ -377,4 +378,40 @@ func TestCompatEtcdRefused(t *testing.T) {
 	if _, err := recipe.NewMutex(s, "cx", distlock.WithCompat("nope")); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("an unknown mode: %v, want ErrInvalidOption", err)
 	}
+}
+
+// TestCompatRecipesMovedWriterLife: a moved writer's release is told by
+// its release mark (a waiter with a lock-delay far longer than the test
+// takes the lock at once), and a forced revoke deletes the moved key,
+// ending the holder's Lease and letting a recipes reader in.
+func TestCompatRecipesMovedWriterLife(t *testing.T) {
+	clus := newCluster(t)
+	cli := newClient(t, clus, 0)
+	ctx := testCtx(t)
+	s := newSession(t, cli, recipe.WithLockDelay(time.Hour))
+	s2 := newSession(t, cli, recipe.WithLockDelay(time.Hour))
+	admin := mustAdmin(t, cli)
+
+	w := mustLock(t, newRWMutex(t, s, "cl", withRecipes))
+	rres := lockAsync(ctx, newRWMutex(t, s2, "cl", withRecipes).RLocker())
+	waitEntries(t, admin, "cl", 2)
+	notYet(t, rres, "RLock behind a moved writer")
+	mustUnlock(t, w)
+	r := successor(t, rres, w.Token(), "RLock after the moved writer's unlock, no delay")
+	mustUnlock(t, r)
+
+	w = mustLock(t, newRWMutex(t, s, "cl", withRecipes))
+	revs, err := admin.Revoke(ctx, "cl", distlock.RevokeRequest{Reason: "test", Force: true})
+	mustNil(t, err, "Revoke")
+	if len(revs) != 1 || !strings.HasPrefix(revs[0].Key, fpfx+"cl/write/#w") {
+		t.Errorf("revocations %+v; want the moved writer's", revs)
+	}
+	recv(t, w.Done(), "the revoked writer's Lease ending")
+	cs := concSession(t, cli)
+	fr := rcp.NewRWMutex(cs, fpfx+"cl")
+	if err := recv(t, async(fr.RLock), "recipes RLock after the revoke"); err != nil {
+		t.Fatal(err)
+	}
+	mustNil(t, fr.RUnlock(), "recipes RUnlock")
+	noKeys(t, cli, "cl")
 }
