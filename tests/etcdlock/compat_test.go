@@ -120,10 +120,12 @@ func TestCompatRecipesWriterAhead(t *testing.T) {
 	fw := rcp.NewRWMutex(cs, fpfx+"ca")
 	mustNil(t, fw.Lock(), "recipes Lock")
 	rres := lockAsync(ctx, rw.RLocker())
-	wres := lockAsync(ctx, rw)
+	waitEntries(t, admin, "ca", 2)
+	wres := lockAsync(ctx, rw) // behind the reader
 	q := waitEntries(t, admin, "ca", 3)
-	if q[0].Client != distlock.ClientEtcdRecipes || !q[0].Holding || q[1].Holding || q[2].Holding {
-		t.Errorf("queue %+v; want the recipes writer holding, ours waiting", q)
+	if q[0].Client != distlock.ClientEtcdRecipes || !q[0].Holding || q[1].Holding || q[2].Holding ||
+		q[1].Kind != distlock.Shared || q[2].Kind != distlock.Exclusive {
+		t.Errorf("queue %+v; want the recipes writer holding, our reader and writer waiting", q)
 	}
 	notYet(t, rres, "distlock RLock behind a recipes writer")
 	notYet(t, wres, "distlock Lock behind a recipes writer")
@@ -138,7 +140,7 @@ func TestCompatRecipesWriterAhead(t *testing.T) {
 	// wait for it.
 	rres = lockAsync(ctx, rw.RLocker())
 	rres0 := lockAsync(ctx, newRWMutex(t, s, "ca").RLocker())
-	waitEntries(t, admin, "ca", 3)
+	waitEntries(t, admin, "ca", 3) // readers: in either order
 	notYet(t, rres, "distlock RLock behind a moved writer")
 	notYet(t, rres0, "own-layout RLock behind a moved writer")
 	mustUnlock(t, w)
