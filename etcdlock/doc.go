@@ -241,16 +241,17 @@
 // by its last put for them.
 //
 // The modes of ZooKeeper's clients (distlock.CompatCurator, ...) are
-// refused on etcd, as is a mode for a recipe it has no entries for
-// (CompatEtcdRecipes for a Mutex, CompatEtcd for an RWMutex, a semaphore
-// or a multi-lock): the constructor's error wraps errors.ErrUnsupported.
+// refused on etcd, as is a mode for a recipe the other client does not
+// share (CompatEtcdRecipes for a Mutex, CompatEtcd for an RWMutex): the
+// constructor's error wraps errors.ErrUnsupported.
 // So is CompatEtcd for an Election: etcd's Election leads with the
 // oldest key under the name and reports that key's value as the leader's,
 // while this package's term record is a key under the name too. It is
 // deleted with its leader's entry, but when that entry is deleted by
 // anyone else the record stays until the leader's session ends, and the
-// next term's claim overwrites it, keeping its older create revision: to
-// etcd's candidates and its Leader the record would then be the leader.
+// next term's claim overwrites it, keeping its older create revision:
+// etcd's Leader would then report the record, whose value is a key's
+// name, as the leader.
 // Without the mode, an Election still waits for etcd's candidates that
 // are older than its own.
 //
