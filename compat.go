@@ -41,9 +41,11 @@ const (
 	// shares: the same entries as CompatCurator's.
 	CompatGoZookeeper Compat = "go-zookeeper"
 	// CompatEtcd, on etcd: a Mutex shared with etcd's concurrency.Mutex,
-	// the v3lock service and etcdctl lock. Those wait for every key under
-	// the lock's prefix, so distlock's own entries already exclude them:
-	// the mode changes no key and is there to be named.
+	// the v3lock service and etcdctl lock, an Election with
+	// concurrency.Election, v3election and etcdctl elect. Those wait for
+	// every key under the lock's prefix, so distlock's own entries already
+	// exclude them: the mode changes no key; an Election in it keeps
+	// their rule that the oldest candidate leads.
 	CompatEtcd Compat = "etcd"
 	// CompatEtcdRecipes, on etcd: an RWMutex shared with the RWMutex of
 	// etcd's contrib recipes, whose readers wait only for keys under
@@ -145,7 +147,8 @@ func WithCompat(c Compat) LockOption { return func(l *LockConfig) { l.Compat = c
 // WithElectionCompat makes an Election's candidates those of another
 // client's election (see Compat): CompatCurator (Curator's
 // LeaderSelector), CompatCuratorLatch (LeaderLatch) or CompatKazoo on
-// ZooKeeper. The foreign rule is "the oldest leads", so such an Election
+// ZooKeeper, CompatEtcd (concurrency.Election, v3election, etcdctl elect)
+// on etcd. The foreign rule is "the oldest leads", so such an Election
 // refuses what would break it, with errors wrapping
 // errors.ErrUnsupported: a Campaign with a priority, a HandOff. Resign
 // leaves the term vacant for the next oldest candidate, of either client.

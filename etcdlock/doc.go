@@ -244,16 +244,23 @@
 // refused on etcd, as is a mode for a recipe the other client does not
 // share (CompatEtcdRecipes for a Mutex, CompatEtcd for an RWMutex): the
 // constructor's error wraps errors.ErrUnsupported.
-// So is CompatEtcd for an Election: etcd's Election leads with the
-// oldest key under the name and reports that key's value as the leader's,
-// while this package's term record is a key under the name too. It is
-// deleted with its leader's entry, but when that entry is deleted by
-// anyone else the record stays until the leader's session ends, and the
-// next term's claim overwrites it, keeping its older create revision:
-// etcd's Leader would then report the record, whose value is a key's
-// name, as the leader.
-// Without the mode, an Election still waits for etcd's candidates that
-// are older than its own.
+//
+// distlock.CompatEtcd, for an Election, is shared with etcd's
+// concurrency.Election, the v3election service and etcdctl elect, whose
+// rule is that the oldest key under the name leads: they wait for every
+// older key, this package's candidates and term record included, and
+// report the oldest key's value as the leader's. So the mode changes no
+// key either; it keeps that rule, refusing a Campaign with a priority and
+// a HandOff (errors.ErrUnsupported), which would make a younger candidate
+// lead beside the oldest. A leader's term record is written after its
+// entry and deleted with it, so etcd's side sees the leader's entry as
+// the oldest key. One case differs: when the leader's entry is deleted
+// by anyone else, its record stays until the leader's process notices
+// the loss and removes it (or its session ends); until then etcd's
+// candidates wait for it, and, if this package's next leader claims the
+// term first (its write keeps the record's older create revision),
+// etcd's Leader reports the record, whose value is a key's name, for
+// that term.
 //
 // # One member failing
 //

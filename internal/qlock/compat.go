@@ -21,15 +21,9 @@ var offered = map[string]map[distlock.Compat][]string{
 		distlock.CompatGoZookeeper:  {"mutex"},
 	},
 	"etcd": {
-		distlock.CompatEtcd:        {"mutex"},
+		distlock.CompatEtcd:        {"mutex", "election"},
 		distlock.CompatEtcdRecipes: {"rwmutex"},
 	},
-}
-
-// refusals says why a mode whose foreign client has the recipe is still
-// not offered for it.
-var refusals = map[string]string{
-	"etcd/etcd/election": "etcd's Election takes the oldest key under the election's prefix for its leader and waits for every older key there, and distlock's election keeps its term record under that prefix",
 }
 
 // CheckCompat returns nil if b offers mode c for a recipe of kind what
@@ -48,10 +42,7 @@ func (b Backend) CheckCompat(c distlock.Compat, what, name string) error {
 			return nil
 		}
 	}
-	why, ok := refusals[b.Name+"/"+string(c)+"/"+what]
-	if !ok {
-		why = "its recipes hold no " + what
-	}
+	why := "its recipes hold no " + what
 	for store, modes := range offered {
 		if _, in := modes[c]; in && store != b.Name {
 			why = "it names a recipe of " + store + "'s"

@@ -28,7 +28,8 @@ func TestCheckCompat(t *testing.T) {
 		{zk, distlock.CompatKazoo, "semaphore", false, "hold no semaphore"},
 		{zk, distlock.CompatEtcd, "mutex", false, "etcd's"},
 		{etcd, distlock.CompatEtcd, "mutex", true, ""},
-		{etcd, distlock.CompatEtcd, "election", false, "term record"},
+		{etcd, distlock.CompatEtcd, "election", true, ""},
+		{etcd, distlock.CompatEtcd, "semaphore", false, "hold no semaphore"},
 		{etcd, distlock.CompatEtcdRecipes, "rwmutex", true, ""},
 		{etcd, distlock.CompatCurator, "mutex", false, "zookeeper's"},
 	} {
