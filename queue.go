@@ -129,6 +129,13 @@ type QueueEntry struct {
 	// the one distlock would give its holder (see docs/interop.md); its
 	// Holder is the entry's data as text, when it has any.
 	Client string
+	// Compat is, for an entry of distlock's own, the compatibility mode
+	// its name follows (WithCompat, WithElectionCompat): the foreign
+	// client that counts it. "" for an entry in distlock's own naming,
+	// and for every entry whose naming is the same in every mode (etcd's
+	// keys but an RWMutex writer's in CompatEtcdRecipes). On ZooKeeper,
+	// CompatGoZookeeper's entries are CompatCurator's and say so.
+	Compat Compat
 }
 
 // The clients that QueueEntry.Client names: whose recipe, by its naming

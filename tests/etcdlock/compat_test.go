@@ -75,7 +75,7 @@ func TestCompatRecipesWriterHolds(t *testing.T) {
 	w := mustLock(t, newRWMutex(t, s, "cw", withRecipes))
 	q, err := admin.Inspect(ctx, "cw")
 	mustNil(t, err, "Inspect")
-	if len(q) != 1 || q[0].Client != "" || !q[0].Holding || q[0].Kind != distlock.Exclusive ||
+	if len(q) != 1 || q[0].Client != "" || q[0].Compat != distlock.CompatEtcdRecipes || !q[0].Holding || q[0].Kind != distlock.Exclusive ||
 		!strings.HasPrefix(q[0].Key, fpfx+"cw/write/#w") || q[0].Token != w.Token() {
 		t.Fatalf("queue %+v; want our writer holding, under cw/write/, token %v", q, w.Token())
 	}

@@ -141,6 +141,20 @@ func wantOwn(t *testing.T, admin *zk.Conn, prefix, name, node string, pos int, h
 	if !ok || e.Client != "" || e.Position != pos || e.Holding != holding {
 		t.Errorf("Inspect: %s is %+v (listed %v) in %+v; want distlock's own at %d, holding %v", node, e, ok, q, pos, holding)
 	}
+	// The mode its name follows, by its marker (go-zookeeper's names are
+	// Curator's).
+	want := distlock.Compat("")
+	switch {
+	case strings.Contains(node, "-lock-"), strings.Contains(node, "__WRIT__"), strings.Contains(node, "__READ__"):
+		want = distlock.CompatCurator
+	case strings.Contains(node, "-latch-"):
+		want = distlock.CompatCuratorLatch
+	case strings.Contains(node, "__lock__"), strings.Contains(node, "__rlock__"):
+		want = distlock.CompatKazoo
+	}
+	if ok && e.Compat != want {
+		t.Errorf("Inspect: %s has Compat %q, want %q", node, e.Compat, want)
+	}
 }
 
 // TestCompatZkLock: a Mutex in CompatGoZookeeper (or CompatCurator, the

@@ -388,6 +388,11 @@ func foreignQueueEntries(name, base string, kvs []*mvccpb.KeyValue) (lock, cand 
 			continue
 		}
 		e.Client, e.Kind = f.Client, f.Lock.View()
+		if f.Client == "" {
+			// The only own keys in these ranges: CompatEtcdRecipes's
+			// writers, under "write/".
+			e.Compat = distlock.CompatEtcdRecipes
+		}
 		lock, lockKinds = append(lock, e), append(lockKinds, f.Lock)
 		if f.Candidate {
 			ce := e

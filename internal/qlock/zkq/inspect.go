@@ -121,6 +121,9 @@ func (s ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.Que
 			Created: time.UnixMilli(r.stat.Ctime),
 			Client:  n.Client,
 		}
+		if n.Client == "" {
+			e.Compat = compatOf(path.Base(n.Key))
+		}
 		if n.Client != "" && !utf8.Valid(r.data) {
 			e.Holder = "" // a foreign client's data need not be text
 		}

@@ -113,6 +113,25 @@ func compatTail(c distlock.Compat, k qlock.Kind, rw bool) string {
 	return tailPlain
 }
 
+// compatOf returns the mode whose marker own entry child's name has ("" for
+// none): CompatCurator for "-lock-" (which CompatGoZookeeper's names
+// share) and Curator's read-write markers.
+func compatOf(child string) distlock.Compat {
+	n, ok := parseOwn(child)
+	if !ok {
+		return ""
+	}
+	switch n.tail {
+	case tailCuratorLock, tailCuratorWrite, tailCuratorRead:
+		return distlock.CompatCurator
+	case tailCuratorLatch:
+		return distlock.CompatCuratorLatch
+	case tailKazooLock, tailKazooRead:
+		return distlock.CompatKazoo
+	}
+	return ""
+}
+
 // entryBase returns the name, without the sequence suffix the server
 // appends, of a new entry of kind k in mode c (rw for an RWMutex's):
 // "@w-<guid>-", a compatibility name's head and marker (see above), or
