@@ -19,7 +19,8 @@ func init() {
 
 const statusUsage = `Usage:
   distlock status [--etcd ENDPOINTS | --zk SERVERS] [--prefix P] [--json]
-                  [--fence KEY] [--watch [--changes N]] NAME [NAME...]
+                  [--fence KEY] [--compat MODE] [--watch [--changes N]]
+                  NAME [NAME...]
 
 Shows the queue of the lock NAME without joining it: the holder first, then
 the waiters in the order they will get the lock. For each entry: its kind
@@ -70,7 +71,12 @@ CLIENT column ("distlock" for its own; the column shows only when some
 entry is another client's) and the token distlock gives their holder.
 A child of the lock's queue that no client distlock knows made has
 POS "-", ROLE "unknown" and no token: it is listed, not waited for, and a
-line under the table counts such children. See docs/interop.md.
+line under the table counts such children. A distlock entry named in a
+compatibility mode (distlock run --compat) shows it, "distlock (curator)".
+--compat MODE checks the lock against the client MODE shares it with: a
+"warning:" line under the table names each distlock entry that client
+does not count (one taken without --compat MODE, say), which excludes it
+one way only. See docs/interop.md.
 
 With several NAMEs (up to 32), status shows each lock's queue in turn, a
 blank line between them (--json: an array of the objects below, in the
@@ -167,6 +173,7 @@ JSON output (--json), one object; fields are never removed or renamed:
        "gone": "/distlock/backup/@w694d9b1c2a3f4e01_1",  the entry that went without a release
        "until": "2026-11-30T10:00:07Z"}                 when the waiter holds
     ],
+    "warnings": ["entry ... is named in mode none, not curator: ..."],  only with --compat
     "entries": [                    holder(s) first, then waiters in queue order; [] when free;
                                     an election's candidates after them, leader first, then
                                     in the order they would lead (see above)
@@ -188,6 +195,7 @@ JSON output (--json), one object; fields are never removed or renamed:
         "holder":      "web1 pid 4711 distlock run since 2026-11-30T10:00:00Z",
         "client":      "curator",   only for another client's entry: curator, kazoo, go-zookeeper,
                                     etcd, etcd-recipes, or unknown
+        "compat":      "curator",   only for distlock's entry named in a compatibility mode
         "created":     "2026-11-30T10:00:00Z",  RFC 3339, or null when unknown
         "age_seconds": 3,           whole seconds since created, or null
         "multi": {                  only for a multi-lock's entry
@@ -224,6 +232,11 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object (schema above) instead of the table")
 	fs.BoolVar(&watch, "watch", false, "stay, and show the queue again after every change")
 	fs.StringVar(&fence, "fence", "", "also show the newest token admitted by the fence at this etcd key or znode path")
+	var compat distlock.Compat
+	fs.Func("compat", "check the lock against the other client `MODE` shares it (curator, curator-latch, kazoo, go-zookeeper, etcd, etcd-recipes; see distlock run --compat): warn about each distlock entry that client does not count", func(s string) (err error) {
+		compat, err = distlock.ParseCompat(s)
+		return err
+	})
 	fs.IntVar(&changes, "changes", 0, "with --watch: exit after showing this many changes (0: until interrupted)")
 	parse := func(args []string) error {
 		if err := fs.Parse(args); err != nil {
@@ -299,6 +312,9 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 			return exit(exitUnreachable, fmt.Errorf("status of lock %q: %w%s", name, err, b.AuthHint(err)))
 		}
 		st := newStatus(name, b.Kind(), q, time.Now())
+		if compat != "" {
+			st.checkCompat(compat)
+		}
 		if err := st.readSlots(qctx, b); err != nil {
 			return exit(exitUnreachable, fmt.Errorf("status of lock %q: done-markers: %w%s", name, err, b.AuthHint(err)))
 		}

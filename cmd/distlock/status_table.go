@@ -36,7 +36,10 @@ type lockStatus struct {
 	// LockDelays are the lock-delays waiters serve now (the stores'
 	// WithLockDelay), when any does.
 	LockDelays []delayStatus `json:"lock_delays,omitempty"`
-	Entries    []statusEntry `json:"entries"`
+	// Warnings are what status --compat found: distlock entries whose
+	// naming the other client does not count.
+	Warnings []string      `json:"warnings,omitempty"`
+	Entries  []statusEntry `json:"entries"`
 }
 
 // statusEntry is one entry of the --json document's entries (see
@@ -56,7 +59,10 @@ type statusEntry struct {
 	// Client is the other client whose recipe made the entry
 	// (distlock.ClientCurator, ...; "unknown" for a child no known
 	// client made), absent for distlock's own.
-	Client     string     `json:"client,omitempty"`
+	Client string `json:"client,omitempty"`
+	// Compat is, for distlock's own entry, the compatibility mode its
+	// name follows (distlock run --compat), absent for its own naming.
+	Compat     string     `json:"compat,omitempty"`
 	Slot       *int       `json:"slot,omitempty"`
 	Priority   *int       `json:"priority,omitempty"` // an election candidate's (WithPriority); only candidates have one
 	Created    *time.Time `json:"created"`
@@ -97,6 +103,7 @@ func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time
 			Owner:     e.Owner,
 			Holder:    e.Holder,
 			Client:    e.Client,
+			Compat:    string(e.Compat),
 			Place:     e.Position,
 			ownerKind: ownerKind,
 		}
@@ -146,6 +153,32 @@ func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time
 	}
 	st.Free = st.Holders+st.Waiters == 0
 	return st
+}
+
+// checkCompat adds a warning for each of distlock's own lock entries and
+// candidates whose naming mode c's client does not count (status
+// --compat): such an entry excludes that client one way only.
+func (st *lockStatus) checkCompat(c distlock.Compat) {
+	for _, e := range st.Entries {
+		if e.Client != "" || e.Role == roleUnknown || e.Kind == distlock.Counted.String() || strings.HasPrefix(e.Kind, "slot ") {
+			continue
+		}
+		want := c
+		switch c {
+		case distlock.CompatGoZookeeper:
+			want = distlock.CompatCurator // the same names
+		case distlock.CompatEtcd:
+			want = "" // etcd's clients count distlock's own keys
+		case distlock.CompatEtcdRecipes:
+			if e.Kind != distlock.Exclusive.String() {
+				want = "" // only writers move
+			}
+		}
+		if distlock.Compat(e.Compat) != want {
+			st.Warnings = append(st.Warnings, fmt.Sprintf("entry %s (position %d) is named in mode %s, not %s: %s clients do not count it, so it excludes them one way only",
+				e.Key, e.Position, distlock.Compat(e.Compat), c, c.Client()))
+		}
+	}
 }
 
 // roleUnknown is the role of a child of the lock's queue that no client
@@ -238,7 +271,7 @@ func (st *lockStatus) writeText(w io.Writer) {
 	// of distlock's own reads as it always did.
 	mixed := false
 	for _, e := range st.Entries {
-		mixed = mixed || e.Client != ""
+		mixed = mixed || e.Client != "" || e.Compat != ""
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if mixed {
@@ -277,11 +310,18 @@ func (st *lockStatus) writeText(w io.Writer) {
 		}
 		client := ""
 		if mixed {
-			client = clientName(e.Client) + "\t"
+			client = clientName(e.Client)
+			if e.Compat != "" {
+				client += " (" + e.Compat + ")"
+			}
+			client += "\t"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\t%s\t%s\t%s\n", pos, role, kind, client, token, owner, age, oneLine(holder))
 	}
 	tw.Flush()
+	for _, warn := range st.Warnings {
+		fmt.Fprintln(w, "warning: "+warn)
+	}
 	if st.Unknown > 0 {
 		fmt.Fprintf(w, "unknown: %d %s of the lock's queue that no client distlock knows made: listed, not waited for (see docs/interop.md)\n",
 			st.Unknown, plural(st.Unknown, "child", "children"))

@@ -121,3 +121,39 @@ func TestStatusTableClientOnlyUnknown(t *testing.T) {
 		t.Errorf("free %v:\n%s", st.Free, out)
 	}
 }
+
+// TestStatusCompat: an entry in a compatibility mode shows its mode
+// beside "distlock", and --compat warns about each distlock entry the
+// named client does not count.
+func TestStatusCompat(t *testing.T) {
+	now := time.Date(2026, 11, 30, 10, 0, 10, 0, time.UTC)
+	q := []distlock.QueueEntry{
+		{Key: "/distlock/backup/@w-0123456789abcdef0123456789abcdef-lock-0000000001", Holding: true, Position: 1,
+			Token: distlock.Token{Name: "backup", Seq: 4101, Owner: 0x1a2b}, Owner: "1a2b", Compat: distlock.CompatCurator},
+		{Key: "/distlock/backup/@w-fedcba9876543210fedcba9876543210-0000000002", Position: 2,
+			Token: distlock.Token{Name: "backup", Seq: 4102, Owner: 0x3c4d}, Owner: "3c4d"},
+	}
+	st := newStatus("backup", backend.ZooKeeper, q, now)
+	st.checkCompat(distlock.CompatCurator)
+	if len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], q[1].Key) || !strings.Contains(st.Warnings[0], "curator clients do not count it") {
+		t.Fatalf("warnings %q; want one, about the entry in distlock's own naming", st.Warnings)
+	}
+	var b bytes.Buffer
+	st.writeText(&b)
+	out := b.String()
+	for _, want := range []string{"CLIENT", "distlock (curator)", "warning: entry " + q[1].Key} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	// go-zookeeper's names are Curator's; etcd's clients count distlock's
+	// own keys.
+	st = newStatus("backup", backend.ZooKeeper, q[:1], now)
+	if st.checkCompat(distlock.CompatGoZookeeper); len(st.Warnings) != 0 {
+		t.Errorf("go-zookeeper: %q, want none", st.Warnings)
+	}
+	st = newStatus("backup", backend.Etcd, q[1:], now)
+	if st.checkCompat(distlock.CompatEtcd); len(st.Warnings) != 0 {
+		t.Errorf("etcd: %q, want none", st.Warnings)
+	}
+}
