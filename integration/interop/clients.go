@@ -250,27 +250,74 @@ func findEtcdctl(ctx context.Context) (*Etcdctl, error) {
 	if fileExists(p) {
 		return &Etcdctl{Path: p}, nil
 	}
-	cmd := exec.CommandContext(ctx, goTool(), "install", "go.etcd.io/etcd/etcdctl/v3@"+v)
-	cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0", "GOFLAGS=")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("%w: go install etcdctl %s: %v\n%s", ErrMissing, v, err, out)
+	if err := buildEtcdctl(ctx, v, p); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMissing, err)
 	}
 	return &Etcdctl{Path: p}, nil
 }
 
-// EtcdVersion is the version of etcd's client module linked into this
-// binary: the version the harness's etcd server is built at too.
-func EtcdVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
+// buildEtcdctl builds etcdctl at version v into out. etcdctl's go.mod has
+// replace directives, so `go install etcdctl@v` refuses it: it is built
+// as a dependency instead, of the tests module when that requires v (no
+// download), else of a scratch module that requires it.
+func buildEtcdctl(ctx context.Context, v, out string) error {
+	const pkg = "go.etcd.io/etcd/etcdctl/v3"
+	run := func(dir string, args ...string) error {
+		cmd := exec.CommandContext(ctx, goTool(), args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+		return nil
 	}
-	for _, m := range bi.Deps {
-		if m.Path == "go.etcd.io/etcd/client/v3" {
-			if m.Replace != nil {
-				return m.Replace.Version
+	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	tests := filepath.Join(repoRoot(), "tests")
+	cmd := exec.CommandContext(ctx, goTool(), "list", "-m", "-f", "{{.Version}}", pkg)
+	cmd.Dir = tests
+	if b, err := cmd.Output(); err == nil && strings.TrimSpace(string(b)) == v {
+		if err := run(tests, "build", "-mod=readonly", "-o", tmp, pkg); err == nil {
+			return os.Rename(tmp, out)
+		}
+	}
+	dir, err := os.MkdirTemp("", "etcdctl-build")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module etcdctlbuild\n"), 0o644); err != nil {
+		return err
+	}
+	if err := run(dir, "get", pkg+"@"+v); err != nil {
+		return err
+	}
+	if err := run(dir, "build", "-o", tmp, pkg); err != nil {
+		return err
+	}
+	return os.Rename(tmp, out)
+}
+
+// EtcdVersion is the version of etcd's server module that the harness
+// module requires: the version its etcd server is built at. It asks the
+// go command in the harness module's directory, as the harness's build
+// of the server does; a binary with no checkout behind it falls back to
+// the etcd client linked into it.
+func EtcdVersion() string {
+	cmd := exec.Command(goTool(), "list", "-m", "-f", "{{.Version}}", "go.etcd.io/etcd/server/v3")
+	cmd.Dir = filepath.Join(repoRoot(), "integration")
+	if out, err := cmd.Output(); err == nil {
+		if v := strings.TrimSpace(string(out)); v != "" {
+			return v
+		}
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == "go.etcd.io/etcd/client/v3" {
+				return m.Version
 			}
-			return m.Version
 		}
 	}
 	return ""

@@ -117,7 +117,9 @@ func (o *zkObserver) WatchGone(ctx context.Context, entries map[string]bool) (<-
 }
 
 // EtcdObserver observes the keys under the etcd prefix pfx.
-func EtcdObserver(cli *clientv3.Client, pfx string) Observer { return &etcdObserver{cli: cli, pfx: pfx} }
+func EtcdObserver(cli *clientv3.Client, pfx string) Observer {
+	return &etcdObserver{cli: cli, pfx: pfx}
+}
 
 type etcdObserver struct {
 	cli *clientv3.Client

@@ -1,0 +1,96 @@
+package interop_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/integration/interop"
+	"github.com/distlock/distlock/recipe"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// etcdPrefix is distlock's prefix in these tests: its lock N has keys
+// etcdPrefix+N+"/...", the prefix the foreign clients are given as N's.
+const etcdPrefix = "/interop/"
+
+// TestInteropEtcd runs the etcd matrix on one real member.
+func TestInteropEtcd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ctl, err := interop.FindEtcdctl(ctx)
+	need(t, err)
+
+	c := integration.NewEtcd(t, integration.WithSize(1))
+	eps := c.Endpoints()
+	admin, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+
+	pfx := func(name string) string { return etcdPrefix + name }
+	etcdctlLock := func(name string) interop.Holder { return ctl.Lock(eps, pfx(name)) }
+	etcdctlElect := func(name string) interop.Holder { return ctl.Elect(eps, pfx(name)) }
+	mutex := func(name string) interop.Holder { return interop.EtcdMutex(eps, pfx(name)) }
+	election := func(name string) interop.Holder { return interop.EtcdElection(eps, pfx(name)) }
+	rwWrite := func(name string) interop.Holder { return interop.EtcdRWMutex(eps, pfx(name), true) }
+	rwRead := func(name string) interop.Holder { return interop.EtcdRWMutex(eps, pfx(name), false) }
+	v3lock := func(name string) interop.Holder { return interop.V3Lock(eps, pfx(name)) }
+	v3election := func(name string) interop.Holder { return interop.V3Election(eps, pfx(name)) }
+	dl := func(kind interop.Kind) maker {
+		return func(name string) interop.Holder {
+			return interop.Distlock("etcd", kind, name, func(ctx context.Context) (recipe.Backend, func(), error) {
+				cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+				if err != nil {
+					return nil, nil, err
+				}
+				s, err := etcdlock.NewSession(ctx, cli, recipe.WithPrefix(etcdPrefix))
+				if err != nil {
+					cli.Close()
+					return nil, nil, err
+				}
+				return s, func() {
+					s.Close(context.Background())
+					cli.Close()
+				}, nil
+			})
+		}
+	}
+
+	type pairSpec struct {
+		holder, contender maker
+		expect            expect
+	}
+	var specs []pairSpec
+	both := func(foreign, ours maker) {
+		specs = append(specs,
+			pairSpec{foreign, ours, waits},
+			pairSpec{ours, foreign, waits})
+	}
+	for _, f := range []maker{etcdctlLock, mutex, v3lock} {
+		both(f, dl(interop.KindMutex))
+	}
+	both(rwWrite, dl(interop.KindWrite))
+	both(rwWrite, dl(interop.KindRead))
+	both(rwRead, dl(interop.KindWrite))
+	for _, f := range []maker{etcdctlElect, election, v3election} {
+		both(f, dl(interop.KindElection))
+	}
+	for _, f := range []maker{etcdctlLock, mutex, rwWrite, v3lock, election, dl(interop.KindMutex)} {
+		specs = append(specs, pairSpec{f, f, waits})
+	}
+
+	for _, s := range specs {
+		name := newName()
+		p := pair{holder: s.holder(name), contender: s.contender(name), expect: s.expect}
+		t.Run(strings.ReplaceAll(p.holder.Name()+"→"+p.contender.Name(), " ", "_"), func(t *testing.T) {
+			runPair(t, "etcd", interop.EtcdObserver(admin, pfx(name)+"/"), p)
+		})
+	}
+	logReport(t)
+}

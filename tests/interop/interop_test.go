@@ -1,0 +1,252 @@
+// Package interop_test runs distlock's locks against the real lock
+// clients that share their queues (Curator, kazoo, etcdctl, go-zookeeper,
+// etcd's concurrency package, its recipes and its v3lock and v3election
+// services): for each pair, in both directions, whether the contender
+// waits while the holder holds, and how soon after the holder's entry is
+// gone the contender is granted. -interop.report=FILE writes the measured
+// matrix as markdown.
+package interop_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/integration/interop"
+)
+
+// rowTimeout bounds one pair's run: a failure bound, not a timing
+// assertion.
+const rowTimeout = 60 * time.Second
+
+// heldWindow is how long a contender whose entry is in the queue must go
+// without a grant to count as waiting.
+const heldWindow = 500 * time.Millisecond
+
+// grantBound is the stated requirement: a waiting contender is granted
+// within this long of the holder's entry going.
+const grantBound = 100 * time.Millisecond
+
+// oneWayGrant bounds how long a contender that ignores the holder takes
+// to be granted anyway (a JVM's or Python's start is in it).
+const oneWayGrant = 30 * time.Second
+
+var reportFile = flag.String("interop.report", "", "write the measured interop matrix to this file, as markdown")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if *reportFile != "" {
+		if err := os.WriteFile(*reportFile, []byte(report()), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// expect is what a pair does today.
+type expect string
+
+const (
+	// waits: the contender waits while the holder holds and is granted
+	// once its entry is gone.
+	waits expect = "waits"
+	// knownOneWay: the contender does not see the holder's entry and is
+	// granted while the holder holds. On ZooKeeper the foreign clients
+	// know only their own node names, so they do not see distlock's
+	// entries; the compat modes, which write entries under the names a
+	// foreign client waits for, close this direction.
+	knownOneWay expect = "knownOneWay"
+)
+
+// row is one measured pair of the report.
+type row struct {
+	store, holder, contender string
+	expect                   expect
+	result                   string
+	ms                       string
+	ok                       bool
+}
+
+var (
+	rowsMu sync.Mutex
+	rows   []row
+)
+
+func record(r row) {
+	rowsMu.Lock()
+	defer rowsMu.Unlock()
+	rows = append(rows, r)
+}
+
+// report is the matrix as a markdown table, in the order the pairs ran.
+func report() string {
+	rowsMu.Lock()
+	defer rowsMu.Unlock()
+	var b strings.Builder
+	b.WriteString("| store | holder | contender | expected | result | grant after release (ms) |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		res := r.result
+		if !r.ok {
+			res = "FAIL: " + res
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.store, r.holder, r.contender, r.expect, res, r.ms)
+	}
+	return b.String()
+}
+
+// logReport logs the matrix so far, for pasting into docs/interop.md.
+func logReport(t *testing.T) {
+	t.Helper()
+	t.Logf("interop matrix:\n%s", report())
+}
+
+// need ends the test when a client is missing: a failure under CI, which
+// must run every pair, and a skip elsewhere.
+func need(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if errors.Is(err, interop.ErrMissing) && os.Getenv("CI") != "true" {
+		t.Skip(err)
+	}
+	t.Fatal(err)
+}
+
+var names atomic.Int64
+
+// newName returns a lock name no other pair uses.
+func newName() string { return fmt.Sprintf("r%d", names.Add(1)) }
+
+// pair is one holder and one contender of the same lock.
+type pair struct {
+	holder, contender interop.Holder
+	expect            expect
+}
+
+// runPair acquires with the holder, asks with the contender, checks that
+// the contender waits (or, knownOneWay, that it is granted while the
+// holder holds), releases the holder and measures the contender's grant
+// from the moment the holder's entry was seen gone on a watch.
+func runPair(t *testing.T, store string, obs interop.Observer, p pair) {
+	t.Helper()
+	r := row{store: store, holder: p.holder.Name(), contender: p.contender.Name(), expect: p.expect, ms: "–"}
+	defer func() {
+		r.ok = !t.Failed()
+		if r.result == "" {
+			r.result = "error"
+		}
+		record(r)
+		t.Logf("%s: %s → %s: expected %s, %s, %s ms", store, r.holder, r.contender, r.expect, r.result, r.ms)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), rowTimeout)
+	defer cancel()
+	defer p.holder.Close()
+	defer p.contender.Close()
+
+	before, err := obs.Entries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := interop.Acquire(ctx, p.holder); err != nil {
+		r.result = "holder not granted"
+		t.Fatal(err)
+	}
+	now, err := obs.Entries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := interop.Diff(now, before)
+	if len(mine) == 0 {
+		r.result = "holder wrote no entry"
+		t.Fatalf("%s holds, but wrote no entry that the observer sees", p.holder.Name())
+	}
+	if err := p.contender.Start(ctx); err != nil {
+		r.result = "contender did not start"
+		t.Fatal(err)
+	}
+	if err := obs.WaitNew(ctx, now); err != nil {
+		r.result = "contender wrote no entry"
+		t.Fatal(err)
+	}
+
+	switch p.expect {
+	case knownOneWay:
+		// The contender does not see the holder: granted while it holds.
+		wctx, wcancel := context.WithTimeout(ctx, oneWayGrant)
+		err := interop.WaitGranted(wctx, p.contender)
+		wcancel()
+		if err != nil {
+			if p.contender.Err() != nil {
+				r.result = "contender failed"
+				t.Fatalf("%s while %s holds: %v", p.contender.Name(), p.holder.Name(), err)
+			}
+			r.result = "waits"
+			t.Fatalf("%s now waits for %s: the one-way gap is closed; expect waits for this pair", p.contender.Name(), p.holder.Name())
+		}
+		r.result = "granted while held (one-way)"
+		if err := p.contender.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return
+	case waits:
+		select {
+		case <-p.contender.Granted():
+			r.result = "granted while held"
+			t.Fatalf("%s was granted while %s held the lock", p.contender.Name(), p.holder.Name())
+		case <-time.After(heldWindow):
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+		if err := p.contender.Err(); err != nil {
+			r.result = "contender failed"
+			t.Fatal(err)
+		}
+	}
+
+	gone, err := obs.WatchGone(ctx, mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	if err := p.holder.Release(ctx); err != nil {
+		r.result = "holder release failed"
+		t.Fatal(err)
+	}
+	if err := interop.WaitGranted(ctx, p.contender); err != nil {
+		r.result = "not granted after release"
+		t.Fatal(err)
+	}
+	var goneAt time.Time
+	select {
+	case goneAt = <-gone:
+	case <-ctx.Done():
+		r.result = "holder's entry never went"
+		t.Fatal(ctx.Err())
+	}
+	lat := p.contender.GrantedAt().Sub(goneAt)
+	r.ms = fmt.Sprintf("%.1f", float64(lat.Microseconds())/1000)
+	r.result = "waits, granted after release"
+	t.Logf("%s granted %.1f ms after %s's entry went (%.1f ms after release was sent)",
+		p.contender.Name(), float64(lat.Microseconds())/1000, p.holder.Name(), float64(p.contender.GrantedAt().Sub(sent).Microseconds())/1000)
+	if lat > grantBound {
+		r.result = "granted late"
+		t.Errorf("%s granted %v after %s's entry went, want within %v", p.contender.Name(), lat, p.holder.Name(), grantBound)
+	}
+	if err := p.contender.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

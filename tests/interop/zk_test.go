@@ -1,0 +1,115 @@
+package interop_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/integration"
+	"github.com/distlock/distlock/integration/interop"
+	"github.com/distlock/distlock/recipe"
+	"github.com/distlock/distlock/zklock"
+)
+
+// zkPrefix is distlock's prefix in these tests: its lock N is the znode
+// directory zkPrefix/N, where the foreign clients are pointed too.
+const zkPrefix = "/interop"
+
+// maker returns a holder of the lock name.
+type maker func(name string) interop.Holder
+
+// TestInteropZooKeeper runs the ZooKeeper matrix on one real server.
+func TestInteropZooKeeper(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cur, err := interop.FindCurator(ctx)
+	need(t, err)
+	kz, err := interop.FindKazoo(ctx)
+	need(t, err)
+
+	ens := integration.NewZooKeeper(t, integration.WithSize(1))
+	addrs := ens.Addrs()
+	connect := strings.Join(addrs, ",")
+	admin, events, err := ens.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range events {
+		}
+	}()
+	t.Cleanup(admin.Close)
+
+	dir := func(name string) string { return zkPrefix + "/" + name }
+	curator := func(recipe string) maker {
+		return func(name string) interop.Holder { return cur.Holder(connect, dir(name), recipe) }
+	}
+	kazoo := func(recipe string) maker {
+		return func(name string) interop.Holder { return kz.Holder(connect, dir(name), recipe) }
+	}
+	gozk := func(name string) interop.Holder { return interop.GoZK(addrs, dir(name)) }
+	dl := func(kind interop.Kind) maker {
+		return func(name string) interop.Holder {
+			return interop.Distlock("zk", kind, name, func(ctx context.Context) (recipe.Backend, func(), error) {
+				conn, events, err := ens.Connect(ctx)
+				if err != nil {
+					return nil, nil, err
+				}
+				go func() {
+					for range events {
+					}
+				}()
+				s, err := zklock.NewSession(ctx, conn, zklock.WithTickTime(integration.ZooKeeperTickTime), recipe.WithPrefix(zkPrefix))
+				if err != nil {
+					conn.Close()
+					return nil, nil, err
+				}
+				return s, func() {
+					s.Close(context.Background())
+					conn.Close()
+				}, nil
+			})
+		}
+	}
+
+	type pairSpec struct {
+		holder, contender maker
+		expect            expect
+	}
+	var specs []pairSpec
+	both := func(foreign, ours maker) {
+		specs = append(specs,
+			pairSpec{foreign, ours, waits},
+			pairSpec{ours, foreign, knownOneWay})
+	}
+	// Mutexes.
+	for _, f := range []maker{curator("mutex"), kazoo("lock"), gozk} {
+		both(f, dl(interop.KindMutex))
+	}
+	// Readers-writer locks: writer against writer, writer against
+	// reader, reader against writer.
+	for _, f := range []struct{ w, r maker }{{curator("write"), curator("read")}, {kazoo("write"), kazoo("read")}} {
+		both(f.w, dl(interop.KindWrite))
+		both(f.w, dl(interop.KindRead))
+		both(f.r, dl(interop.KindWrite))
+	}
+	// Elections and latches.
+	for _, f := range []maker{curator("latch"), curator("selector"), kazoo("election")} {
+		both(f, dl(interop.KindElection))
+	}
+	// Each client against itself: the controls.
+	for _, f := range []maker{curator("mutex"), kazoo("lock"), gozk, dl(interop.KindMutex)} {
+		specs = append(specs, pairSpec{f, f, waits})
+	}
+
+	for _, s := range specs {
+		name := newName()
+		p := pair{holder: s.holder(name), contender: s.contender(name), expect: s.expect}
+		t.Run(strings.ReplaceAll(p.holder.Name()+"→"+p.contender.Name(), " ", "_"), func(t *testing.T) {
+			runPair(t, "ZooKeeper", interop.ZKObserver(admin, dir(name)), p)
+		})
+	}
+	logReport(t)
+}
+
