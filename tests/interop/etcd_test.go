@@ -86,7 +86,7 @@ func TestInteropEtcd(t *testing.T) {
 	for _, f := range []maker{etcdctlElect, election, v3election} {
 		both(f, dl(interop.KindElection))
 	}
-	for _, f := range []maker{etcdctlLock, mutex, rwWrite, v3lock, election, dl(interop.KindMutex)} {
+	for _, f := range []maker{etcdctlLock, etcdctlElect, mutex, election, rwWrite, v3lock, v3election, dl(interop.KindMutex)} {
 		specs = append(specs, pairSpec{f, f, waits})
 	}
 

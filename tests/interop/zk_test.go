@@ -102,7 +102,7 @@ func TestInteropZooKeeper(t *testing.T) {
 		both(f, dl(interop.KindElection))
 	}
 	// Each client against itself: the controls.
-	for _, f := range []maker{curator("mutex"), kazoo("lock"), gozk, dl(interop.KindMutex)} {
+	for _, f := range []maker{curator("mutex"), curator("latch"), kazoo("lock"), kazoo("election"), gozk, dl(interop.KindMutex)} {
 		specs = append(specs, pairSpec{f, f, waits})
 	}
 
