@@ -82,7 +82,9 @@ func TestInteropEtcd(t *testing.T) {
 	// that direction is one-way on etcd too.
 	specs = append(specs,
 		pairSpec{rwRead, dl(interop.KindWrite), waits},
-		pairSpec{dl(interop.KindWrite), rwRead, knownOneWay})
+		pairSpec{dl(interop.KindWrite), rwRead, knownOneWay},
+		pairSpec{rwRead, dl(interop.KindRead), shares},
+		pairSpec{dl(interop.KindRead), rwRead, shares})
 	for _, f := range []maker{etcdctlElect, election, v3election} {
 		both(f, dl(interop.KindElection))
 	}

@@ -70,6 +70,9 @@ const (
 	// its own nodes, and returns the parse error of the first name that
 	// is not (distlock's entries): it neither waits nor takes the lock.
 	knownFails expect = "knownFails"
+	// shares: both are readers, so the contender is granted while the
+	// holder holds, as a reader must be.
+	shares expect = "shares"
 )
 
 // row is one measured pair of the report.
@@ -190,7 +193,7 @@ func runPair(t *testing.T, store string, obs interop.Observer, p pair) {
 	}
 
 	switch p.expect {
-	case knownOneWay, knownFails:
+	case knownOneWay, knownFails, shares:
 		// The contender does not wait for the holder: it is granted, or
 		// fails, while the holder holds.
 		wctx, wcancel := context.WithTimeout(ctx, oneWayGrant)
@@ -199,6 +202,8 @@ func runPair(t *testing.T, store string, obs interop.Observer, p pair) {
 		switch {
 		case err == nil && p.expect == knownOneWay:
 			r.result = "granted while held (one-way)"
+		case err == nil && p.expect == shares:
+			r.result = "granted while held (shared)"
 		case err == nil:
 			r.result = "granted while held"
 			t.Fatalf("%s was granted while %s held the lock; expect knownOneWay for this pair", p.contender.Name(), p.holder.Name())

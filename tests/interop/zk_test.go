@@ -96,6 +96,9 @@ func TestInteropZooKeeper(t *testing.T) {
 		both(f.w, dl(interop.KindWrite))
 		both(f.w, dl(interop.KindRead))
 		both(f.r, dl(interop.KindWrite))
+		specs = append(specs,
+			pairSpec{f.r, dl(interop.KindRead), shares},
+			pairSpec{dl(interop.KindRead), f.r, shares})
 	}
 	// Elections and latches.
 	for _, f := range []maker{curator("latch"), curator("selector"), kazoo("election")} {
