@@ -186,8 +186,9 @@ func EtcdElection(endpoints []string, pfx string) Holder {
 }
 
 // EtcdRWMutex returns a recipes.RWMutex holder of pfx, a writer or a
-// reader. The recipe takes no context: closing the holder's session
-// ends a pending request.
+// reader. The recipe takes no context and waits on watches of its own
+// that only a closed client ends: closing the holder's client ends a
+// pending request.
 func EtcdRWMutex(endpoints []string, pfx string, write bool) Holder {
 	name := "etcd recipes.RWMutex read"
 	if write {
@@ -207,8 +208,7 @@ func EtcdRWMutex(endpoints []string, pfx string, write bool) Holder {
 				return nil, err
 			}
 		case <-ctx.Done():
-			s.Orphan()
-			s.Client().Revoke(context.Background(), s.Lease())
+			s.Client().Close()
 			<-errc
 			return nil, ctx.Err()
 		}
