@@ -74,7 +74,8 @@ func writeSource(name string) (path string, err error) {
 // Curator is the compiled Curator holder: java, its classpath, and the
 // directory of Holder.class.
 type Curator struct {
-	Java      string
+	Java string // the java binary
+	// Classpath holds Holder.class's directory and Curator's jars.
 	Classpath string
 }
 
@@ -182,8 +183,8 @@ func (c *Curator) Holder(connect, path, recipe string) Holder {
 
 // Kazoo is the kazoo holder: the system Python and holder.py.
 type Kazoo struct {
-	Python string
-	Script string
+	Python string // SystemPython
+	Script string // holder.py, written out of this package's sources
 }
 
 // FindKazoo checks that the system Python has kazoo and returns how to
@@ -208,7 +209,7 @@ func (k *Kazoo) Holder(hosts, path, recipe string) Holder {
 	return newProc("kazoo "+recipe, true, k.Python, "-u", k.Script, hosts, path, recipe)
 }
 
-// Etcdctl is an etcdctl binary.
+// Etcdctl is an etcdctl binary, at Path.
 type Etcdctl struct{ Path string }
 
 var (
