@@ -69,6 +69,8 @@ type ElectionOption func(*ElectionConfig)
 type ElectionConfig struct {
 	// PreemptGrace is WithPreemptGrace's.
 	PreemptGrace time.Duration
+	// Compat is WithElectionCompat's.
+	Compat Compat
 }
 
 // NewElectionConfig applies opts to the defaults.

@@ -33,7 +33,10 @@ type Election struct{ q *qlock.Election }
 
 // NewElection returns the election called name (see
 // distlock.ValidateName) on the session s. opts set the Election's
-// preempt grace (distlock.WithPreemptGrace).
+// preempt grace (distlock.WithPreemptGrace) and its compatibility mode
+// (distlock.WithElectionCompat: its candidates another client's, whose
+// rule "the oldest leads" it then keeps, refusing priorities and
+// HandOff).
 func NewElection(s Backend, name string, opts ...distlock.ElectionOption) (*Election, error) {
 	ss, err := session(s, "election", name)
 	if err != nil {

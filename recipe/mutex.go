@@ -34,12 +34,16 @@ type Mutex struct{ q *qlock.Mutex }
 
 // NewMutex returns the lock called name (see distlock.ValidateName) on
 // the session s. A nil s is an error wrapping distlock.ErrNilClient.
-func NewMutex(s Backend, name string) (*Mutex, error) {
+// distlock.WithCompat makes its entries another client's mutex's, so that
+// the two exclude each other both ways (see distlock.Compat); a mode the
+// store does not offer for a Mutex is an error wrapping
+// errors.ErrUnsupported.
+func NewMutex(s Backend, name string, opts ...distlock.LockOption) (*Mutex, error) {
 	ss, err := session(s, "mutex", name)
 	if err != nil {
 		return nil, err
 	}
-	q, err := qlock.NewMutex(ss.e, name)
+	q, err := qlock.NewMutex(ss.e, name, distlock.NewLockConfig(opts...))
 	if err != nil {
 		return nil, err
 	}
@@ -93,13 +97,14 @@ func (m *Mutex) Dir() string { return m.q.Dir() }
 type RWMutex struct{ q *qlock.RWMutex }
 
 // NewRWMutex returns the readers-writer lock called name (see
-// distlock.ValidateName) on the session s.
-func NewRWMutex(s Backend, name string) (*RWMutex, error) {
+// distlock.ValidateName) on the session s. distlock.WithCompat makes its
+// entries another client's readers-writer lock's (see distlock.Compat).
+func NewRWMutex(s Backend, name string, opts ...distlock.LockOption) (*RWMutex, error) {
 	ss, err := session(s, "rwmutex", name)
 	if err != nil {
 		return nil, err
 	}
-	q, err := qlock.NewRWMutex(ss.e, name)
+	q, err := qlock.NewRWMutex(ss.e, name, distlock.NewLockConfig(opts...))
 	if err != nil {
 		return nil, err
 	}

@@ -63,6 +63,15 @@ give the names you suspect, "distlock status a b c", and the entries
 found in more than one of these queues with the same czxid and session
 are marked, with the names among those given ("it may take more locks").
 
+A queue shared with other clients (Apache Curator, kazoo, go-zookeeper's
+zk.Lock on ZooKeeper; etcd's own lock and election, etcdctl lock, etcd's
+recipes' RWMutex on etcd) lists their entries in their places, with a
+CLIENT column ("distlock" for its own; the column shows only when some
+entry is another client's) and the token distlock gives their holder.
+A child of the lock's queue that no client distlock knows made has
+POS "-", ROLE "unknown" and no token: it is listed, not waited for, and a
+line under the table counts such children. See docs/interop.md.
+
 With several NAMEs (up to 32), status shows each lock's queue in turn, a
 blank line between them (--json: an array of the objects below, in the
 order given). --watch and --fence take one NAME.
@@ -138,9 +147,10 @@ JSON output (--json), one object; fields are never removed or renamed:
   {
     "lock":    "backup",            the lock's name
     "backend": "etcd",              "etcd" or "zookeeper"
-    "free":    false,               true when entries is empty
+    "free":    false,               true when no entry holds or waits
     "holders": 1,                   entries with role "holder"
     "waiters": 2,                   entries with role "waiting"
+    "unknown": 1,                   only when some: entries with role "unknown"
     "fence": {                      only with --fence
       "key":    "/fences/backup",   the fence's key or path
       "newest": "backup@1042.694d9b1c2a3f4e01",  the newest token admitted, "" if none
@@ -164,7 +174,8 @@ JSON output (--json), one object; fields are never removed or renamed:
         "position":    1,           1-based place in the queue (in entries)
         "place":       1,           1-based place in its own queue: the lock's, a semaphore's
                                     or the election's (a name's candidates count from 1 again)
-        "role":        "holder",    "holder" or "waiting" (an election's leader: "holder")
+        "role":        "holder",    "holder" or "waiting" (an election's leader: "holder");
+                                    "unknown" for a child no known client made (kind "", token "")
         "kind":        "exclusive", "exclusive", "shared", "counted" (a semaphore's waiter),
                                     "slot K" (the holder of a semaphore's permit K)
                                     or "candidate" (an election's, leader or waiting)
@@ -175,6 +186,8 @@ JSON output (--json), one object; fields are never removed or renamed:
         "priority":    5,           only for a candidate: its priority (WithPriority; 0 by default)
         "owner":       "694d9b1c2a3f4e01",  etcd lease / ZooKeeper session id, hex
         "holder":      "web1 pid 4711 distlock run since 2026-11-30T10:00:00Z",
+        "client":      "curator",   only for another client's entry: curator, kazoo, go-zookeeper,
+                                    etcd, etcd-recipes, or unknown
         "created":     "2026-11-30T10:00:00Z",  RFC 3339, or null when unknown
         "age_seconds": 3,           whole seconds since created, or null
         "multi": {                  only for a multi-lock's entry

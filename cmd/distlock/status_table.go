@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +20,9 @@ type lockStatus struct {
 	Free    bool   `json:"free"`
 	Holders int    `json:"holders"`
 	Waiters int    `json:"waiters"`
+	// Unknown counts the children of the lock's queue that no client
+	// distlock knows made (client "unknown"): listed, not waited for.
+	Unknown int `json:"unknown,omitempty"`
 	// Permits is N for a semaphore that has holders (run --permits), 0
 	// for a lock.
 	Permits int          `json:"permits,omitempty"`
@@ -41,14 +45,18 @@ type statusEntry struct {
 	Position int `json:"position"`
 	// Place is the entry's place in its own queue (the lock's, a
 	// semaphore's or the election's), where Position counts the rows.
-	Place      int        `json:"place"`
-	Role       string     `json:"role"`
-	Kind       string     `json:"kind"`
-	Key        string     `json:"key"`
-	Token      string     `json:"token"`
-	Seq        int64      `json:"seq"`
-	Owner      string     `json:"owner"`
-	Holder     string     `json:"holder"`
+	Place  int    `json:"place"`
+	Role   string `json:"role"`
+	Kind   string `json:"kind"`
+	Key    string `json:"key"`
+	Token  string `json:"token"`
+	Seq    int64  `json:"seq"`
+	Owner  string `json:"owner"`
+	Holder string `json:"holder"`
+	// Client is the other client whose recipe made the entry
+	// (distlock.ClientCurator, ...; "unknown" for a child no known
+	// client made), absent for distlock's own.
+	Client     string     `json:"client,omitempty"`
 	Slot       *int       `json:"slot,omitempty"`
 	Priority   *int       `json:"priority,omitempty"` // an election candidate's (WithPriority); only candidates have one
 	Created    *time.Time `json:"created"`
@@ -74,7 +82,7 @@ type entryMulti struct {
 // queue q is as Inspect returns it (each queue in order, candidates
 // last), at now.
 func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time.Time) *lockStatus {
-	st := &lockStatus{Lock: name, Backend: "etcd", Free: len(q) == 0, Entries: []statusEntry{}}
+	st := &lockStatus{Lock: name, Backend: "etcd", Entries: []statusEntry{}}
 	ownerKind := "lease"
 	if kind != backend.Etcd {
 		st.Backend, ownerKind = "zookeeper", "session"
@@ -88,6 +96,7 @@ func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time
 			Seq:       e.Token.Seq,
 			Owner:     e.Owner,
 			Holder:    e.Holder,
+			Client:    e.Client,
 			Place:     e.Position,
 			ownerKind: ownerKind,
 		}
@@ -107,10 +116,16 @@ func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time
 				se.Token, se.Seq = "", 0
 			}
 		}
-		if e.Holding {
+		switch {
+		case e.Client == distlock.ClientUnknown:
+			// Not in the queue's order: its kind and token are
+			// nobody's guess, and no entry waits for it.
+			se.Role, se.Kind, se.Token, se.Seq = roleUnknown, "", "", 0
+			st.Unknown++
+		case e.Holding:
 			se.Role = "holder"
 			st.Holders++
-		} else {
+		default:
 			st.Waiters++
 		}
 		created := e.Created
@@ -129,7 +144,21 @@ func newStatus(name string, kind backend.Kind, q []distlock.QueueEntry, now time
 		se.Position = len(st.Entries) + 1
 		st.Entries = append(st.Entries, se)
 	}
+	st.Free = st.Holders+st.Waiters == 0
 	return st
+}
+
+// roleUnknown is the role of a child of the lock's queue that no client
+// distlock knows made.
+const roleUnknown = "unknown"
+
+// clientName is the client an entry of status names: "distlock" for its
+// own.
+func clientName(c string) string {
+	if c == "" {
+		return "distlock"
+	}
+	return c
 }
 
 // candidateKind is an election candidate's kind in status.
@@ -161,7 +190,9 @@ func (st *lockStatus) writeText(w io.Writer) {
 	}
 	if st.Free {
 		fmt.Fprintf(w, "lock %s: free (no holder, no waiters)\n", st.Lock)
-		return
+		if st.Unknown == 0 {
+			return
+		}
 	}
 	// The lock's entries and the election's candidates of the name, each
 	// with a line of its own (an election and a lock of one name do not
@@ -175,6 +206,7 @@ func (st *lockStatus) writeText(w io.Writer) {
 			candidates++
 		case e.Role == "holder":
 			holders++
+		case e.Role == roleUnknown:
 		default:
 			waiters++
 		}
@@ -202,8 +234,18 @@ func (st *lockStatus) writeText(w io.Writer) {
 	for _, d := range st.LockDelays {
 		d.writeText(w, now)
 	}
+	// CLIENT only when another client's entry is in the queue: a queue
+	// of distlock's own reads as it always did.
+	mixed := false
+	for _, e := range st.Entries {
+		mixed = mixed || e.Client != ""
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "POS\tROLE\tKIND\tTOKEN\tOWNER\tAGE\tHOLDER")
+	if mixed {
+		fmt.Fprintln(tw, "POS\tROLE\tKIND\tCLIENT\tTOKEN\tOWNER\tAGE\tHOLDER")
+	} else {
+		fmt.Fprintln(tw, "POS\tROLE\tKIND\tTOKEN\tOWNER\tAGE\tHOLDER")
+	}
 	for _, e := range st.Entries {
 		age := "-"
 		if e.AgeSeconds != nil {
@@ -225,9 +267,25 @@ func (st *lockStatus) writeText(w io.Writer) {
 		if token == "" {
 			token = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%s\t%s\n", e.Position, role, kind, token, e.ownerKind, e.Owner, age, oneLine(holder))
+		pos := strconv.Itoa(e.Position)
+		if e.Role == roleUnknown {
+			pos, kind = "-", "-"
+		}
+		owner := e.ownerKind + " " + e.Owner
+		if e.Owner == "" {
+			owner = "-"
+		}
+		client := ""
+		if mixed {
+			client = clientName(e.Client) + "\t"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\t%s\t%s\t%s\n", pos, role, kind, client, token, owner, age, oneLine(holder))
 	}
 	tw.Flush()
+	if st.Unknown > 0 {
+		fmt.Fprintf(w, "unknown: %d %s of the lock's queue that no client distlock knows made: listed, not waited for (see docs/interop.md)\n",
+			st.Unknown, plural(st.Unknown, "child", "children"))
+	}
 	for _, e := range st.Entries {
 		if e.Multi != nil {
 			fmt.Fprintln(w, e.Multi.line(e))

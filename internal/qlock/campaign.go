@@ -26,8 +26,13 @@ func (el *Election) Campaign(ctx context.Context, value string, opts ...distlock
 	if c.Priority > distlock.MaxPriority || c.Priority < -distlock.MaxPriority {
 		return nil, el.e.fail(el.name, distlock.OpCampaign, fmt.Errorf("priority %d is out of range [-%d, %d]", c.Priority, distlock.MaxPriority, distlock.MaxPriority))
 	}
-	r := Request{Op: distlock.OpCampaign, Kind: Candidate, Value: []byte(value), Priority: c.Priority}
-	l := &leadership{e: el.e, tel: el.tel, name: el.name, prio: c.Priority}
+	if el.compat != "" && c.Priority != 0 {
+		// The foreign rule is "the oldest leads": a priority would make
+		// this candidate lead beside the foreign client's oldest.
+		return nil, el.e.fail(el.name, distlock.OpCampaign, fmt.Errorf("priority %d in an election shared with %s's, whose rule is that the oldest candidate leads: %w", c.Priority, el.compat, errors.ErrUnsupported))
+	}
+	r := Request{Op: distlock.OpCampaign, Kind: Candidate, Value: []byte(value), Priority: c.Priority, Compat: el.compat}
+	l := &leadership{e: el.e, tel: el.tel, name: el.name, prio: c.Priority, compat: el.compat}
 	// A leader whose entry was deleted by someone else may still be named
 	// by the term record (etcd keeps it until the session ends): the
 	// cleanup of a failed acquisition clears it (abandonLost).

@@ -27,6 +27,11 @@ type Request struct {
 	// Priority is a candidate's priority (distlock.WithPriority), kept in
 	// its entry's key.
 	Priority int
+	// Compat is the lock's compatibility mode: the driver names the
+	// entry as that foreign recipe does (see distlock.Compat). The
+	// engine has checked that the store offers it for the entry's
+	// recipe (Backend.CheckCompat).
+	Compat distlock.Compat
 }
 
 // Node is one entry a store driver made for an acquisition, as the engine

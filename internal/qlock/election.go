@@ -54,7 +54,7 @@ var _ distlock.Elector = (*Election)(nil)
 
 // NewElection returns the election called name on e's session.
 func NewElection(e *Engine, name string, cfg distlock.ElectionConfig) (*Election, error) {
-	return newRecipe("election", e, name, func(l lock) *Election { return &Election{l, cfg} })
+	return newRecipe("election", e, name, cfg.Compat, func(l lock) *Election { return &Election{l, cfg} })
 }
 
 // Leader returns the current leader's value and token, read fresh from

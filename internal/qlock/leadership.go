@@ -21,6 +21,9 @@ type leadership struct {
 	tel  *lockTel
 	name string
 	prio int
+	// compat is the election's compatibility mode: one whose foreign rule
+	// is "the oldest leads" refuses a HandOff.
+	compat distlock.Compat
 	// handedOff is set once a HandOff deleted the entry: the Lease's
 	// release then has nothing left to delete.
 	handedOff atomic.Bool
@@ -179,6 +182,13 @@ func (l *leadership) HandOff(ctx context.Context, to string) (distlock.LeaderInf
 	defer l.mu.Unlock()
 	ctx, span := l.tel.release(ctx, distlock.OpHandOff, l.n.Kind, l.n.Token)
 	defer span.End()
+	if l.compat != "" {
+		// The foreign client takes the oldest candidate for the leader:
+		// a term handed to any other would lead beside it.
+		err := l.fail(distlock.OpHandOff, fmt.Errorf("a handoff in an election shared with %s's, whose rule is that the oldest candidate leads (Resign leaves the term to it): %w", l.compat, errors.ErrUnsupported))
+		endSpan(span, err)
+		return distlock.LeaderInfo{}, err
+	}
 	li, err := l.stepDown(ctx, distlock.OpHandOff, to, false)
 	endSpan(span, err)
 	return li, err

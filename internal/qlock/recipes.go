@@ -12,19 +12,23 @@ import (
 
 // lock is a named queue on one session's engine.
 type lock struct {
-	e    *Engine
-	name string
-	tel  *lockTel
+	e      *Engine
+	name   string
+	tel    *lockTel
+	compat distlock.Compat
 }
 
 // newRecipe returns the recipe (what: "mutex", "rwmutex", "election",
 // "semaphore") made by wrap around lock name on e's session. e must not be
 // nil: the backend packages refuse a nil session, naming themselves.
-func newRecipe[T any](what string, e *Engine, name string, wrap func(lock) *T) (*T, error) {
+func newRecipe[T any](what string, e *Engine, name string, compat distlock.Compat, wrap func(lock) *T) (*T, error) {
 	if err := e.st.backend.ValidateName(name); err != nil {
 		return nil, err
 	}
-	return wrap(lock{e: e, name: name, tel: e.st.tel.forLock(name, what)}), nil
+	if err := e.st.backend.CheckCompat(compat, what, name); err != nil {
+		return nil, err
+	}
+	return wrap(lock{e: e, name: name, tel: e.st.tel.forLock(name, what), compat: compat}), nil
 }
 
 // Name returns the lock's name.
@@ -36,7 +40,7 @@ func (l *lock) Dir() string { return l.e.d.Dir(l.name) }
 
 // acquire is Lock and TryLock for an entry of kind k.
 func (l *lock) acquire(ctx context.Context, k Kind, try bool) (*distlock.Lease, error) {
-	r := Request{Op: distlock.OpLock, Kind: k, Try: try, Value: []byte(l.e.st.holder)}
+	r := Request{Op: distlock.OpLock, Kind: k, Try: try, Value: []byte(l.e.st.holder), Compat: l.compat}
 	if try {
 		r.Op = distlock.OpTryLock
 	}
@@ -108,9 +112,10 @@ type Mutex struct{ lock }
 
 var _ distlock.Locker = (*Mutex)(nil)
 
-// NewMutex returns the lock called name on e's session.
-func NewMutex(e *Engine, name string) (*Mutex, error) {
-	return newRecipe("mutex", e, name, func(l lock) *Mutex { return &Mutex{l} })
+// NewMutex returns the lock called name on e's session, its entries in
+// cfg's compatibility mode.
+func NewMutex(e *Engine, name string, cfg distlock.LockConfig) (*Mutex, error) {
+	return newRecipe("mutex", e, name, cfg.Compat, func(l lock) *Mutex { return &Mutex{l} })
 }
 
 // Lock enqueues and waits until every earlier entry is gone. It fails,
@@ -140,9 +145,10 @@ var (
 	_ distlock.Locker = rlocker{}
 )
 
-// NewRWMutex returns the readers-writer lock called name on e's session.
-func NewRWMutex(e *Engine, name string) (*RWMutex, error) {
-	return newRecipe("rwmutex", e, name, func(l lock) *RWMutex { return &RWMutex{l} })
+// NewRWMutex returns the readers-writer lock called name on e's session,
+// its entries in cfg's compatibility mode.
+func NewRWMutex(e *Engine, name string, cfg distlock.LockConfig) (*RWMutex, error) {
+	return newRecipe("rwmutex", e, name, cfg.Compat, func(l lock) *RWMutex { return &RWMutex{l} })
 }
 
 // RLock enqueues a reader and waits until no writer is ahead of it. It

@@ -186,7 +186,7 @@ func NewSemaphore(e *Engine, name string, n int) (*Semaphore, error) {
 	if err := e.st.backend.validatePermits(name, n); err != nil {
 		return nil, err
 	}
-	return newRecipe("semaphore", e, name, func(l lock) *Semaphore { return &Semaphore{lock: l, n: n} })
+	return newRecipe("semaphore", e, name, "", func(l lock) *Semaphore { return &Semaphore{lock: l, n: n} })
 }
 
 // Permits returns the semaphore's permit count, N.
