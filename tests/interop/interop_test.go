@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
 	if *reportFile != "" {
-		if err := os.WriteFile(*reportFile, []byte(report("")), 0o644); err != nil {
+		if err := os.WriteFile(*reportFile, []byte(report("")+"\n"+pivot("")), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
@@ -122,10 +122,63 @@ func report(store string) string {
 	return b.String()
 }
 
+// pivot is the matrix of store (all of it for "") by foreign client and
+// recipe, a row each, with what happens in each direction against
+// distlock's counterparts, in the shape of docs/interop.md's table.
+func pivot(store string) string {
+	rowsMu.Lock()
+	defer rowsMu.Unlock()
+	type key struct{ store, client string }
+	var order []key
+	cells := map[key]*[2][]string{}
+	for _, r := range rows {
+		if store != "" && r.store != store {
+			continue
+		}
+		hd, cd := strings.HasPrefix(r.holder, "distlock "), strings.HasPrefix(r.contender, "distlock ")
+		if hd == cd {
+			continue // a control
+		}
+		k, dir, ours := key{r.store, r.holder}, 0, r.contender
+		if hd {
+			k, dir, ours = key{r.store, r.contender}, 1, r.holder
+		}
+		if cells[k] == nil {
+			cells[k] = new([2][]string)
+			order = append(order, k)
+		}
+		kind := ours[strings.LastIndex(ours, " ")+1:]
+		cells[k][dir] = append(cells[k][dir], kind+": "+verdict(r))
+	}
+	var b strings.Builder
+	b.WriteString("| store | client and recipe | foreign holds → distlock waits | distlock holds → foreign waits |\n")
+	b.WriteString("|---|---|---|---|\n")
+	for _, k := range order {
+		c := cells[k]
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", k.store, k.client, strings.Join(c[0], "; "), strings.Join(c[1], "; "))
+	}
+	return b.String()
+}
+
+// verdict is a row's result in a word or two, and its milliseconds.
+func verdict(r row) string {
+	switch {
+	case !r.ok:
+		return "FAIL (" + r.result + ")"
+	case r.expect == waits:
+		return "yes, " + r.ms + " ms"
+	case r.expect == shares:
+		return "shared"
+	case r.expect == knownFails:
+		return "no (" + r.result + ")"
+	}
+	return "no"
+}
+
 // logReport logs store's matrix, for pasting into docs/interop.md.
 func logReport(t *testing.T, store string) {
 	t.Helper()
-	t.Logf("interop matrix, %s:\n%s", store, report(store))
+	t.Logf("interop matrix, %s:\n%s\nby client:\n%s", store, report(store), pivot(store))
 }
 
 // need ends the test when a client is missing: a failure under CI, which
