@@ -264,8 +264,22 @@ const (
 // session that newSession opens (and closes with the holder), so each
 // holder is an owner of its own.
 func Distlock(label string, kind Kind, name string, newSession func(ctx context.Context) (recipe.Backend, func(), error)) Holder {
+	return DistlockCompat(label, kind, name, "", newSession)
+}
+
+// DistlockCompat is Distlock with the lock (or election) in compatibility
+// mode c: its entries named as c's foreign recipe names its own.
+func DistlockCompat(label string, kind Kind, name string, c distlock.Compat, newSession func(ctx context.Context) (recipe.Backend, func(), error)) Holder {
 	var closeSession func()
-	return newFunc(fmt.Sprintf("distlock %s %s", label, kind), func(ctx context.Context) (func(context.Context) error, error) {
+	title := fmt.Sprintf("distlock %s %s", label, kind)
+	var lockOpts []distlock.LockOption
+	var electionOpts []distlock.ElectionOption
+	if c != "" {
+		title += " (compat " + c.String() + ")"
+		lockOpts = append(lockOpts, distlock.WithCompat(c))
+		electionOpts = append(electionOpts, distlock.WithElectionCompat(c))
+	}
+	return newFunc(title, func(ctx context.Context) (func(context.Context) error, error) {
 		s, cl, err := newSession(ctx)
 		if err != nil {
 			return nil, err
@@ -274,7 +288,7 @@ func Distlock(label string, kind Kind, name string, newSession func(ctx context.
 		var lease *distlock.Lease
 		switch kind {
 		case KindMutex:
-			m, err := recipe.NewMutex(s, name)
+			m, err := recipe.NewMutex(s, name, lockOpts...)
 			if err != nil {
 				return nil, err
 			}
@@ -283,7 +297,7 @@ func Distlock(label string, kind Kind, name string, newSession func(ctx context.
 				return nil, err
 			}
 		case KindWrite, KindRead:
-			m, err := recipe.NewRWMutex(s, name)
+			m, err := recipe.NewRWMutex(s, name, lockOpts...)
 			if err != nil {
 				return nil, err
 			}
@@ -296,7 +310,7 @@ func Distlock(label string, kind Kind, name string, newSession func(ctx context.
 				return nil, err
 			}
 		case KindElection:
-			e, err := recipe.NewElection(s, name)
+			e, err := recipe.NewElection(s, name, electionOpts...)
 			if err != nil {
 				return nil, err
 			}
