@@ -147,7 +147,11 @@ func pivot(store string) string {
 			cells[k] = new([2][]string)
 			order = append(order, k)
 		}
-		kind := ours[strings.LastIndex(ours, " ")+1:]
+		// "distlock <store> <kind> [(compat <mode>)]": the kind on.
+		kind := ours
+		if f := strings.Fields(ours); len(f) > 2 {
+			kind = strings.Join(f[2:], " ")
+		}
 		cells[k][dir] = append(cells[k][dir], kind+": "+verdict(r))
 	}
 	var b strings.Builder
