@@ -69,7 +69,7 @@
 // RWMutex's readers): the "@" cannot occur in a lock-name segment (see
 // distlock.ValidateName), so the entries of lock "a" are never mistaken for
 // the sub-directory of lock "a/b", and children that do not parse as
-// entries are ignored. The GUID (protected mode) lets a Lock whose create
+// entries are no entries of distlock's (but see "Other clients' locks"). The GUID (protected mode) lets a Lock whose create
 // was cut off by a connection loss find its node again; it adopts it only
 // if the node's ephemeral owner is the session's ID, and deletes it
 // otherwise. Directories are created on demand as container nodes, which
@@ -177,6 +177,41 @@
 // follow each other faster than a watch is re-armed are coalesced. It
 // needs only the connection, so it carries on across reconnects, server
 // failures and session expiries.
+//
+// # Other clients' locks
+//
+// Curator, kazoo and go-zookeeper's zk.Lock keep their lock and election
+// queues the same way, as ephemeral sequential children of one znode;
+// when one of them uses the same path as a distlock lock (P + "/" + N),
+// the sequence numbers of all the children come from that directory's one
+// counter, so the entries of both are ordered exactly. distlock never
+// grants a lock, a read lock or leadership while such a foreign entry is
+// ahead, and needs nothing for it to be switched on. It recognises
+// Curator's InterProcessMutex and LeaderSelector ("lock-"),
+// InterProcessReadWriteLock ("__WRIT__", "__READ__") and LeaderLatch
+// ("latch-"), kazoo's Lock, WriteLock and Election ("<hex>__lock__") and
+// ReadLock ("__rlock__"), and zk.Lock ("_c_<hex>-lock-"). A lock waits for
+// the foreign writers and mutexes ahead of it, and a writer for the foreign
+// readers too, watching only the nearest one as it does its own; a
+// candidate does not lead while an older foreign candidate exists (a
+// LeaderSelector's or a kazoo Election's nodes are mutex nodes, and count
+// as candidates as well). Foreign clients mark no release, so a foreign
+// entry's deletion counts as a session's end (WithLockDelay applies), and
+// a change of its data means nothing. A foreign entry whose ACL refuses
+// this session reading it is still waited for: the servers send no event
+// of such a node, so its waiter follows the directory's children instead
+// (a wake on every change of the directory while it waits). Inspect and WatchQueue list foreign
+// entries with their Client, kind, position and token (the node's czxid and
+// session, as distlock would give them); a child with a sequence suffix
+// that no known recipe makes (or a name no lock could have) is listed as
+// distlock.ClientUnknown and is not waited for; the first enqueue that
+// sees one logs a warning, once per lock name and session. Children
+// without a sequence suffix that are valid lock-name segments are
+// sub-locks' directories (Curator's semaphore keeps "locks" and "leases"
+// there), and semaphores do not look at foreign entries at all. The other
+// direction is the foreign client's: zk.Lock, for one, fails on a name it
+// cannot parse, such as distlock's entries. docs/interop.md has each
+// client's naming rule and what it does with distlock's entries.
 //
 // # Lock-delay
 //

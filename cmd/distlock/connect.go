@@ -306,8 +306,8 @@ func session(ctx context.Context, b *backend.Client, holder string, opts ...back
 }
 
 // mutex returns the lock called name on s.
-func mutex(s *backend.Session, name string) (distlock.Locker, error) {
-	m, err := s.Mutex(name)
+func mutex(s *backend.Session, name string, opts ...distlock.LockOption) (distlock.Locker, error) {
+	m, err := s.Mutex(name, opts...)
 	if err != nil {
 		return nil, usageErr("--lock %q: %s", name, lockCause(err))
 	}

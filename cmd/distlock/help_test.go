@@ -14,7 +14,7 @@ import (
 // ownFlags are each command's flags, as its --help must list them: its
 // own and no other command's.
 var ownFlags = map[string][]string{
-	"run":    append([]string{"lock", "wait", "no-wait", "shell", "grace", "permits", "revocable", "ttl", "zk-tick", "log-level"}, clusterFlags...),
+	"run":    append([]string{"lock", "wait", "no-wait", "shell", "grace", "permits", "compat", "revocable", "ttl", "zk-tick", "log-level"}, clusterFlags...),
 	"once":   append([]string{"lock", "wait", "shell", "grace", "slot", "every", "tz", "at-most-once", "ttl", "zk-tick", "log-level"}, clusterFlags...),
 	"status": append([]string{"json", "watch", "fence", "changes"}, clusterFlags...),
 	"revoke": append([]string{"reason", "grace", "force", "by"}, clusterFlags...),

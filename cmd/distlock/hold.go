@@ -37,7 +37,10 @@ type lockCmd struct {
 	// the command is stopped, and the lock released, when an operator
 	// revokes it (distlock revoke).
 	revocable bool
-	set       map[string]bool // the flags given
+	// compat is the lock's compatibility mode (run --compat): its entry
+	// named as that foreign client's recipe names its own.
+	compat distlock.Compat
+	set    map[string]bool // the flags given
 }
 
 // register adds the flags to fs; noWait says whether --no-wait is offered.
@@ -238,7 +241,7 @@ func (c *lockCmd) acquire(holder string, stderr io.Writer) (h *held, err error) 
 	case c.multi():
 		m, err = multiMutex(s, c.names)
 	default:
-		m, err = mutex(s, c.name)
+		m, err = mutex(s, c.name, distlock.WithCompat(c.compat))
 	}
 	if err != nil {
 		return nil, err

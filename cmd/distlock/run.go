@@ -105,6 +105,10 @@ Examples:
   # give up after a minute; a shell pipeline with the token
   distlock run --lock deploy --wait 1m --shell -- 'echo "$DISTLOCK_TOKEN" | deploy --fence -'
 
+  # one reindex at a time, shared with a Java service that takes Curator's
+  # InterProcessMutex on /locks/reindex (it waits for this one, and this one for it)
+  distlock run --zk zk1:2181 --prefix /locks --compat curator --lock reindex -- ./reindex.sh
+
   # move money between two accounts: both locks, never a deadlock
   distlock run --lock acct/42 --lock acct/7 --shell -- './transfer --fence "$DISTLOCK_TOKENS" 42 7 100'
 `
@@ -114,6 +118,10 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	c := &lockCmd{cmd: "run", multiLock: true}
 	c.register(fs, "backup or team/job", true)
 	fs.IntVar(&c.permits, "permits", 0, "treat NAME as a semaphore of this many permits: up to N holders at once (default: a lock, one holder)")
+	fs.Func("compat", "share the lock with another client's `MODE` of lock on the same path, both ways: curator (Curator's InterProcessMutex, and go-zookeeper's zk.Lock), kazoo, go-zookeeper, etcd (etcd's concurrency.Mutex, v3lock, etcdctl lock); default none: distlock's own entries, which still wait for every other client's it recognises", func(s string) (err error) {
+		c.compat, err = distlock.ParseCompat(s)
+		return err
+	})
 	fs.BoolVar(&c.revocable, "revocable", true, "follow revocations (distlock revoke): stop COMMAND and release the lock when an operator revokes it; --revocable=false leaves it to --force")
 	argv, help, err := c.parse(fs, args, runUsage, stdout, stderr)
 	if help || err != nil {
@@ -126,6 +134,10 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return usageErr("no command; put it after --, e.g. distlock run --lock %s -- CMD ARGS", c.name)
 	case c.set["permits"] && (c.permits < 1 || c.permits > distlock.MaxPermits):
 		return usageErr("--permits %d: want 1 to %d", c.permits, distlock.MaxPermits)
+	case c.compat != "" && c.set["permits"]:
+		return usageErr("--compat %s with --permits: no other client's semaphore shares distlock's; drop one", c.compat)
+	case c.compat != "" && c.multi():
+		return usageErr("--compat %s with --lock given %d times: a multi-lock has no other client's counterpart; give one --lock", c.compat, len(c.names))
 	case c.set["permits"] && c.multi():
 		return usageErr("--permits with --lock given %d times: a semaphore is one lock; give one --lock", len(c.names))
 	}

@@ -82,51 +82,87 @@ func (a *Admin) complete(ctx context.Context, name string, q []distlock.QueueEnt
 // a semaphore's holders in slot order before its waiters) as an
 // inspection lists it: the semaphore's entries, the lock's, then the
 // election's candidates in the order they lead, each queue numbered from
-// 1 (QueueEntry.Position).
+// 1 (QueueEntry.Position), and last the children of unknown clients,
+// which are in no queue (Position 0).
 func inOrder(q []distlock.QueueEntry) []distlock.QueueEntry {
 	group := func(e distlock.QueueEntry) int {
-		switch e.Kind {
-		case distlock.Counted:
+		switch {
+		case e.Client == distlock.ClientUnknown:
+			return 3
+		case e.Kind == distlock.Counted:
 			return 0
-		case distlock.Candidate:
+		case e.Kind == distlock.Candidate:
 			return 2
 		}
 		return 1
 	}
 	out := slices.Clone(q)
-	slices.SortStableFunc(out, func(x, y distlock.QueueEntry) int {
-		if c := cmp.Compare(group(x), group(y)); c != 0 || group(x) != 2 {
-			return c
+	slices.SortStableFunc(out, func(x, y distlock.QueueEntry) int { return cmp.Compare(group(x), group(y)) })
+	lo := slices.IndexFunc(out, func(e distlock.QueueEntry) bool { return group(e) >= 2 })
+	if lo >= 0 {
+		hi := slices.IndexFunc(out[lo:], func(e distlock.QueueEntry) bool { return group(e) > 2 })
+		if hi < 0 {
+			hi = len(out) - lo
 		}
-		// The leader first, then the order of the next terms (as
-		// ElectionState.next picks them): the highest priority first,
-		// the oldest among equals (the read's order).
-		if x.Holding != y.Holding {
-			if x.Holding {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(y.Priority, x.Priority)
-	})
+		leadOrder(out[lo : lo+hi])
+	}
 	for i := range out {
-		out[i].Position = 1
-		if i > 0 && group(out[i-1]) == group(out[i]) {
+		switch {
+		case group(out[i]) == 3:
+			out[i].Position, out[i].Holding = 0, false
+		case i > 0 && group(out[i-1]) == group(out[i]):
 			out[i].Position = out[i-1].Position + 1
+		default:
+			out[i].Position = 1
 		}
 	}
 	return out
 }
 
+// leadOrder puts an election's candidates cs (oldest first) in the order
+// they lead: the leader first, then the order of the next terms as
+// ElectionState.next picks them: among the candidates that no foreign
+// candidate is older than, the highest priority first, the oldest among
+// equals; when there is none, the oldest foreign candidate, which leads
+// by its own client's rule (the oldest leads).
+func leadOrder(cs []distlock.QueueEntry) {
+	pos := func(e distlock.QueueEntry) int64 { return cmp.Or(e.Seq, e.Token.Seq) }
+	rest := slices.Clone(cs)
+	out := cs[:0:len(cs)]
+	if i := slices.IndexFunc(rest, func(e distlock.QueueEntry) bool { return e.Holding }); i >= 0 {
+		out = append(out, rest[i])
+		rest = slices.Delete(rest, i, i+1)
+	}
+	for len(rest) > 0 {
+		f := slices.IndexFunc(rest, func(e distlock.QueueEntry) bool { return e.Client != "" })
+		best := -1
+		for i, e := range rest {
+			if e.Client != "" || f >= 0 && pos(rest[f]) < pos(e) {
+				continue
+			}
+			if b := rest[max(best, 0)]; best < 0 || e.Priority > b.Priority || e.Priority == b.Priority && pos(e) < pos(b) {
+				best = i
+			}
+		}
+		if best < 0 {
+			best = f
+		}
+		out = append(out, rest[best])
+		rest = slices.Delete(rest, best, best+1)
+	}
+}
+
 // markLeader marks, among q's entries, the candidates of election name:
-// only the one the term record names holds, with its term's token.
+// only the one the term record names holds, with its term's token. While
+// the record names no live candidate, the oldest candidate, if it is a
+// foreign one, holds: its client's rule makes it the leader.
 func (a *Admin) markLeader(ctx context.Context, name string, q []distlock.QueueEntry) error {
 	var (
 		es   ElectionState
 		read bool
 	)
 	for i := range q {
-		if q[i].Kind != distlock.Candidate {
+		if q[i].Kind != distlock.Candidate || q[i].Client == distlock.ClientUnknown {
 			continue
 		}
 		if !read {
@@ -139,8 +175,12 @@ func (a *Admin) markLeader(ctx context.Context, name string, q []distlock.QueueE
 		// Only the candidate the record names leads; one gone since the
 		// queue's read does not (the two reads are not one snapshot).
 		q[i].Holding = false
-		if l, ok := es.leader(); ok && l.Key == q[i].Key {
+		l, led := es.leader()
+		switch {
+		case led && l.Key == q[i].Key:
 			q[i].Holding, q[i].Seq, q[i].Token.Seq = true, l.Seq, es.Term
+		case !led && q[i].Client != "":
+			q[i].Holding = es.foreignLeads(q[i].Key)
 		}
 	}
 	return nil
@@ -164,4 +204,19 @@ func (a *Admin) Marks(name string) (*Marks, error) {
 		return nil, err
 	}
 	return &Marks{a: a, name: name}, nil
+}
+
+// foreignLeads reports whether the foreign candidate with key is the
+// oldest of all of s's candidates: what its client takes for the leader,
+// while no term record names a live candidate (an inspection's view).
+func (s ElectionState) foreignLeads(key string) bool {
+	if len(s.Foreign) == 0 || s.Foreign[0].Key != key {
+		return false
+	}
+	for _, c := range s.Contenders {
+		if c.Seq < s.Foreign[0].Seq {
+			return false
+		}
+	}
+	return true
 }

@@ -32,6 +32,10 @@ type Request struct {
 	// engine has checked that the store offers it for the entry's
 	// recipe (Backend.CheckCompat).
 	Compat distlock.Compat
+	// RW says the entry is an RWMutex's (a writer's or a reader's), not
+	// a Mutex's: a foreign client may name the two apart (Curator's
+	// InterProcessReadWriteLock and InterProcessMutex).
+	RW bool
 }
 
 // Node is one entry a store driver made for an acquisition, as the engine

@@ -16,6 +16,7 @@ type lock struct {
 	name   string
 	tel    *lockTel
 	compat distlock.Compat
+	rw     bool // an RWMutex's (Request.RW)
 }
 
 // newRecipe returns the recipe (what: "mutex", "rwmutex", "election",
@@ -40,7 +41,7 @@ func (l *lock) Dir() string { return l.e.d.Dir(l.name) }
 
 // acquire is Lock and TryLock for an entry of kind k.
 func (l *lock) acquire(ctx context.Context, k Kind, try bool) (*distlock.Lease, error) {
-	r := Request{Op: distlock.OpLock, Kind: k, Try: try, Value: []byte(l.e.st.holder), Compat: l.compat}
+	r := Request{Op: distlock.OpLock, Kind: k, Try: try, Value: []byte(l.e.st.holder), Compat: l.compat, RW: l.rw}
 	if try {
 		r.Op = distlock.OpTryLock
 	}
@@ -148,7 +149,10 @@ var (
 // NewRWMutex returns the readers-writer lock called name on e's session,
 // its entries in cfg's compatibility mode.
 func NewRWMutex(e *Engine, name string, cfg distlock.LockConfig) (*RWMutex, error) {
-	return newRecipe("rwmutex", e, name, cfg.Compat, func(l lock) *RWMutex { return &RWMutex{l} })
+	return newRecipe("rwmutex", e, name, cfg.Compat, func(l lock) *RWMutex {
+		l.rw = true
+		return &RWMutex{l}
+	})
 }
 
 // RLock enqueues a reader and waits until no writer is ahead of it. It

@@ -63,11 +63,14 @@ func (a *Admin) revokeErr(name string) func(error) error {
 
 // lockHolders reads lock name's queue without the election's candidates
 // (whose leader the term record names) and a semaphore's line (which
-// holds nothing): its lock entries and a semaphore's permits.
+// holds nothing): its lock entries and a semaphore's permits. Other
+// clients' entries are left out: they follow no revocation record, and
+// a forced delete would let the next waiter in while their holder still
+// believes it holds.
 func lockHolders(ctx context.Context, st ClientStore, name string) ([]distlock.QueueEntry, error) {
 	q, err := st.ReadQueue(ctx, name)
 	return slices.DeleteFunc(q, func(e distlock.QueueEntry) bool {
-		return e.Kind == distlock.Candidate || e.Kind == distlock.Counted && !e.Holding
+		return e.Client != "" || e.Kind == distlock.Candidate || e.Kind == distlock.Counted && !e.Holding
 	}), err
 }
 

@@ -17,7 +17,7 @@ import (
 // Close) and take the same recipes.
 type Session struct {
 	session
-	mutex    func(name string) (distlock.Locker, error)
+	mutex    func(name string, opts ...distlock.LockOption) (distlock.Locker, error)
 	multi    func(names []string) (distlock.Locker, error)
 	rwmutex  func(name string) (RWLocker, error)
 	election func(name string) (distlock.Elector, error)
@@ -71,7 +71,13 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 			return nil, err
 		}
 		return &Session{session: s,
-			mutex: func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name) },
+			mutex: func(name string, opts ...distlock.LockOption) (distlock.Locker, error) {
+				m, err := recipe.NewMutex(s, name, opts...)
+				if err != nil {
+					return nil, err // not a nil *Mutex in the interface
+				}
+				return m, nil
+			},
 			multi: func(names []string) (distlock.Locker, error) {
 				m, err := recipe.NewMultiMutex(s, names...)
 				if err != nil {
@@ -109,7 +115,13 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 		return nil, err
 	}
 	return &Session{session: s,
-		mutex: func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name) },
+		mutex: func(name string, opts ...distlock.LockOption) (distlock.Locker, error) {
+			m, err := recipe.NewMutex(s, name, opts...)
+			if err != nil {
+				return nil, err // not a nil *Mutex in the interface
+			}
+			return m, nil
+		},
 		multi: func(names []string) (distlock.Locker, error) {
 			m, err := recipe.NewMultiMutex(s, names...)
 			if err != nil {
@@ -130,8 +142,11 @@ func (c *Client) NewSession(ctx context.Context, holder string, opts ...SessionO
 	}, nil
 }
 
-// Mutex returns the exclusive lock called name.
-func (s *Session) Mutex(name string) (distlock.Locker, error) { return s.mutex(name) }
+// Mutex returns the exclusive lock called name, its entries in the
+// compatibility mode opts set (distlock.WithCompat).
+func (s *Session) Mutex(name string, opts ...distlock.LockOption) (distlock.Locker, error) {
+	return s.mutex(name, opts...)
+}
 
 // MultiMutex returns the lock on all of names at once (etcdlock and
 // zklock NewMultiMutex): one acquisition that holds every name or none,

@@ -69,7 +69,7 @@ func followTestSession(t *testing.T, counter *watchCreates) (*Session, *clientv3
 func TestFollowOneWatchPerQueue(t *testing.T) {
 	var creates watchCreates
 	s, cli, ctx := followTestSession(t, &creates)
-	m, err := qlock.NewMutex(s.Engine(), "again")
+	m, err := qlock.NewMutex(s.Engine(), "again", distlock.LockConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,9 @@ func (s *Session) ReadElection(ctx context.Context, name string) (qlock.Election
 // value (the reads go out together). The record is read before the
 // listing so that a vacancy it shows is real: a node named by the record
 // and missing from a later listing is gone for good. Candidates deleted
-// between the listing and their read are left out.
+// between the listing and their read are left out. Foreign candidates
+// (foreign.go) are read too, for the state's Foreign: a directory with
+// none costs no more.
 func (r ClientStore) ReadElection(ctx context.Context, name string) (qlock.ElectionState, error) {
 	dir := r.Prefix + "/" + name
 	fail := func(op string, err error) (qlock.ElectionState, error) {
@@ -175,16 +177,23 @@ func (r ClientStore) ReadElection(ctx context.Context, name string) (qlock.Elect
 		return fail("list", err)
 	}
 	cands := candidates(dir, children)
-	reads := make([]read, len(cands))
+	foreign := foreignCandidates(dir, children)
+	reads := make([]read, len(cands)+len(foreign))
 	var g errgroup.Group
-	for i, c := range cands {
+	for i, key := range append(contenderKeys(cands), foreignKeys(foreign)...) {
 		g.Go(func() error {
-			x, err := getNode(c.Key)
+			var x read
+			var err error
+			if i < len(cands) {
+				x, err = getNode(key)
+			} else if x.stat, err = foreignStat(ctx, r.Conn, key); err == nil && x.stat == nil {
+				err = zk.ErrNoNode
+			}
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
 				// Gone since the listing.
 			case err != nil:
-				return fmt.Errorf("read %s: %w", c.Key, err)
+				return fmt.Errorf("read %s: %w", key, err)
 			default:
 				reads[i] = x
 			}
@@ -202,7 +211,51 @@ func (r ClientStore) ReadElection(ctx context.Context, name string) (qlock.Elect
 		}
 	}
 	sortContenders(st.Contenders)
+	for i, f := range foreign {
+		if x := reads[len(cands)+i]; x.stat != nil {
+			f.Seq = x.stat.Czxid
+			st.Foreign = append(st.Foreign, f)
+		}
+	}
+	sortForeign(st.Foreign)
 	return st, nil
+}
+
+// foreignCandidates returns the foreign candidates among dir's children
+// (foreign.go), with their key and client: their positions, as the
+// candidates', are their nodes' czxids, read from their nodes.
+func foreignCandidates(dir string, children []string) []qlock.Entry {
+	var out []qlock.Entry
+	for _, c := range children {
+		if c != "" && c[0] == '@' {
+			continue // distlock's
+		}
+		if e, ok := foreignOf(dir, qlock.Candidate, c); ok {
+			e.Seq = 0
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func contenderKeys(cs []qlock.Contender) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Key
+	}
+	return out
+}
+
+func foreignKeys(es []qlock.Entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Key
+	}
+	return out
+}
+
+func sortForeign(es []qlock.Entry) {
+	slices.SortFunc(es, func(a, b qlock.Entry) int { return cmp.Compare(a.Seq, b.Seq) })
 }
 
 // candidates returns the candidates among dir's children, with their key,

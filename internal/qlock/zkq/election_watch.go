@@ -29,7 +29,12 @@ import (
 // a state of the term record alone (Partial, see handedTo), sent when an
 // event that may come with a handoff shows the record naming a candidate
 // already listed, before the rest is read. A candidate's position and
-// owner never change: each candidate's Stat is read once. It goes on
+// owner never change: each candidate's Stat is read once. Foreign
+// candidates (foreign.go) are read once each too, for ElectionState's
+// Foreign: they need no watch of their own, since the child watch is set
+// again and the directory listed after every change of its children,
+// so a foreign candidate's deletion brings a new full state (one that
+// frees the distlock candidates it held back). It goes on
 // across reconnects and session expiries (it only reads: it needs the
 // connection, not the session), until ctx ends or the connection is
 // closed.
@@ -376,10 +381,15 @@ func (w *electionWatch) read(ctx context.Context) error {
 func (w *electionWatch) readStats(ctx context.Context) error {
 	listed := map[string]bool{}
 	var todo []string
-	for _, c := range candidates(w.dir, w.children) {
-		listed[c.Key] = true
-		if w.stats[c.Key] == nil {
-			todo = append(todo, c.Key)
+	own := contenderKeys(candidates(w.dir, w.children))
+	foreign := map[string]bool{}
+	for _, k := range foreignKeys(foreignCandidates(w.dir, w.children)) {
+		foreign[k] = true
+	}
+	for _, k := range append(own, slices.Collect(maps.Keys(foreign))...) {
+		listed[k] = true
+		if w.stats[k] == nil {
+			todo = append(todo, k)
 		}
 	}
 	maps.DeleteFunc(w.stats, func(k string, _ *zk.Stat) bool { return !listed[k] })
@@ -389,6 +399,14 @@ func (w *electionWatch) readStats(ctx context.Context) error {
 	for i, p := range todo {
 		g.Go(func() error {
 			x, err := zkctx.Call(ctx, func() (read, error) {
+				if foreign[p] {
+					// Its Stat alone: an Exists, which no ACL refuses.
+					ok, st, err := w.conn.Exists(p)
+					if err == nil && !ok {
+						err = zk.ErrNoNode
+					}
+					return read{stat: st}, err
+				}
 				d, st, err := w.conn.Get(p)
 				return read{d, st}, err
 			})
@@ -428,9 +446,16 @@ func (w *electionWatch) state() qlock.ElectionState {
 		st.Contenders = append(st.Contenders, c)
 	}
 	sortContenders(st.Contenders)
+	for _, f := range foreignCandidates(w.dir, w.children) {
+		if fs := w.stats[f.Key]; fs != nil {
+			f.Seq = fs.Czxid
+			st.Foreign = append(st.Foreign, f)
+		}
+	}
+	sortForeign(st.Foreign)
 	return st
 }
 
 func sameState(a, b qlock.ElectionState) bool {
-	return a.Term == b.Term && a.Leader == b.Leader && a.Version == b.Version && a.Partial == b.Partial && slices.Equal(a.Contenders, b.Contenders)
+	return a.Term == b.Term && a.Leader == b.Leader && a.Version == b.Version && a.Partial == b.Partial && slices.Equal(a.Contenders, b.Contenders) && slices.Equal(a.Foreign, b.Foreign)
 }

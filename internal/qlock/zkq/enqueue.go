@@ -109,6 +109,9 @@ func (s *Session) EnqueueAll(ctx context.Context, names []string, r qlock.Reques
 			failed = s.storeErr(l.err)
 		}
 		out[i].Ahead = entries(dir, r.Kind, l.children)
+		if r.Kind != qlock.Counted { // a semaphore's line has no foreign entries
+			s.warnUnknown(names[i], l.children)
+		}
 	}
 	if failed != nil {
 		for _, p := range paths {

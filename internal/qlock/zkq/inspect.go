@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
@@ -19,8 +20,10 @@ import (
 
 // ReadQueue reads the queue of lock name (qlock.ClientStore): it syncs the lock's directory with the leader, lists it, and reads every
 // entry (the reads go out together); entries deleted between the listing
-// and their read are left out, and children that are not entries are
-// ignored.
+// and their read are left out. Foreign entries are read like distlock's
+// (with their Client), and the children no recipe the library knows made
+// are listed last (ClientUnknown; see foreign.go); sub-locks' directories
+// are no entries.
 func (s ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
 	conn, dir := s.Conn, s.Prefix+"/"+name
 	fail := func(op string, err error) error { return fmt.Errorf("%s %s: %w", op, dir, err) }
@@ -29,8 +32,18 @@ func (s ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.Que
 		return nil, fail("list", err)
 	}
 	// An Election's candidates are listed too, Holder being the value;
-	// which one leads, the Admin marks from the term record.
-	nodes := qlock.Ahead(qlock.Entry{Seq: math.MaxInt64}, append(entries(dir, qlock.Exclusive, children), entries(dir, qlock.Candidate, children)...))
+	// which one leads, the Admin marks from the term record. Foreign
+	// entries are among both (see lockAndElection), and the children of
+	// unknown clients follow, in the order of their names.
+	nodes := qlock.Ahead(qlock.Entry{Seq: math.MaxInt64}, lockAndElection(entries(dir, qlock.Exclusive, children), entries(dir, qlock.Candidate, children)))
+	var unknown []qlock.Entry
+	for _, c := range children {
+		if unknownChild(c) {
+			unknown = append(unknown, qlock.Entry{Key: dir + "/" + c, Client: distlock.ClientUnknown})
+		}
+	}
+	slices.SortFunc(unknown, func(a, b qlock.Entry) int { return strings.Compare(a.Key, b.Key) })
+	nodes = append(nodes, unknown...)
 	// A semaphore's permits (the children of @permits, as holders, in
 	// slot order) and its line, oldest first.
 	line := qlock.Ahead(qlock.Entry{Seq: math.MaxInt64}, entries(dir, qlock.Counted, children))
@@ -57,11 +70,24 @@ func (s ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.Que
 		stat *zk.Stat
 	}
 	reads := make([]read, len(nodes))
+	first := make(map[string]int, len(nodes)) // a foreign entry may be listed in both queues
 	var g errgroup.Group
 	for i, n := range nodes {
+		if _, dup := first[n.Key]; dup {
+			continue
+		}
+		first[n.Key] = i
 		g.Go(func() error {
 			r, err := retry(ctx, func() (read, error) {
 				data, st, err := conn.Get(n.Key)
+				if errors.Is(err, zk.ErrNoAuth) && n.Client != "" {
+					// A foreign client's ACL: its Stat alone (an
+					// Exists, which no ACL refuses), no Holder.
+					var ok bool
+					if ok, st, err = conn.Exists(n.Key); err == nil && !ok {
+						err = zk.ErrNoNode
+					}
+				}
 				return read{data, st}, err
 			})
 			if errors.Is(err, zk.ErrNoNode) {
@@ -78,11 +104,11 @@ func (s ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.Que
 		return nil, err
 	}
 	var (
-		kinds       []qlock.Kind
-		semOut, out []distlock.QueueEntry
+		kinds                []qlock.Kind
+		semOut, out, unknOut []distlock.QueueEntry
 	)
-	for i, n := range nodes {
-		r := reads[i]
+	for _, n := range nodes {
+		r := reads[first[n.Key]]
 		if r.stat == nil {
 			continue
 		}
@@ -93,8 +119,14 @@ func (s ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.Que
 			Owner:   strconv.FormatInt(r.stat.EphemeralOwner, 16),
 			Holder:  string(r.data),
 			Created: time.UnixMilli(r.stat.Ctime),
+			Client:  n.Client,
+		}
+		if n.Client != "" && !utf8.Valid(r.data) {
+			e.Holder = "" // a foreign client's data need not be text
 		}
 		switch {
+		case n.Client == distlock.ClientUnknown:
+			unknOut = append(unknOut, e)
 		case n.Seq < 0: // a permit
 			i, m, _ := parseSlotName(path.Base(n.Key))
 			e.Holding, e.Slot, e.Permits = true, i, m
@@ -112,7 +144,50 @@ func (s ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.Que
 	for i, h := range qlock.Holding(kinds) {
 		out[i].Holding = h
 	}
-	return append(semOut, out...), nil
+	return append(append(semOut, out...), unknOut...), nil
+}
+
+// lockAndElection returns the lock entries and the candidates of one
+// directory, as an inspection lists them. A foreign entry that is both
+// (Curator's InterProcessMutex and LeaderSelector, kazoo's Lock and
+// Election, zk.Lock make the same names) is in both queues for the
+// engine; the inspection shows it as a candidate only where the
+// directory holds an election (a candidate that is no lock entry), and
+// as a lock entry unless the directory holds an election and no entry
+// that is a lock's alone.
+func lockAndElection(locks, cands []qlock.Entry) []qlock.Entry {
+	inLock := make(map[string]bool, len(locks))
+	for _, e := range locks {
+		inLock[e.Key] = true
+	}
+	both := map[string]bool{}
+	election := false
+	for _, e := range cands {
+		if inLock[e.Key] {
+			both[e.Key] = true
+		} else {
+			election = true
+		}
+	}
+	if len(both) == 0 {
+		return append(locks, cands...)
+	}
+	lock := false
+	for _, e := range locks {
+		lock = lock || !both[e.Key]
+	}
+	out := make([]qlock.Entry, 0, len(locks)+len(cands))
+	if lock || !election {
+		out = append(out, locks...)
+	} else {
+		out = append(out, slices.DeleteFunc(locks, func(e qlock.Entry) bool { return both[e.Key] })...)
+	}
+	if election {
+		out = append(out, cands...)
+	} else {
+		out = append(out, slices.DeleteFunc(cands, func(e qlock.Entry) bool { return both[e.Key] })...)
+	}
+	return out
 }
 
 // FindMulti leaves q as it is (qlock.AdminStore): the entries of one

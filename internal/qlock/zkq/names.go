@@ -51,8 +51,8 @@ func entryBase(k qlock.Kind, guid string, prio int) string {
 }
 
 // parseEntry parses a lock entry's child name "@<kind>-<guid>-<seq>"
-// (kind "w" or "r"). ok is false for anything else: foreign znodes in a
-// lock's directory are ignored.
+// (kind "w" or "r", or "c" for a semaphore's line). ok is false for
+// anything else: other clients' znodes are foreign.go's.
 func parseEntry(child string) (kind qlock.Kind, guid string, seq int64, ok bool) {
 	const head = 3 // "@w-"
 	if len(child) < head+guidLen+2 || child[0] != '@' || child[2] != '-' || child[head+guidLen] != '-' {
@@ -144,14 +144,22 @@ func newGUID() string {
 
 // entries returns the entries of an entry of kind k's queue among dir's
 // children: candidates for a candidate, a semaphore's line for a counted
-// entry, lock entries (readers and writers) otherwise; anything else
-// there is ignored.
+// entry, lock entries (readers and writers) otherwise. Recognised foreign
+// entries of that queue (foreign.go) are among them, with their Client,
+// so that they are waited for like distlock's own; anything else there is
+// ignored. A child that is distlock's entry costs no more than before.
 func entries(dir string, k qlock.Kind, children []string) []qlock.Entry {
 	all := make([]qlock.Entry, 0, len(children))
 	for _, c := range children {
 		kind, _, sq, ok := parseAny(c)
-		if ok && queueOf(kind) == queueOf(k) {
-			all = append(all, qlock.Entry{Key: dir + "/" + c, Seq: sq, Kind: kind})
+		if ok {
+			if queueOf(kind) == queueOf(k) {
+				all = append(all, qlock.Entry{Key: dir + "/" + c, Seq: sq, Kind: kind})
+			}
+			continue
+		}
+		if e, ok := foreignOf(dir, k, c); ok {
+			all = append(all, e)
 		}
 	}
 	return all

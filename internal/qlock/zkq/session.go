@@ -58,6 +58,9 @@ type Session struct {
 	// bells are the revocation directories this session's revocable
 	// holders follow, one watch each (see FollowRevoke).
 	bells map[string]*bell
+	// warned are the lock names whose unknown children this session has
+	// logged (warnUnknown).
+	warned sync.Map
 }
 
 // Config is a session's configuration, as the zklock options set it.

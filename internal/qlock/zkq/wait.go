@@ -19,21 +19,40 @@ import (
 // reader's release leaves older readers to check. A plain deletion (p gave
 // up waiting, its session ended, someone else deleted it), or a node
 // found gone already, is not a release, and leaves older entries to check
-// (SurvivorsAll).
+// (SurvivorsAll). A foreign entry (p.Client set) marks nothing: a data
+// change on it is no release, and its deletion is a plain one, whether
+// its holder released or its session ended (lock-delay then applies);
+// one this session may not read is followed through its directory's
+// children (watchForeign).
 func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, q *qlock.Queue, p qlock.Entry) (released bool, err error) {
 	for {
-		pw, ok, err := s.getW(ctx, p.Key)
-		if err != nil || !ok {
-			return released && err == nil, err
+		var ch <-chan zk.Event
+		if p.Client != "" {
+			fch, ok, err := s.watchForeign(ctx, p.Key)
+			if err != nil || !ok {
+				return false, err
+			}
+			ch = fch
+		} else {
+			pw, ok, err := s.getW(ctx, p.Key)
+			if err != nil || !ok {
+				return released && err == nil, err
+			}
+			ch = pw.ch
 		}
 		select {
 		case <-ctx.Done():
 			return false, context.Cause(ctx)
-		case ev := <-pw.ch:
+		case ev := <-ch:
 			switch ev.Type {
 			case zk.EventNodeDeleted:
 				return false, nil
 			case zk.EventNodeDataChanged:
+				if p.Client != "" {
+					// A foreign client marks no release: its entry's data
+					// changed, and it is still there. Watch it again.
+					continue
+				}
 				switch p.Kind {
 				case qlock.Exclusive, qlock.Counted:
 					// A holder's release, or a semaphore line head's
