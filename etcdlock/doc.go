@@ -30,19 +30,21 @@
 //     the one Txn.
 //   - Election.Campaign: uncontended, the enqueue Txn and the claim Txn;
 //     the candidate follows the election with one watch on its
-//     candidates and term record. Leader is one linearizable range read;
-//     Observe one watch from the next revision, reading again after a
-//     compaction, a member's failure or a reconnect. Proclaim is a Put
+//     candidates, term record and foreign candidates (see below). Leader
+//     is one linearizable Txn of range reads; Observe one watch from the
+//     next revision, reading again after a compaction, a member's failure
+//     or a reconnect. Proclaim is a Put
 //     guarded by the key's create revision; HandOff and Resign one Txn.
 //   - Semaphore.Acquire: a direct claim is one Txn that puts the slot's
 //     key only if the slot is free and the line is empty; a waiter puts a
 //     line key and watches the one ahead; the head watches the slots and
 //     claims a freed one in one Txn that also deletes its line key.
 //     TryAcquire is the direct claim alone.
-//   - Admin.Inspect: one linearizable range read sorted by create
-//     revision (a consistent snapshot); QueueEntry.Created is zero, since
+//   - Admin.Inspect: one linearizable Txn of range reads sorted by create
+//     revision (a consistent snapshot, the foreign keys of the name
+//     included); QueueEntry.Created is zero, since
 //     etcd keeps no creation time (the distlock command puts one in the
-//     value). WatchQueue: one watch on the lock's queue, set before each
+//     value). WatchQueue: one watch on the lock's name, set before each
 //     read; it requires a leader, so a member cut off from the others ends
 //     it with an error rather than going silent.
 //   - Marks: Marker is one linearizable read; Mark one Txn through the
@@ -175,6 +177,32 @@
 // giving up. A holder without the option does not mark its releases, and
 // one that Unlocks and at once closes its session may then cost its
 // successor a needless delay.
+//
+// # Other clients' locks of the same name
+//
+// etcd's own lock and election — the concurrency package's Mutex and
+// Election, the v3lock and v3election services, etcdctl lock and elect —
+// keep their waiters under the name they are given: a lock of "P" + "N"
+// puts "P" + "N" + "/" + its lease ID in hex. The contrib recipes'
+// RWMutex puts "P" + "N" + "/write/…" and "P" + "N" + "/read/…". All of
+// them order their waiters by create revision, as this package does, so
+// their keys and this package's entries make one queue: a Lock, RLock,
+// TryLock or Campaign of lock "N" on prefix "P" is never granted while
+// such a key of the same name, created before its own entry and
+// conflicting with it (a reader waits for writers only; etcd's key is a
+// writer, and a candidate in the election of that name), is there. It
+// waits for that key's delete like for its own predecessor, and a TryLock
+// fails with ErrLocked. Those clients wait for this package's entries
+// too, by their own rules. Inspect lists the foreign keys with their
+// Client (distlock.ClientEtcd, distlock.ClientEtcdRecipes), Kind and the
+// Token this package would give them; a key under "P" + "N" + "/" that
+// none of them made, nor a longer lock name ("N/sub"), is listed as
+// distlock.ClientUnknown, logged once per session as a warning, and not
+// waited for. A queue without foreign keys costs no request more: the
+// reads of them are in the Txns the package sends anyway. With a
+// lock-delay, a foreign key's release is told by its lease (etcd's key
+// names it); the recipes' keys name none, so their going always counts as
+// not released. docs/interop.md has the rules of each client.
 //
 // # One member failing
 //

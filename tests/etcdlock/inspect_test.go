@@ -42,7 +42,9 @@ func TestInspect(t *testing.T) {
 		waiting = append(waiting, lockAsync(ctx, newMutex(t, s, "inspect")))
 		w.nextPut()
 	}
-	// Foreign keys: not entries of "inspect", or not entries at all.
+	// Foreign keys: not entries of "inspect", or not entries at all. A
+	// key of no known client beside the queue is listed last, at no
+	// position.
 	for _, k := range []string{"/distlock/inspect/@x", "/distlock/inspect/@w_", "/distlock/inspect/sub/@w1_1", "/distlock/inspect/other"} {
 		if _, err := cli.Put(ctx, k, "foreign"); err != nil {
 			t.Fatal(err)
@@ -53,8 +55,15 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(q) != 3 {
-		t.Fatalf("got %d entries, want 3: %+v", len(q), q)
+	if len(q) != 4 {
+		t.Fatalf("got %d entries, want 4: %+v", len(q), q)
+	}
+	if u := q[3]; u.Key != "/distlock/inspect/other" || u.Client != distlock.ClientUnknown || u.Position != 0 || u.Holding {
+		t.Errorf("unknown key listed as %+v", u)
+	}
+	q = q[:3]
+	if _, err := cli.Delete(ctx, "/distlock/inspect/other"); err != nil {
+		t.Fatal(err)
 	}
 	for i, e := range q {
 		if e.Holder != holders[i] || e.Kind != distlock.Exclusive || e.Token.Name != "inspect" || !e.Created.IsZero() {

@@ -3,6 +3,7 @@ package etcdq
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -103,13 +104,32 @@ func (s *Session) enqueue(ctx context.Context, dirs, keys []string, r qlock.Requ
 	if r.Kind != qlock.Shared {
 		limit++ // the newest in the range is this entry
 	}
+	//
+	// A lock's entry reads the foreign keys beside its queue too (see
+	// foreign.go), the newest few of each of the two ranges, in the same
+	// Txn: a queue without them costs no request more.
+	// A writer reads them with its own entries, in one range of all of
+	// the name's keys (wideGet), a few more than it needs, for the keys
+	// there that are no lock entry (an election's of the same name, a
+	// longer name's); a reader reads them in two ranges more.
+	foreign := foreignsApply(r.Kind)
+	wide := r.Kind == qlock.Exclusive
+	per := 2
+	if foreign && !wide {
+		per = 4
+	}
 	var reads []clientv3.Op
 	for i, dir := range dirs {
 		ckey, cend := conflictRange(dir, r.Kind)
-		reads = append(reads,
-			clientv3.OpGet(ckey, clientv3.WithRange(cend), clientv3.WithKeysOnly(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(limit)),
-			clientv3.OpGet(keys[i], clientv3.WithKeysOnly()))
+		own := clientv3.OpGet(ckey, clientv3.WithRange(cend), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(limit))
+		if wide {
+			own = wideGet(baseOfDir(dir), math.MaxInt64, 0, clientv3.WithLimit(limit+2))
+		}
+		reads = append(reads, own, clientv3.OpGet(keys[i], clientv3.WithKeysOnly()))
+		if foreign && !wide {
+			reads = append(reads, foreignGets(baseOfDir(dir), 0)...)
+		}
 	}
 	var (
 		resp      *clientv3.TxnResponse
@@ -156,17 +176,35 @@ func (s *Session) enqueue(ctx context.Context, dirs, keys []string, r qlock.Requ
 	out := make([]qlock.Enqueued, len(keys))
 	for i, dir := range dirs {
 		rev := resp.Header.Revision
-		if own := resp.Responses[len(keys)+2*i+1].GetResponseRange().Kvs; len(own) > 0 {
+		at := len(keys) + per*i
+		if own := resp.Responses[at+1].GetResponseRange().Kvs; len(own) > 0 {
 			rev = own[0].CreateRevision
 		}
-		rr := resp.Responses[len(keys)+2*i].GetResponseRange()
-		all := make([]qlock.Entry, 0, len(rr.Kvs))
-		for _, kv := range rr.Kvs {
-			k := string(kv.Key)
-			all = append(all, qlock.Entry{Key: k, Seq: kv.CreateRevision, Kind: queueKind(dir, k)})
+		rr := resp.Responses[at].GetResponseRange()
+		var (
+			all    []qlock.Entry
+			oldest int64
+			more   = rr.More
+		)
+		if wide {
+			all = s.widePage(dir, rr).entries
+		} else {
+			for _, kv := range rr.Kvs {
+				k := string(kv.Key)
+				all = append(all, qlock.Entry{Key: k, Seq: kv.CreateRevision, Kind: queueKind(dir, k)})
+				oldest = kv.CreateRevision
+			}
+		}
+		if foreign && !wide {
+			base := baseOfDir(dir)
+			pages := []foreignPage{
+				s.lockPage(base, resp.Responses[at+2].GetResponseRange()),
+				s.lockPage(base, resp.Responses[at+3].GetResponseRange()),
+			}
+			all, more = mergeForeign(all, more, oldest, pages)
 		}
 		out[i] = enqueued(rev, i)
-		out[i].Ahead, out[i].More = all, rr.More
+		out[i].Ahead, out[i].More = all, more
 	}
 	if err := s.checkRev(keys[0], out[0].Node.Token, floor); err != nil {
 		return nil, err

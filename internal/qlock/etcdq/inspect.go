@@ -1,6 +1,7 @@
 package etcdq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -13,20 +14,34 @@ import (
 )
 
 // ReadQueue reads the queue of lock name (qlock.ClientStore), by one
-// linearizable range read sorted by create revision: a consistent
-// snapshot. Keys under the queue that are not entries are ignored.
+// linearizable Txn of range reads sorted by create revision: a
+// consistent snapshot of its own directory and of the foreign keys
+// beside it (foreign.go). Keys under the queue that are not entries are
+// ignored; a longer lock name's keys are skipped.
+//
+// A recognised foreign entry takes its place in the lock's queue by its
+// create revision; etcd's own key (one per lease) is also a candidate,
+// listed in the election's queue when the election has candidates of
+// the library's, and leading there when it is older than all of them
+// and the other foreign ones. Keys of no known client are listed last,
+// ClientUnknown, holding nothing.
 func (r ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.QueueEntry, error) {
 	dir := QueueDir(r.Prefix, name)
-	resp, err := r.Client.Get(ctx, dir, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	base := baseOfDir(dir)
+	sorted := clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
+	fr := foreignRanges(base)
+	resp, err := r.Client.Txn(ctx).Then(
+		clientv3.OpGet(dir, clientv3.WithPrefix(), sorted),
+		clientv3.OpGet(fr[0][0], clientv3.WithRange(fr[0][1]), sorted),
+		clientv3.OpGet(fr[1][0], clientv3.WithRange(fr[1][1]), sorted)).Commit()
 	if err != nil {
 		return nil, err
 	}
 	var (
-		kinds              []qlock.Kind
-		permits, line, out []distlock.QueueEntry
+		kinds                    []qlock.Kind
+		permits, line, out, cand []distlock.QueueEntry
 	)
-	for _, kv := range resp.Kvs {
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		key := string(kv.Key)
 		e := distlock.QueueEntry{Key: key, Holder: string(kv.Value), Owner: strconv.FormatInt(kv.Lease, 16),
 			Token: distlock.Token{Name: name, Seq: kv.CreateRevision, Owner: uint64(kv.Lease)}}
@@ -42,18 +57,54 @@ func (r ClientStore) ReadQueue(ctx context.Context, name string) ([]distlock.Que
 		case !ok:
 		case kind == qlock.Counted: // a semaphore's waiter, in line
 			line = append(line, e)
+		case kind == qlock.Candidate:
+			e.Priority = candidatePriority(dir, key)
+			cand = append(cand, e)
 		default:
-			if kind == qlock.Candidate {
-				e.Priority = candidatePriority(dir, key)
-			}
 			kinds, out = append(kinds, kind), append(out, e)
 		}
+	}
+	fkvs := slices.Concat(resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs)
+	flock, fcand, fkinds, unknown := foreignQueueEntries(name, base, fkvs)
+	if len(flock) > 0 {
+		kinds, out = mergeBySeq(kinds, out, fkinds, flock)
 	}
 	for i, h := range qlock.Holding(kinds) {
 		out[i].Holding = h
 	}
+	if len(cand) > 0 && len(fcand) > 0 {
+		// The oldest foreign candidate leads (by its client's rule) if
+		// no candidate of the library's is older.
+		bySeq := func(a, b distlock.QueueEntry) int { return cmp.Compare(a.Token.Seq, b.Token.Seq) }
+		slices.SortFunc(fcand, bySeq)
+		fcand[0].Holding = fcand[0].Token.Seq < slices.MinFunc(cand, bySeq).Token.Seq
+		cand = slices.Concat(cand, fcand)
+		slices.SortStableFunc(cand, bySeq)
+	}
 	// A semaphore's holders first, then its line, oldest first.
-	return append(append(permits, line...), out...), nil
+	return slices.Concat(permits, line, out, cand, unknown), nil
+}
+
+// mergeBySeq merges the lock entries b (with kinds bk) into a (with
+// kinds ak), both oldest first, by create revision.
+func mergeBySeq(ak []qlock.Kind, a []distlock.QueueEntry, bk []qlock.Kind, b []distlock.QueueEntry) ([]qlock.Kind, []distlock.QueueEntry) {
+	type kv struct {
+		k qlock.Kind
+		e distlock.QueueEntry
+	}
+	all := make([]kv, 0, len(a)+len(b))
+	for i := range a {
+		all = append(all, kv{ak[i], a[i]})
+	}
+	for i := range b {
+		all = append(all, kv{bk[i], b[i]})
+	}
+	slices.SortStableFunc(all, func(x, y kv) int { return cmp.Compare(x.e.Token.Seq, y.e.Token.Seq) })
+	kinds, out := make([]qlock.Kind, len(all)), make([]distlock.QueueEntry, len(all))
+	for i, x := range all {
+		kinds[i], out[i] = x.k, x.e
+	}
+	return kinds, out
 }
 
 // multiBatch is how many entries one Txn of FindMulti looks up: well
@@ -78,7 +129,7 @@ func (s AdminStore) FindMulti(ctx context.Context, name string, q []distlock.Que
 		seen = map[acq]bool{}
 	)
 	for _, e := range q {
-		if e.Kind != distlock.Exclusive || e.Token.Seq <= 0 || e.Token.Owner == 0 {
+		if e.Kind != distlock.Exclusive || e.Client != "" || e.Token.Seq <= 0 || e.Token.Owner == 0 {
 			continue
 		}
 		if a := (acq{e.Token.Seq, int64(e.Token.Owner)}); !seen[a] {
@@ -147,11 +198,15 @@ func ReadDelays(ctx context.Context, cli *clientv3.Client, prefix, name string) 
 // WatchQueue calls f with lock name's queue (as ReadQueue reads it) now and
 // after every change of it, until ctx ends, f fails or the watch does.
 // The watch is in place before each read, so no change is missed; changes
-// that come while f runs are read once, together.
+// that come while f runs are read once, together. It watches the lock's
+// name + "/", for the foreign keys beside the queue too; a longer lock
+// name's changes there are skipped.
 func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlock.QueueEntry) error) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := s.Client.Watch(wctx, QueueDir(s.Prefix, name), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	dir := QueueDir(s.Prefix, name)
+	base := baseOfDir(dir)
+	wch := s.Client.Watch(wctx, base, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	// ended says why a response (or the channel's close) ends the watch.
 	ended := func(resp clientv3.WatchResponse, ok bool) error {
 		switch {
@@ -162,15 +217,28 @@ func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlo
 		}
 		return resp.Err()
 	}
-	next := func() error {
+	// relevant says whether resp changed the queue's keys.
+	relevant := func(resp clientv3.WatchResponse) bool {
+		for _, ev := range resp.Events {
+			k := string(ev.Kv.Key)
+			if _, c := classifyForeign(base, k); strings.HasPrefix(k, dir) || c != notForeign {
+				return true
+			}
+		}
+		return false
+	}
+	next := func() (bool, error) {
 		select {
 		case resp, ok := <-wch:
-			return ended(resp, ok)
+			if err := ended(resp, ok); err != nil {
+				return false, err
+			}
+			return relevant(resp), nil
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return false, context.Cause(ctx)
 		}
 	}
-	if err := next(); err != nil { // the watch's creation
+	if _, err := next(); err != nil { // the watch's creation
 		return err
 	}
 	for {
@@ -181,8 +249,10 @@ func (s AdminStore) WatchQueue(ctx context.Context, name string, f func([]distlo
 		if err := f(q); err != nil {
 			return err
 		}
-		if err := next(); err != nil {
-			return err
+		for changed := false; !changed; {
+			if changed, err = next(); err != nil {
+				return err
+			}
 		}
 		// Take the rest of a burst with it; a watch that ended in it
 		// ends this too, with its own error.

@@ -66,6 +66,10 @@ type Session struct {
 	maxRev    atomic.Int64
 	followMu  sync.Mutex
 	followers map[string]*follower // by prefix (follow.go)
+
+	// unknownWarned holds the locks (their foreign base) whose queue
+	// showed a key of no known client, logged once (warnUnknown).
+	unknownWarned sync.Map
 }
 
 // NewSession grants a lease on client and keeps it alive until the session

@@ -3,6 +3,7 @@ package etcdq
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/distlock/distlock"
@@ -36,13 +37,80 @@ func (s *Session) enqueueTry(ctx context.Context, dirs, keys []string, r qlock.R
 		empty = append(empty, clientv3.Compare(clientv3.CreateRevision(ckey), "=", 0).WithRange(cend))
 		first = append(first, clientv3.OpGet(ckey, append(clientv3.WithFirstCreate(), clientv3.WithRange(cend))...))
 	}
-	own := make([]clientv3.Op, len(keys))
-	for i, key := range keys {
-		own[i] = clientv3.OpGet(key, clientv3.WithKeysOnly())
+	// The foreign keys (foreign.go): the compare asks that the ranges
+	// holding those this entry conflicts with be empty, and the Else
+	// branch reads them. A longer lock name's keys there make the compare
+	// fail with no holder: the Try goes again without the foreign compare
+	// (noisy), reads the foreign ranges in its Then branch, at its put's
+	// revision, and takes back what it put if an older conflicting
+	// foreign entry is there.
+	foreign := foreignsApply(r.Kind)
+	own := len(empty)
+	var freads []clientv3.Op
+	fper := 0 // foreign reads per dir
+	if foreign {
+		for _, dir := range dirs {
+			base := baseOfDir(dir)
+			empty = append(empty, foreignCmps(base, r.Kind)...)
+			ops := foreignOps(base, r.Kind)
+			freads, fper = append(freads, ops...), len(ops)
+		}
 	}
-	held := func(revs []int64) ([]qlock.Enqueued, error) {
+	noisy := false
+	// foreignHeld returns the error of a Try refused for the newest
+	// conflicting foreign entry its reads rrs (fper per dir) showed that
+	// is older than revs[i] (any, if revs is nil); with page, a page cut
+	// short without one is followed at rev.
+	foreignHeld := func(ctx context.Context, rrs []*pb.ResponseOp, revs []int64, page bool, rev int64) error {
+		for i, dir := range dirs {
+			base := baseOfDir(dir)
+			var pages []*pb.RangeResponse
+			for _, rr := range rrs[fper*i : fper*(i+1)] {
+				pages = append(pages, rr.GetResponseRange())
+			}
+			below := int64(math.MaxInt64)
+			if revs != nil {
+				below = revs[i]
+			}
+			var e qlock.Entry
+			var found bool
+			if page {
+				var err error
+				if e, found, err = s.nearestForeign(ctx, base, foreignReadRanges(base, r.Kind), r.Kind, pages, below, rev); err != nil {
+					// No answer is no holder: the Try fails, not refused.
+					return fmt.Errorf("read the foreign keys beside %s: %w", dir, s.storeErr(err))
+				}
+			} else {
+				for _, rr := range pages {
+					for _, fe := range s.lockPage(base, rr).entries {
+						if fe.Seq < below && qlock.Conflicts(r.Kind, fe.Kind) && (!found || fe.Seq > e.Seq) {
+							e, found = fe, true
+						}
+					}
+				}
+			}
+			if found {
+				return fmt.Errorf("%w (entry %s of client %s, token %d)", distlock.ErrLocked, e.Key, e.Client, e.Seq)
+			}
+		}
+		return nil
+	}
+	ownKeys := make([]clientv3.Op, len(keys))
+	for i, key := range keys {
+		ownKeys[i] = clientv3.OpGet(key, clientv3.WithKeysOnly())
+	}
+	// held is the Try's success, with resp its Txn's answer; a noisy
+	// Try's Then branch ends with its foreign reads.
+	held := func(revs []int64, resp *clientv3.TxnResponse) ([]qlock.Enqueued, error) {
 		if err := s.checkRev(keys[0], revs[0], floor); err != nil {
 			return nil, err
+		}
+		if noisy {
+			rrs := resp.Responses[len(resp.Responses)-len(freads):]
+			if err := foreignHeld(ctx, rrs, revs, true, resp.Header.Revision); err != nil {
+				s.abandonAll(keys)
+				return nil, err
+			}
 		}
 		out := make([]qlock.Enqueued, len(keys))
 		for i, key := range keys {
@@ -60,13 +128,19 @@ func (s *Session) enqueueTry(ctx context.Context, dirs, keys []string, r qlock.R
 		then := puts
 		els := append(slices.Clone(first), s.guardGet())
 		if uncertain {
-			then = slices.Concat(puts, own, []clientv3.Op{s.guardPut()})
-			els = slices.Concat(first, own, []clientv3.Op{s.guardPut()})
+			then = slices.Concat(puts, ownKeys, []clientv3.Op{s.guardPut()})
+			els = slices.Concat(first, ownKeys, []clientv3.Op{s.guardPut()})
+		}
+		// The foreign reads come last in each branch.
+		els = append(els, freads...)
+		cmps := empty
+		if noisy {
+			then, cmps = slices.Concat(then, freads), empty[:own]
 		}
 		// Each attempt has its own bound, as a Lock's enqueue: one that
 		// landed on a frozen or cut-off member must not use up ctx.
 		actx, acancel := context.WithTimeout(ctx, s.enqueueAttempt())
-		resp, err := s.client.Txn(actx).If(empty...).Then(then...).Else(els...).Commit()
+		resp, err := s.client.Txn(actx).If(cmps...).Then(then...).Else(els...).Commit()
 		attemptTimedOut := err != nil && actx.Err() != nil && ctx.Err() == nil
 		acancel()
 		if err != nil {
@@ -87,10 +161,17 @@ func (s *Session) enqueueTry(ctx context.Context, dirs, keys []string, r qlock.R
 		rev := resp.Header.Revision
 		if !uncertain {
 			if resp.Succeeded {
-				return held(slices.Repeat([]int64{rev}, len(keys)))
+				return held(slices.Repeat([]int64{rev}, len(keys)), resp)
 			}
 			if err := heldBy(resp.Responses[:len(dirs)]); err != nil {
 				return nil, err
+			}
+			if foreign {
+				if err := foreignHeld(ctx, resp.Responses[len(resp.Responses)-len(freads):], nil, false, rev); err != nil {
+					return nil, err
+				}
+				// Only noise (or the guard) failed the compare.
+				noisy = true
 			}
 			// Free, but the guard moved: go again.
 			s.sawGuardIn(resp.Responses[len(dirs)].GetResponseRange(), rev)
@@ -116,7 +197,7 @@ func (s *Session) enqueueTry(ctx context.Context, dirs, keys []string, r qlock.R
 		case resp.Succeeded || found == len(keys):
 			// Put now, or by an attempt whose answer was lost (the Then
 			// reads a key put again with its first create revision).
-			return held(revs)
+			return held(revs, resp)
 		case found > 0:
 			// One Txn put them all: someone deleted the others since.
 			s.abandonAll(keys)
@@ -124,6 +205,12 @@ func (s *Session) enqueueTry(ctx context.Context, dirs, keys []string, r qlock.R
 		}
 		if err := heldBy(resp.Responses[:len(dirs)]); err != nil {
 			return nil, err
+		}
+		if foreign {
+			if err := foreignHeld(ctx, resp.Responses[len(resp.Responses)-len(freads):], nil, false, rev); err != nil {
+				return nil, err
+			}
+			noisy = true
 		}
 		// Free, nothing of this Try's: the guard had moved. It is known
 		// now (this Txn moved it); go again.

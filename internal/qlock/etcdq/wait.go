@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/qlock"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -32,7 +33,19 @@ func (s *Session) WaitGone(ctx context.Context, n *qlock.Node, _ *qlock.Queue, p
 	if s.LockDelay() <= 0 {
 		return true, nil
 	}
-	return s.howGone(ctx, p.Key, rev)
+	switch p.Client {
+	case "":
+		return s.howGone(ctx, p.Key, rev)
+	case distlock.ClientEtcd:
+		// No release mark; the key's name is its lease.
+		if f, c := classifyForeign(p.Key[:strings.LastIndex(p.Key, "/")+1], p.Key); c == foreignKnown && f.Lease != 0 {
+			return s.leaseIDAlive(ctx, p.Key, f.Lease)
+		}
+	}
+	// A recipes RWMutex key's name tells no lease, and the waiter does
+	// not read its value: its going counts as not released, and the
+	// lock-delay applies.
+	return false, nil
 }
 
 // The release mark. A session with a lock-delay puts, in every lock
@@ -108,6 +121,11 @@ func (s *Session) leaseAlive(ctx context.Context, key string) (bool, error) {
 	if !ok {
 		return false, nil
 	}
+	return s.leaseIDAlive(ctx, key, id)
+}
+
+// leaseIDAlive is leaseAlive of entry key's lease id.
+func (s *Session) leaseIDAlive(ctx context.Context, key string, id clientv3.LeaseID) (bool, error) {
 	resp, err := hedged(ctx, s.hedgeDelay(), func(ctx context.Context) (*clientv3.LeaseTimeToLiveResponse, error) {
 		return s.client.TimeToLive(ctx, id)
 	})
@@ -162,7 +180,11 @@ func cleared(n *qlock.Node, rev int64) {
 // SurvivorsAll reads, for each view it is asked about, the nearest entry
 // older than its below that still conflicts with the view's owner, and
 // records it in the view (qlock.Driver): one Get for one view, one Txn of
-// Gets (read-only, served like the Gets) for several, a multi-lock's.
+// Gets (read-only, served like the Gets) for several, a multi-lock's. A
+// lock's view reads the foreign keys beside its queue too (foreign.go):
+// a writer's, the whole name's range (wideGet); a reader's, its own range
+// and the two foreign ones, in one Txn. A page of other keys alone (an
+// election's of the same name, a longer name's) costs a Get more.
 // Serializable is enough (see qlock.Queue.Observed).
 func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qlock.Queue, which []int, belows []int64) {
 	// Bounded: WaitGone does not follow its predecessor's watch while this
@@ -175,23 +197,35 @@ func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qloc
 		return ckey, []clientv3.OpOption{clientv3.WithRange(cend), clientv3.WithSerializable(), clientv3.WithKeysOnly(),
 			clientv3.WithMaxCreateRev(belows[k] - 1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1)}
 	}
+	// A lock's view reads the foreign ranges too (foreign.go), in the
+	// same request: one Txn of Gets.
+	per := make([]int, len(which)) // ops per view
+	var ops []clientv3.Op
+	for k, i := range which {
+		key, opts := get(k)
+		ops = append(ops, clientv3.OpGet(key, opts...))
+		per[k] = 1
+		if kind := qs[i].Me().Kind; kind == qlock.Exclusive {
+			// Everything under the name conflicts, but the election's
+			// and a longer name's keys: one range, newest first, whose
+			// first entry is the nearest unless such keys come first.
+			ops[len(ops)-1] = wideGet(baseOfDir(s.Dir(ns[i].Name)), belows[k]-1, 0, clientv3.WithSerializable())
+		} else if foreignsApply(kind) {
+			ops = append(ops, foreignGets(baseOfDir(s.Dir(ns[i].Name)), belows[k]-1, clientv3.WithSerializable())...)
+			per[k] = 3
+		}
+	}
 	var (
 		rev int64
 		rrs []*pb.RangeResponse
 	)
-	if len(which) == 1 {
-		key, opts := get(0)
-		resp, err := s.client.Get(ctx, key, opts...)
+	if len(ops) == 1 {
+		resp, err := s.client.Do(ctx, ops[0])
 		if err != nil {
 			return
 		}
-		rev, rrs = resp.Header.Revision, []*pb.RangeResponse{(*pb.RangeResponse)(resp)}
+		rev, rrs = resp.Get().Header.Revision, []*pb.RangeResponse{(*pb.RangeResponse)(resp.Get())}
 	} else {
-		ops := make([]clientv3.Op, len(which))
-		for k := range which {
-			key, opts := get(k)
-			ops[k] = clientv3.OpGet(key, opts...)
-		}
 		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return
@@ -201,22 +235,46 @@ func (s *Session) SurvivorsAll(ctx context.Context, ns []*qlock.Node, qs []*qloc
 			rrs = append(rrs, r.GetResponseRange())
 		}
 	}
+	at := 0
 	for k, i := range which {
 		n, dir := ns[i], s.Dir(ns[i].Name)
+		mine := rrs[at : at+per[k]]
+		at += per[k]
 		var nearest qlock.Entry
 		if rev < n.Seq {
 			// A member behind the enqueue (a lagging one, where the
 			// client spreads its requests): its view is no news.
 			continue
 		}
-		found := k < len(rrs) && len(rrs[k].Kvs) > 0
-		if found {
-			kv := rrs[k].Kvs[0]
-			nearest = qlock.Entry{Key: string(kv.Key), Seq: kv.CreateRevision, Kind: queueKind(dir, string(kv.Key))}
-		} else if k < len(rrs) {
-			cleared(n, rev)
-		} else {
+		if qs[i].Me().Kind == qlock.Exclusive {
+			e, ok, err := s.nearestWide(ctx, dir, mine[0], rev)
+			if err != nil {
+				continue // no news: the view reads again when it must
+			}
+			if !ok {
+				cleared(n, rev)
+			}
+			qs[i].Observed(belows[k], e, ok)
 			continue
+		}
+		found := len(mine[0].Kvs) > 0
+		if found {
+			kv := mine[0].Kvs[0]
+			nearest = qlock.Entry{Key: string(kv.Key), Seq: kv.CreateRevision, Kind: queueKind(dir, string(kv.Key))}
+		}
+		if len(mine) == 3 {
+			// The nearest foreign entry, if newer than the own one.
+			base := baseOfDir(dir)
+			fe, ok, err := s.nearestForeign(ctx, base, foreignReadRanges(base, qlock.Shared), qs[i].Me().Kind, mine[1:], belows[k], rev)
+			if err != nil {
+				continue // no news: the view reads again when it must
+			}
+			if ok && (!found || fe.Seq > nearest.Seq) {
+				nearest, found = fe, true
+			}
+		}
+		if !found {
+			cleared(n, rev)
 		}
 		qs[i].Observed(belows[k], nearest, found)
 	}
