@@ -66,7 +66,8 @@
 // A lock named N under the session's prefix P ("/distlock" by default)
 // keeps its queue in the directory P + "/" + N. Each acquisition attempt
 // creates one ephemeral sequential child "@w-<guid>-<seq>" ("@r-…" for
-// RWMutex's readers): the "@" cannot occur in a lock-name segment (see
+// RWMutex's readers; with a foreign recipe's marker before "<seq>" in a
+// compatibility mode, see below): the "@" cannot occur in a lock-name segment (see
 // distlock.ValidateName), so the entries of lock "a" are never mistaken for
 // the sub-directory of lock "a/b", and children that do not parse as
 // entries are no entries of distlock's (but see "Other clients' locks"). The GUID (protected mode) lets a Lock whose create
@@ -209,9 +210,59 @@
 // without a sequence suffix that are valid lock-name segments are
 // sub-locks' directories (Curator's semaphore keeps "locks" and "leases"
 // there), and semaphores do not look at foreign entries at all. The other
-// direction is the foreign client's: zk.Lock, for one, fails on a name it
-// cannot parse, such as distlock's entries. docs/interop.md has each
-// client's naming rule and what it does with distlock's entries.
+// direction is the foreign client's: without a compatibility mode (see
+// below) the foreign clients do not wait for distlock's entries, and
+// zk.Lock fails on a name it cannot parse, such as distlock's plain
+// entries. docs/interop.md has each client's naming rule and what it does
+// with distlock's entries.
+//
+// # Compatibility modes
+//
+// With a compatibility mode (distlock.WithCompat for a Mutex or an
+// RWMutex, distlock.WithElectionCompat for an Election) a lock's entries
+// are named so that the foreign recipe takes them for its own kind of
+// entry and waits for them too: exclusion holds both ways. The names keep
+// distlock's head "@<kind>-<guid>", so distlock still knows them as its
+// own (Inspect lists them with Client ""), and put the foreign recipe's
+// marker before the sequence suffix:
+//
+//	mode                 recipe    entries
+//	CompatCurator        Mutex     @w-<guid>-lock-<seq>       (InterProcessMutex)
+//	CompatCurator        RWMutex   @w-<guid>-__WRIT__<seq>, @r-<guid>-__READ__<seq>
+//	                               (InterProcessReadWriteLock)
+//	CompatCurator        Election  @e-<guid>-lock-<seq>       (LeaderSelector)
+//	CompatCuratorLatch   Election  @e-<guid>-latch-<seq>      (LeaderLatch)
+//	CompatKazoo          Mutex     @w-<guid>__lock__<seq>     (Lock)
+//	CompatKazoo          RWMutex   @w-<guid>__lock__<seq>, @r-<guid>__rlock__<seq>
+//	                               (WriteLock, ReadLock)
+//	CompatKazoo          Election  @e-<guid>__lock__<seq>     (Election)
+//	CompatGoZookeeper    Mutex     @w-<guid>-lock-<seq>       (zk.Lock)
+//
+// Curator sorts a lock's children by what follows the last "lock-"
+// ("latch-", "__WRIT__" or "__READ__"), kazoo takes every child that ends
+// in "__lock__" or "__rlock__" and ten digits for a contender, and
+// zk.Lock reads the number after "lock-": each finds distlock's entry at
+// its place in the directory's one sequence.
+//
+// zk.Lock fails (it does not wait) on any child of its directory whose
+// sequence number it cannot read, distlock's plain entries among them.
+// Every distlock acquisition of a lock that zk.Lock shares must therefore
+// use CompatGoZookeeper (or CompatCurator, the same names), in every
+// process; one Mutex without the mode makes zk.Lock fail while that
+// Mutex's entry exists. The same goes for every mode: all of a lock's
+// distlock users name it alike.
+//
+// What a mode cannot offer is refused with an error wrapping
+// errors.ErrUnsupported: by the constructor, a mode for a recipe the
+// foreign client has no counterpart of (CompatCuratorLatch or
+// CompatGoZookeeper for an RWMutex, CompatCuratorLatch for a Mutex,
+// CompatGoZookeeper for an Election) or one of etcd's modes; and, since
+// the foreign elections' rule is that the oldest candidate leads, a
+// Campaign with a priority and a HandOff in an Election with a mode.
+// Resign leaves the term to the oldest candidate, of either client.
+// Semaphores and multi-locks take no mode. A release stays distlock's
+// set-data and delete in one multi: the foreign recipes watch their
+// predecessor's node and list the directory again on any of its events.
 //
 // # Lock-delay
 //

@@ -16,7 +16,7 @@ import (
 func TestElectionEntryNames(t *testing.T) {
 	guid := newGUID()
 	for _, prio := range []int{0, 1, -1, 5, -5, 42, distlock.MaxPriority, -distlock.MaxPriority} {
-		child := entryBase(qlock.Candidate, guid, prio) + "0000000007"
+		child := entryBase(qlock.Candidate, guid, prio, "", false) + "0000000007"
 		g, p, seq, ok := parseElectionEntry(child)
 		if !ok || g != guid || p != prio || seq != 7 {
 			t.Errorf("parseElectionEntry(%q) = %q, %d, %d, %v; want %q, %d, 7, true", child, g, p, seq, ok, guid, prio)
@@ -28,13 +28,13 @@ func TestElectionEntryNames(t *testing.T) {
 			t.Errorf("parseEntry accepts the candidate %q", child)
 		}
 	}
-	if got, want := entryBase(qlock.Candidate, guid, 0), "@e-"+guid+"-"; got != want {
+	if got, want := entryBase(qlock.Candidate, guid, 0, "", false), "@e-"+guid+"-"; got != want {
 		t.Errorf("priority 0's base is %q, want %q (the name without a priority)", got, want)
 	}
-	if got, want := entryBase(qlock.Candidate, guid, -5), "@e-"+guid+"-p-5-"; got != want {
+	if got, want := entryBase(qlock.Candidate, guid, -5, "", false), "@e-"+guid+"-p-5-"; got != want {
 		t.Errorf("priority -5's base is %q, want %q", got, want)
 	}
-	if got, want := entryBase(qlock.Exclusive, guid, 5), "@w-"+guid+"-"; got != want {
+	if got, want := entryBase(qlock.Exclusive, guid, 5, "", false), "@w-"+guid+"-"; got != want {
 		t.Errorf("a lock entry's base is %q, want %q (no priority)", got, want)
 	}
 	for _, bad := range []string{
@@ -46,7 +46,7 @@ func TestElectionEntryNames(t *testing.T) {
 			t.Errorf("parseElectionEntry accepts %q", child)
 		}
 	}
-	lock := entryBase(qlock.Exclusive, guid, 0) + "0000000003"
+	lock := entryBase(qlock.Exclusive, guid, 0, "", false) + "0000000003"
 	if k, g, seq, ok := parseAny(lock); !ok || k != qlock.Exclusive || g != guid || seq != 3 {
 		t.Errorf("parseAny(%q) = %v, %q, %d, %v", lock, k, g, seq, ok)
 	}

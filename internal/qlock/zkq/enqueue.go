@@ -54,14 +54,14 @@ func (s *Session) EnqueueAll(ctx context.Context, names []string, r qlock.Reques
 	guid := newGUID()
 	var paths []string
 	if len(dirs) == 1 {
-		p, err := s.create(ctx, dirs[0], entryBase(r.Kind, guid, r.Priority), guid, r.Value)
+		p, err := s.create(ctx, dirs[0], entryBase(r.Kind, guid, r.Priority, r.Compat, r.RW), guid, r.Value)
 		if err != nil {
 			return nil, err
 		}
 		paths = []string{p}
 	} else {
 		var err error
-		if paths, err = s.createAll(ctx, dirs, entryBase(r.Kind, guid, r.Priority), guid, r.Value); err != nil {
+		if paths, err = s.createAll(ctx, dirs, entryBase(r.Kind, guid, r.Priority, r.Compat, r.RW), guid, r.Value); err != nil {
 			return nil, err
 		}
 	}

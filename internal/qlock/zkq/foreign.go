@@ -39,6 +39,11 @@ import (
 //   - go-zookeeper's zk.Lock: "_c_<32 hex>-lock-": exclusive, and a
 //     candidate.
 //
+// distlock's own entries in a compatibility mode (names.go) carry these
+// recipes' markers too, so that those recipes wait for them; they start
+// with "@<kind>-<guid>", are parsed as distlock's before any foreign rule
+// is tried, and parseForeign takes no name starting with '@'.
+//
 // Every other child that ends in a sequence suffix, whatever its base, is
 // an unknown recipe's entry (ClientUnknown): it is reported, not waited
 // for, since neither its kind nor its recipe's rule is known. Children
