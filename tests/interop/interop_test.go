@@ -18,7 +18,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -317,7 +319,8 @@ func runPair(t *testing.T, store string, obs interop.Observer, p pair) {
 	}
 	if err := interop.WaitGranted(ctx, p.contender); err != nil {
 		r.result = "not granted after release"
-		t.Fatal(err)
+		left, _ := obs.Entries(context.Background())
+		t.Fatalf("%v; entries left: %v", err, slices.Sorted(maps.Keys(left)))
 	}
 	var goneAt time.Time
 	select {

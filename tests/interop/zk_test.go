@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/interop"
 	"github.com/distlock/distlock/recipe"
@@ -49,9 +50,11 @@ func TestInteropZooKeeper(t *testing.T) {
 		return func(name string) interop.Holder { return kz.Holder(connect, dir(name), recipe) }
 	}
 	gozk := func(name string) interop.Holder { return interop.GoZK(addrs, dir(name)) }
-	dl := func(kind interop.Kind) maker {
+	// dlc is distlock's holder of kind, in compatibility mode c (none
+	// for "").
+	dlc := func(kind interop.Kind, c distlock.Compat) maker {
 		return func(name string) interop.Holder {
-			return interop.Distlock("zk", kind, name, func(ctx context.Context) (recipe.Backend, func(), error) {
+			return interop.DistlockCompat("zk", kind, name, c, func(ctx context.Context) (recipe.Backend, func(), error) {
 				conn, events, err := ens.Connect(ctx)
 				if err != nil {
 					return nil, nil, err
@@ -72,6 +75,8 @@ func TestInteropZooKeeper(t *testing.T) {
 			})
 		}
 	}
+
+	dl := func(kind interop.Kind) maker { return dlc(kind, "") }
 
 	type pairSpec struct {
 		holder, contender maker
@@ -104,6 +109,27 @@ func TestInteropZooKeeper(t *testing.T) {
 	for _, f := range []maker{curator("latch"), curator("selector"), kazoo("election")} {
 		both(f, dl(interop.KindElection))
 	}
+	// In a compatibility mode distlock's entries carry the foreign
+	// recipe's names, so the foreign client waits for them too: both
+	// directions wait.
+	compat := func(foreign, ours maker) {
+		specs = append(specs, pairSpec{foreign, ours, waits}, pairSpec{ours, foreign, waits})
+	}
+	compat(curator("mutex"), dlc(interop.KindMutex, distlock.CompatCurator))
+	compat(kazoo("lock"), dlc(interop.KindMutex, distlock.CompatKazoo))
+	compat(gozk, dlc(interop.KindMutex, distlock.CompatGoZookeeper))
+	for _, f := range []struct {
+		w, r maker
+		c    distlock.Compat
+	}{{curator("write"), curator("read"), distlock.CompatCurator}, {kazoo("write"), kazoo("read"), distlock.CompatKazoo}} {
+		compat(f.w, dlc(interop.KindWrite, f.c))
+		compat(f.w, dlc(interop.KindRead, f.c))
+		compat(f.r, dlc(interop.KindWrite, f.c))
+	}
+	compat(curator("selector"), dlc(interop.KindElection, distlock.CompatCurator))
+	compat(curator("latch"), dlc(interop.KindElection, distlock.CompatCuratorLatch))
+	compat(kazoo("election"), dlc(interop.KindElection, distlock.CompatKazoo))
+
 	// Each client against itself: the controls.
 	for _, f := range []maker{curator("mutex"), curator("latch"), kazoo("lock"), kazoo("election"), gozk, dl(interop.KindMutex)} {
 		specs = append(specs, pairSpec{f, f, waits})
