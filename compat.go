@@ -63,6 +63,25 @@ func (c Compat) String() string {
 	return string(c)
 }
 
+// Client returns the client whose entries the mode's match
+// (QueueEntry.Client): ClientCurator for CompatCurator and
+// CompatCuratorLatch, and so on; "" for the zero Compat.
+func (c Compat) Client() string {
+	switch c {
+	case CompatCurator, CompatCuratorLatch:
+		return ClientCurator
+	case CompatKazoo:
+		return ClientKazoo
+	case CompatGoZookeeper:
+		return ClientGoZookeeper
+	case CompatEtcd:
+		return ClientEtcd
+	case CompatEtcdRecipes:
+		return ClientEtcdRecipes
+	}
+	return ""
+}
+
 // Known reports whether c is the zero Compat or one of Compats.
 func (c Compat) Known() bool {
 	if c == "" {

@@ -21,6 +21,14 @@ func TestParseCompat(t *testing.T) {
 	if _, err := distlock.ParseCompat("consul"); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Fatalf("ParseCompat(consul) = %v, want ErrInvalidOption", err)
 	}
+	if got := distlock.CompatCuratorLatch.Client(); got != distlock.ClientCurator {
+		t.Fatalf("CompatCuratorLatch.Client() = %q", got)
+	}
+	for _, c := range distlock.Compats {
+		if c.Client() == "" {
+			t.Errorf("%s.Client() is empty", c)
+		}
+	}
 	if got := distlock.Compat("").String(); got != "none" {
 		t.Fatalf("zero Compat String = %q", got)
 	}

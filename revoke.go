@@ -54,6 +54,15 @@ type RevokeRequest struct {
 	// Force deletes the entries of holders that have not released once
 	// the grace period is over. Without it a revocation only asks.
 	Force bool
+	// Clients are the other clients (QueueEntry.Client: ClientCurator,
+	// ClientKazoo, ...) whose holders of the lock are revoked too. They
+	// follow no revocation record, so they cannot be asked: their
+	// entries are deleted once the grace period is over, which needs
+	// Force, and they do not learn of it (their client does not watch
+	// its own entry): the lock's next holder may start while they still
+	// believe they hold, and only a fence stops their late writes. By
+	// default other clients' entries are left alone.
+	Clients []string
 }
 
 // Validate reports an error wrapping ErrInvalidRevoke if r is not a
@@ -64,6 +73,13 @@ func (r RevokeRequest) Validate() error {
 		return fmt.Errorf("%w: a reason is required (it goes to the holder and the audit record)", ErrInvalidRevoke)
 	case r.Grace < 0:
 		return fmt.Errorf("%w: negative grace period %v", ErrInvalidRevoke, r.Grace)
+	case len(r.Clients) > 0 && !r.Force:
+		return fmt.Errorf("%w: the holders of other clients (%s) cannot be asked, only forced: add Force", ErrInvalidRevoke, strings.Join(r.Clients, ", "))
+	}
+	for _, c := range r.Clients {
+		if c == "" || c == ClientUnknown {
+			return fmt.Errorf("%w: client %q: name one of the clients QueueEntry.Client names", ErrInvalidRevoke, c)
+		}
 	}
 	return nil
 }

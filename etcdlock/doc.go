@@ -193,7 +193,8 @@
 // writer, and a candidate in the election of that name), is there. It
 // waits for that key's delete like for its own predecessor, and a TryLock
 // fails with ErrLocked. Those clients wait for this package's entries
-// too, by their own rules. Inspect lists the foreign keys with their
+// too, by their own rules (the recipes' readers only with
+// CompatEtcdRecipes, see below). Inspect lists the foreign keys with their
 // Client (distlock.ClientEtcd, distlock.ClientEtcdRecipes), Kind and the
 // Token this package would give them; a key under "P" + "N" + "/" that
 // none of them made, nor a longer lock name ("N/sub"), is listed as
@@ -203,6 +204,56 @@
 // lock-delay, a foreign key's release is told by its lease (etcd's key
 // names it); the recipes' keys name none, so their going always counts as
 // not released. docs/interop.md has the rules of each client.
+//
+// # Compatibility modes
+//
+// Without a mode, exclusion with etcd's clients holds both ways for a
+// Mutex and for etcd's own lock, but not for the contrib recipes'
+// readers: they wait only for keys under "P" + "N" + "/write", where this
+// package's writers are not, so a recipes RLock is granted while a
+// distlock writer holds. distlock.WithCompat names the other client a
+// lock is shared with; every process must give the lock the same mode.
+//
+// distlock.CompatEtcd, for a Mutex, is shared with etcd's
+// concurrency.Mutex, the v3lock service and etcdctl lock. They wait for
+// every older key under their prefix, this package's entries included,
+// so the mode changes no key: it names the sharing. One difference stays:
+// a second Lock of etcd's Mutex on the same session (the same lease)
+// reuses the session's one key under the prefix, so it returns at once
+// and the two hold together on one key, which the first Unlock deletes
+// for both; a second Lock of this package on the same Session makes an
+// entry of its own and waits for the first like any other waiter.
+//
+// distlock.CompatEtcdRecipes, for an RWMutex, is shared with the contrib
+// recipes' RWMutex (go.etcd.io/etcd/client/v3/experimental/recipes). Its
+// writers' entries move to "P" + "N" + "/write/#w" + lease + "_" +
+// counter, where the recipes' readers look for writers; readers stay in
+// the queue ("/@r…"), which the recipes' writer, waiting for every older
+// key under the name, already waits for. '#' starts no lock-name segment,
+// so the moved entries are no keys of lock "N/write" (whose own are under
+// "P" + "N" + "/write/@") or of any other name, and the two locks do not
+// wait for each other. The moved entries are this package's own in every
+// other way: any reader or writer of lock "N", with the mode or without,
+// waits for them, at the same cost; Inspect lists them with no Client;
+// they are released, revoked and followed like the others. The recipes'
+// readers order themselves by mod revision, so a writer's enqueue that
+// was retried after a lost answer (a second put of its key) is ordered
+// by its last put for them.
+//
+// The modes of ZooKeeper's clients (distlock.CompatCurator, ...) are
+// refused on etcd, as is a mode for a recipe the other client does not
+// share (CompatEtcdRecipes for a Mutex, CompatEtcd for an RWMutex): the
+// constructor's error wraps errors.ErrUnsupported.
+// So is CompatEtcd for an Election: etcd's Election leads with the
+// oldest key under the name and reports that key's value as the leader's,
+// while this package's term record is a key under the name too. It is
+// deleted with its leader's entry, but when that entry is deleted by
+// anyone else the record stays until the leader's session ends, and the
+// next term's claim overwrites it, keeping its older create revision:
+// etcd's Leader would then report the record, whose value is a key's
+// name, as the leader.
+// Without the mode, an Election still waits for etcd's candidates that
+// are older than its own.
 //
 // # One member failing
 //

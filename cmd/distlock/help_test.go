@@ -17,7 +17,7 @@ var ownFlags = map[string][]string{
 	"run":    append([]string{"lock", "wait", "no-wait", "shell", "grace", "permits", "compat", "revocable", "ttl", "zk-tick", "log-level"}, clusterFlags...),
 	"once":   append([]string{"lock", "wait", "shell", "grace", "slot", "every", "tz", "at-most-once", "ttl", "zk-tick", "log-level"}, clusterFlags...),
 	"status": append([]string{"json", "watch", "fence", "changes"}, clusterFlags...),
-	"revoke": append([]string{"reason", "grace", "force", "by"}, clusterFlags...),
+	"revoke": append([]string{"reason", "grace", "force", "by", "compat"}, clusterFlags...),
 	"demo":   {"backend", "zk", "zk-timeout"},
 }
 

@@ -20,7 +20,8 @@ func init() {
 
 const revokeUsage = `Usage:
   distlock revoke [--etcd ENDPOINTS | --zk SERVERS] [--prefix P]
-                  --reason TEXT [--grace D] [--force] [--by WHO] NAME
+                  --reason TEXT [--grace D] [--force] [--by WHO]
+                  [--compat MODE] NAME
 
 Takes the lock NAME from a holder that hangs, in two phases. First it
 asks: it records a revocation for each holder of NAME (the holder of a
@@ -44,6 +45,14 @@ next in line (the highest priority, the oldest among equals) claims the
 next term, whose token is larger. Its line says "(leader VALUE)", with
 its term's token (distlock status NAME shows it as the leader's).
 Waiting candidates, like a lock's waiters, are not revoked.
+
+Holders of other clients in the lock's queue (Curator, kazoo, zk.Lock,
+etcd's concurrency.Mutex or etcdctl lock, etcd's recipes; see distlock
+status) are left alone: they follow no revocation. --compat MODE, with
+--force, revokes those of MODE's client too: their entries are deleted
+after --grace, and they are not told (their clients do not watch their
+own entries), so the next holder may start while they still run: only a
+fence refuses what they write late.
 
 Each holder's revocation is recorded beside the lock: who asked, why,
 when, the grace period and the outcome. Records are kept after the holder
@@ -98,6 +107,11 @@ func revokeCmd(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&grace, "grace", revokeDefaultGrace, "how long the holders have to release")
 	fs.BoolVar(&req.Force, "force", false, "delete the entries of holders still there after --grace: they lose the lock")
 	fs.StringVar(&req.By, "by", "", "who asks, for the holder and the audit record (default: user@host pid N)")
+	var compat distlock.Compat
+	fs.Func("compat", "also revoke the holders of the other client `MODE` names (curator, kazoo, go-zookeeper, etcd, etcd-recipes; see distlock run --compat): they cannot be asked, so this needs --force, and they do not learn they lost the lock; default: other clients' holders are left alone", func(s string) (err error) {
+		compat, err = distlock.ParseCompat(s)
+		return err
+	})
 	names, help, err := parseNamed(fs, args, "revoke", revokeUsage, stdout)
 	if help || err != nil {
 		return err
@@ -112,6 +126,11 @@ func revokeCmd(args []string, stdout, stderr io.Writer) error {
 		return usageErr("--reason is required: say why, for the holder and the audit record, e.g. --reason \"backup hangs, INC-4711\"")
 	case grace < 0:
 		return usageErr("--grace %v: want a duration ≥ 0", grace)
+	case compat != "" && !req.Force:
+		return usageErr("--compat %s without --force: a %s holder follows no revocation and cannot be asked; add --force to delete its entry after --grace", compat, compat.Client())
+	}
+	if compat != "" {
+		req.Clients = []string{compat.Client()}
 	}
 	name := names[0]
 	if err := distlock.ValidateName(name); err != nil {

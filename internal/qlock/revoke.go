@@ -61,16 +61,22 @@ func (a *Admin) revokeErr(name string) func(error) error {
 	}
 }
 
+// foreignClients are all the foreign clients an entry can be of: a
+// record's holder is alive while an entry of any client has its token.
+var foreignClients = []string{distlock.ClientCurator, distlock.ClientKazoo, distlock.ClientGoZookeeper, distlock.ClientEtcd, distlock.ClientEtcdRecipes}
+
 // lockHolders reads lock name's queue without the election's candidates
 // (whose leader the term record names) and a semaphore's line (which
 // holds nothing): its lock entries and a semaphore's permits. Other
-// clients' entries are left out: they follow no revocation record, and
-// a forced delete would let the next waiter in while their holder still
+// clients' entries are left out unless clients names theirs
+// (RevokeRequest.Clients): they follow no revocation record, and a
+// forced delete lets the next waiter in while their holder still
 // believes it holds.
-func lockHolders(ctx context.Context, st ClientStore, name string) ([]distlock.QueueEntry, error) {
+func lockHolders(ctx context.Context, st ClientStore, name string, clients []string) ([]distlock.QueueEntry, error) {
 	q, err := st.ReadQueue(ctx, name)
 	return slices.DeleteFunc(q, func(e distlock.QueueEntry) bool {
-		return e.Client != "" || e.Kind == distlock.Candidate || e.Kind == distlock.Counted && !e.Holding
+		foreign := e.Client != "" && !slices.Contains(clients, e.Client)
+		return foreign || e.Client == distlock.ClientUnknown || e.Kind == distlock.Candidate || e.Kind == distlock.Counted && !e.Holding
 	}), err
 }
 
@@ -127,7 +133,7 @@ func (a *Admin) Revoke(ctx context.Context, name string, r distlock.RevokeReques
 	if r.By == "" {
 		r.By = revokedBy()
 	}
-	entries, err := lockHolders(ctx, st, name)
+	entries, err := lockHolders(ctx, st, name, r.Clients)
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -264,7 +270,7 @@ func (a *Admin) Revocations(ctx context.Context, name string) ([]distlock.Revoca
 		out = append(out, rv)
 	}
 	if slices.ContainsFunc(out, unsettled) {
-		entries, err := lockHolders(ctx, st, name)
+		entries, err := lockHolders(ctx, st, name, foreignClients)
 		if err != nil {
 			return nil, fail(err)
 		}

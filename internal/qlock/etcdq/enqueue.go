@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -38,7 +37,7 @@ func (s *Session) EnqueueAll(ctx context.Context, names []string, r qlock.Reques
 	dirs, keys := make([]string, len(names)), make([]string, len(names))
 	for i, name := range names {
 		dirs[i] = s.Dir(name)
-		keys[i] = dirs[i] + string(r.Kind.Mark()) + priorityTag(r) + strconv.FormatInt(int64(s.id), 16) + "_" + strconv.FormatUint(s.seq.Add(1), 16)
+		keys[i] = entryKey(dirs[i], r, s.id, s.seq.Add(1))
 	}
 	// Followed from before their put (follow.go).
 	forgets := make([]func(), len(keys))

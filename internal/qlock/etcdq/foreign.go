@@ -41,7 +41,8 @@ const (
 
 // foreignKey is what a recognised foreign key is.
 type foreignKey struct {
-	// Client is the recipe's client (distlock.ClientEtcd, ...).
+	// Client is the recipe's client (distlock.ClientEtcd, ...); "" for
+	// the library's own writer moved beside the queue (movedDir).
 	Client string
 	// Lock is its kind in the lock's queue (Exclusive, Shared).
 	Lock qlock.Kind
@@ -55,8 +56,14 @@ type foreignKey struct {
 // classifyForeign tells what key, under base (a lock's name + "/"), is.
 func classifyForeign(base, key string) (foreignKey, foreignClass) {
 	rest, ok := strings.CutPrefix(key, base)
-	if !ok || strings.HasPrefix(rest, "@") {
+	if !ok || strings.HasPrefix(rest, "@") || strings.HasPrefix(rest, movedMark) {
+		// The queue's own; or, under lock name + "/write/", a writer
+		// of lock name's, moved there (keys.go).
 		return foreignKey{}, notForeign
+	}
+	if id, ok := movedKey(rest); ok {
+		// The library's own writer, moved beside the queue: no Client.
+		return foreignKey{Lock: qlock.Exclusive, Lease: id}, foreignKnown
 	}
 	if id, ok := leaseHex(rest); ok {
 		return foreignKey{Client: distlock.ClientEtcd, Lock: qlock.Exclusive, Candidate: true, Lease: id}, foreignKnown
@@ -68,6 +75,11 @@ func classifyForeign(base, key string) (foreignKey, foreignClass) {
 	// client's entry of that name.
 	if i := strings.Index(rest, "/@"); i > 0 && distlock.ValidateName(rest[:i]) == nil {
 		return foreignKey{}, notForeign
+	}
+	if i := strings.Index(rest, "/"+movedDir+movedMark); i > 0 && distlock.ValidateName(rest[:i]) == nil {
+		if _, ok := movedKey(rest[i+1:]); ok {
+			return foreignKey{}, notForeign
+		}
 	}
 	if i := strings.LastIndex(rest, "/"); i > 0 {
 		sub, last := rest[:i], rest[i+1:]

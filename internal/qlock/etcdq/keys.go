@@ -34,6 +34,52 @@ var (
 	slotMark = "p"
 )
 
+// A writer of an RWMutex in distlock.CompatEtcdRecipes keeps its entry
+// beside the queue's directory instead, where the contrib recipes'
+// readers look for writers (every key under name + "/write"):
+//
+//	name + "/write/#w" + lease hex + "_" + counter hex
+//
+// '#' starts no lock-name segment and is no '@', so the key is no entry
+// of lock name + "/write" (whose own are under name + "/write/@") nor of
+// any longer name, and no foreign client's (the recipes' keys there are
+// decimal, etcd's lease hex). Such an entry is the library's own: the
+// foreign reads beside the queue (foreign.go), which every lock waiter
+// makes, find it, and classifyForeign names it with no Client.
+const (
+	movedDir  = "write/"
+	movedMark = "#"
+)
+
+// movesWriter reports whether r's entry is a moved writer's (see
+// movedDir).
+func movesWriter(r qlock.Request) bool {
+	return r.Kind == qlock.Exclusive && r.RW && r.Compat == distlock.CompatEtcdRecipes
+}
+
+// entryKey returns the key of r's entry in queue dir: lease id's n-th.
+func entryKey(dir string, r qlock.Request, id clientv3.LeaseID, n uint64) string {
+	tail := strconv.FormatInt(int64(id), 16) + "_" + strconv.FormatUint(n, 16)
+	if movesWriter(r) {
+		return baseOfDir(dir) + movedDir + movedMark + exclusiveMark + tail
+	}
+	return dir + string(r.Kind.Mark()) + priorityTag(r) + tail
+}
+
+// movedKey parses rest, a key under a lock's name + "/", as a moved
+// writer's entry (movedDir) and returns its lease.
+func movedKey(rest string) (clientv3.LeaseID, bool) {
+	s, ok := strings.CutPrefix(rest, movedDir+movedMark+exclusiveMark)
+	if !ok {
+		return 0, false
+	}
+	lease, n, ok := strings.Cut(s, "_")
+	if !ok || !isHex(n) {
+		return 0, false
+	}
+	return leaseHex(lease)
+}
+
 // Dir returns the prefix under which lock name keeps its entries.
 func (s *Session) Dir(name string) string { return QueueDir(s.prefix, name) }
 
@@ -66,6 +112,11 @@ func conflictRange(dir string, k qlock.Kind) (key, end string) {
 func entryKind(dir, key string) (k qlock.Kind, ok bool) {
 	rest, found := strings.CutPrefix(key, dir)
 	if !found || rest == "" {
+		if rest, found := strings.CutPrefix(key, baseOfDir(dir)); found && strings.HasSuffix(dir, "/@") {
+			if _, ok := movedKey(rest); ok {
+				return qlock.Exclusive, true
+			}
+		}
 		return 0, false
 	}
 	switch rest[:1] {
@@ -103,6 +154,9 @@ func exclusiveEntryLock(prefix, key string) (string, bool) {
 		return "", false
 	}
 	i := strings.LastIndex(rel, "/@")
+	if j := strings.LastIndex(rel, "/"+movedDir+movedMark); j > i {
+		i = j
+	}
 	if i < 0 || distlock.ValidateName(rel[:i]) != nil {
 		return "", false
 	}

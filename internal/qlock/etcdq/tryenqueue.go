@@ -89,6 +89,9 @@ func (s *Session) enqueueTry(ctx context.Context, dirs, keys []string, r qlock.R
 					}
 				}
 			}
+			if found && e.Client == "" {
+				return fmt.Errorf("%w (entry %s, token %d)", distlock.ErrLocked, e.Key, e.Seq)
+			}
 			if found {
 				return fmt.Errorf("%w (entry %s of client %s, token %d)", distlock.ErrLocked, e.Key, e.Client, e.Seq)
 			}

@@ -143,6 +143,9 @@ func (s *Session) leaseIDAlive(ctx context.Context, key string, id clientv3.Leas
 // candidate's priority tag, the lease in hex, "_", a counter).
 func leaseOf(key string) (clientv3.LeaseID, bool) {
 	i := strings.LastIndex(key, "/@")
+	if j := strings.LastIndex(key, "/"+movedMark); j > i {
+		i = j // a moved writer's (keys.go): '#' and its kind's mark
+	}
 	if i < 0 || len(key) < i+3 {
 		return 0, false
 	}
