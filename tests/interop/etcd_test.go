@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/interop"
@@ -42,9 +43,11 @@ func TestInteropEtcd(t *testing.T) {
 	rwRead := func(name string) interop.Holder { return interop.EtcdRWMutex(eps, pfx(name), false) }
 	v3lock := func(name string) interop.Holder { return interop.V3Lock(eps, pfx(name)) }
 	v3election := func(name string) interop.Holder { return interop.V3Election(eps, pfx(name)) }
-	dl := func(kind interop.Kind) maker {
+	// dlc is distlock's holder of kind, in compatibility mode c (none
+	// for "").
+	dlc := func(kind interop.Kind, c distlock.Compat) maker {
 		return func(name string) interop.Holder {
-			return interop.Distlock("etcd", kind, name, func(ctx context.Context) (recipe.Backend, func(), error) {
+			return interop.DistlockCompat("etcd", kind, name, c, func(ctx context.Context) (recipe.Backend, func(), error) {
 				cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 				if err != nil {
 					return nil, nil, err
@@ -61,6 +64,8 @@ func TestInteropEtcd(t *testing.T) {
 			})
 		}
 	}
+
+	dl := func(kind interop.Kind) maker { return dlc(kind, "") }
 
 	type pairSpec struct {
 		holder, contender maker
@@ -88,6 +93,18 @@ func TestInteropEtcd(t *testing.T) {
 	for _, f := range []maker{etcdctlElect, election, v3election} {
 		both(f, dl(interop.KindElection))
 	}
+	// In a compatibility mode distlock's keys are the foreign recipe's
+	// own form, so the recipes reader waits for distlock's writer too.
+	for _, f := range []maker{etcdctlLock, mutex, v3lock} {
+		both(f, dlc(interop.KindMutex, distlock.CompatEtcd))
+	}
+	both(rwWrite, dlc(interop.KindWrite, distlock.CompatEtcdRecipes))
+	both(rwWrite, dlc(interop.KindRead, distlock.CompatEtcdRecipes))
+	both(rwRead, dlc(interop.KindWrite, distlock.CompatEtcdRecipes))
+	specs = append(specs,
+		pairSpec{rwRead, dlc(interop.KindRead, distlock.CompatEtcdRecipes), shares},
+		pairSpec{dlc(interop.KindRead, distlock.CompatEtcdRecipes), rwRead, shares})
+
 	for _, f := range []maker{etcdctlLock, etcdctlElect, mutex, election, rwWrite, v3lock, v3election, dl(interop.KindMutex)} {
 		specs = append(specs, pairSpec{f, f, waits})
 	}
