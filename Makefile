@@ -57,6 +57,9 @@ testservers:
 consumer-modules:
 	GO=$(GO) scripts/consumer-modules.sh
 
+# The interop suite's foreign clients (Curator, kazoo, etcdctl): see
+# scripts/interop-deps.sh.
+#
 # PostgreSQL (for fencing/sqlfence) comes from Debian's `postgresql` package;
 # the tests run its initdb and postgres themselves (set PG_BINDIR to use
 # another installation), so the package is told not to create and start a
@@ -75,6 +78,7 @@ deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
 	fi
 	@command -v java >/dev/null || { echo "java is missing (apt-get install default-jre-headless)"; exit 1; }
+	@GO=$(GO) scripts/interop-deps.sh
 
 # gofmt and go vet (every module), failing on any finding.
 check:
