@@ -150,6 +150,13 @@ func (l *leadership) Proclaim(ctx context.Context, value string) error {
 	if err := l.Err(); err != nil {
 		return l.notLeader(distlock.OpProclaim, err)
 	}
+	if l.compat == distlock.CompatCuratorLatch {
+		// The value is the node's data, and Curator's LeaderLatch acts on
+		// its predecessor's deletion alone: a data change would spend the
+		// one-shot watch of the latch behind this leader, which would
+		// then miss the leader's going.
+		return l.fail(distlock.OpProclaim, fmt.Errorf("a Proclaim in an election shared with Curator's LeaderLatch, which would stop waiting for this leader's end: %w", errors.ErrUnsupported))
+	}
 	if err := l.e.d.Proclaim(ctx, l.n, value); err != nil {
 		return l.fail(distlock.OpProclaim, err)
 	}

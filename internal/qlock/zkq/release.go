@@ -54,6 +54,10 @@ func (s *Session) ReleaseAll(ctx context.Context, ns []*qlock.Node, known []bool
 	return nil
 }
 
+// unmarked reports whether n's release must not set its data first: a
+// LeaderLatch's candidate (see handBack).
+func unmarked(n *qlock.Node) bool { return compatOf(childName(n.Key)) == distlock.CompatCuratorLatch }
+
 // release deletes the node by its exact path and version.
 // Every lock entry (exclusive, shared, or a candidate) is released with
 // one transaction, set-data then delete (both version-checked): the data
@@ -109,9 +113,18 @@ func (s *Session) handBackAll(ctx context.Context, ops []any) (cut bool, _ error
 // handBack deletes the held node, with the set-data that marks a
 // release. A request cut off by a connection loss may have been applied:
 // if the retry finds the node gone, that was this release.
+//
+// A LeaderLatch's candidate (CompatCuratorLatch) is deleted without the
+// mark: Curator's LeaderLatch watches its predecessor with a data watch
+// and acts on its deletion only, so a set-data would fire that one-shot
+// watch for nothing and leave the latch waiting on a node already gone.
+// The waiters of distlock's behind it then check for themselves.
 func (s *Session) handBack(ctx context.Context, n *qlock.Node) error {
 	version := state(n).version
 	del := func() error {
+		if unmarked(n) {
+			return s.conn.Delete(n.Key, version)
+		}
 		rs, err := s.conn.Multi(
 			&zk.SetDataRequest{Path: n.Key, Data: nil, Version: version},
 			&zk.DeleteRequest{Path: n.Key, Version: version + 1})
