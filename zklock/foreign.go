@@ -100,7 +100,7 @@ func HolderToken(ctx context.Context, conn *zk.Conn, prefix, name string) (distl
 	return distlock.Token{}, fmt.Errorf("zklock: token of lock %q: %w: session %x has no entry in %s", name, ErrNoEntry, uint64(sid), dir)
 }
 
-// NodeToken returns the distlock fencing token of the lock entry node
+// EntryToken returns the distlock fencing token of the lock entry node
 // path, whichever client made it, under znode prefix prefix (WithPrefix,
 // default DefaultPrefix): Seq is the node's czxid, Owner its ephemeral
 // owner (the session that made it), Name the lock's name, which is the
@@ -110,13 +110,13 @@ func HolderToken(ctx context.Context, conn *zk.Conn, prefix, name string) (distl
 // checkExists().forPath(path) or zk.exists(node), see the repository's
 // docs/interop.md).
 //
-//	tok, err := zklock.NodeToken(ctx, conn, "/distlock", "/distlock/ledger/_c_0f3e…-lock-0000000007")
+//	tok, err := zklock.EntryToken(ctx, conn, "/distlock", "/distlock/ledger/_c_0f3e…-lock-0000000007")
 //
 // One request (Exists). A node that does not exist is an error wrapping
 // ErrNoEntry; one outside prefix, or whose lock name is not valid, one
 // wrapping distlock.ErrInvalidName; a persistent node (no session owns
 // it, so it is no lock entry) one wrapping distlock.ErrInvalidToken.
-func NodeToken(ctx context.Context, conn *zk.Conn, prefix, path string) (distlock.Token, error) {
+func EntryToken(ctx context.Context, conn *zk.Conn, prefix, path string) (distlock.Token, error) {
 	if conn == nil {
 		return distlock.Token{}, fmt.Errorf("zklock: node token: %w: *zk.Conn is nil", distlock.ErrNilClient)
 	}

@@ -22,6 +22,7 @@ var (
 		"DefaultTTL":     "etcd grants the lease TTL the session asks for; ZooKeeper's session timeout is negotiated by the connection",
 		"WithTTL":        "the lease TTL is the session's to ask; on ZooKeeper it is the connection's (WithSessionTimeout only tells it)",
 		"Session.Client": "the store's client: *clientv3.Client",
+		"MutexToken":     "the token of etcd's concurrency.Mutex, from the key it exports; go-zookeeper's zk.Lock exports no node (HolderToken)",
 	}
 	onlyZK = map[string]string{
 		"WithSessionTimeout": "tells the session the timeout the connection negotiated, which go-zookeeper does not export",
@@ -30,6 +31,7 @@ var (
 		"Session.TickTime":   "see WithTickTime",
 		"WithACL":            "znodes have ACLs; etcd keys have none of their own",
 		"Session.Conn":       "the store's client: *zk.Conn",
+		"HolderToken":        "go-zookeeper's zk.Lock exports no node, so the session's entry is found in the directory; etcd's Mutex exports its key (MutexToken)",
 	}
 )
 

@@ -89,8 +89,8 @@ func TestForeignToken(t *testing.T) {
 		if ftok != want {
 			t.Fatalf("HolderToken = %v, want %v (node %s)", ftok, want, node)
 		}
-		if ntok, err := zklock.NodeToken(ctx, admin, prefix, node); err != nil || ntok != ftok {
-			t.Fatalf("NodeToken(%s) = %v, %v; want %v", node, ntok, err, ftok)
+		if ntok, err := zklock.EntryToken(ctx, admin, prefix, node); err != nil || ntok != ftok {
+			t.Fatalf("EntryToken(%s) = %v, %v; want %v", node, ntok, err, ftok)
 		}
 		inspect(t, prefix, node, ftok)
 		if err := fence.Admit(ctx, ftok); err != nil {
@@ -102,8 +102,8 @@ func TestForeignToken(t *testing.T) {
 		if _, err := zklock.HolderToken(ctx, conn, prefix, name); !errors.Is(err, zklock.ErrNoEntry) {
 			t.Errorf("HolderToken after Unlock: %v, want ErrNoEntry", err)
 		}
-		if _, err := zklock.NodeToken(ctx, admin, prefix, node); !errors.Is(err, zklock.ErrNoEntry) {
-			t.Errorf("NodeToken after Unlock: %v, want ErrNoEntry", err)
+		if _, err := zklock.EntryToken(ctx, admin, prefix, node); !errors.Is(err, zklock.ErrNoEntry) {
+			t.Errorf("EntryToken after Unlock: %v, want ErrNoEntry", err)
 		}
 
 		s := newSession(t, foreign(t), recipe.WithPrefix(prefix))
@@ -174,7 +174,7 @@ func TestForeignToken(t *testing.T) {
 		locked := make(chan error, 1)
 		go func() { locked <- second.Lock() }()
 		waitChildren(t, admin, dir, 2, func(string) bool { return true })
-		want, err := zklock.NodeToken(ctx, admin, prefix, node)
+		want, err := zklock.EntryToken(ctx, admin, prefix, node)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,10 +207,10 @@ func TestForeignToken(t *testing.T) {
 		if _, err := zklock.HolderToken(ctx, nil, prefix, name); !errors.Is(err, distlock.ErrNilClient) {
 			t.Errorf("nil conn: %v, want ErrNilClient", err)
 		}
-		if _, err := zklock.NodeToken(ctx, admin, "/elsewhere", prefix+"/"+name+"/x"); !errors.Is(err, distlock.ErrInvalidName) {
+		if _, err := zklock.EntryToken(ctx, admin, "/elsewhere", prefix+"/"+name+"/x"); !errors.Is(err, distlock.ErrInvalidName) {
 			t.Errorf("node outside the prefix: %v, want ErrInvalidName", err)
 		}
-		if _, err := zklock.NodeToken(ctx, admin, prefix, prefix+"/"+name); !errors.Is(err, distlock.ErrInvalidName) {
+		if _, err := zklock.EntryToken(ctx, admin, prefix, prefix+"/"+name); !errors.Is(err, distlock.ErrInvalidName) {
 			t.Errorf("a lock's directory: %v, want ErrInvalidName", err)
 		}
 		persistent := prefix + "/" + name + "/lock-0000000001"
@@ -223,7 +223,7 @@ func TestForeignToken(t *testing.T) {
 		if _, err := admin.Create(persistent, nil, 0, acl); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := zklock.NodeToken(ctx, admin, prefix, persistent); !errors.Is(err, distlock.ErrInvalidToken) {
+		if _, err := zklock.EntryToken(ctx, admin, prefix, persistent); !errors.Is(err, distlock.ErrInvalidToken) {
 			t.Errorf("persistent node: %v, want ErrInvalidToken", err)
 		}
 		if _, err := zklock.HolderToken(ctx, admin, prefix, name); !errors.Is(err, zklock.ErrNoEntry) {
