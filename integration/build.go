@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+
+	"github.com/distlock/distlock/internal/toolcache"
 )
 
 // ModulePath is the repository's root module's import path; the harness
@@ -88,32 +90,9 @@ func moduleOf(pkg string) (dir, rel string) {
 	return root, pkg
 }
 
-// cacheDir is where built binaries live: $DISTLOCK_CACHE, or distlock/ in
-// the user's cache directory.
-func cacheDir() (string, error) {
-	dir := os.Getenv("DISTLOCK_CACHE")
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(base, "distlock")
-	}
-	return dir, os.MkdirAll(dir, 0o755)
-}
+// cacheDir is where built binaries live (toolcache.Dir).
+func cacheDir() (string, error) { return toolcache.Dir("") }
 
-// goTool finds the go command: $GOROOT/bin/go of the running toolchain when
-// it exists, else whatever "go" is on PATH.
-func goTool() string {
-	if root := os.Getenv("GOROOT"); root != "" {
-		if p := filepath.Join(root, "bin", "go"); fileExists(p) {
-			return p
-		}
-	}
-	return "go"
-}
+func goTool() string { return toolcache.GoTool() }
 
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
+func fileExists(p string) bool { return toolcache.FileExists(p) }

@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/distlock/distlock/internal/zkjava"
@@ -31,31 +30,13 @@ func zooKeeperClasspath() (string, error) {
 	return cp, nil
 }
 
-// jarClosure returns the jars among roots that exist and, transitively,
-// those that their manifests' Class-Path names.
+// jarClosure is zkjava.JarClosure, its errors named after this package.
 func jarClosure(roots []string) ([]string, error) {
-	seen := map[string]bool{}
-	var out []string
-	queue := append([]string(nil), roots...)
-	for len(queue) > 0 {
-		j := queue[0]
-		queue = queue[1:]
-		if seen[j] {
-			continue
-		}
-		seen[j] = true
-		if !fileExists(j) {
-			continue // as the JVM, which skips a missing Class-Path entry
-		}
-		out = append(out, j)
-		cp, err := zkjava.JarClassPath(j)
-		if err != nil {
-			return nil, fmt.Errorf("integration: %s: %w", j, err)
-		}
-		queue = append(queue, cp...)
+	jars, err := zkjava.JarClosure(roots)
+	if err != nil {
+		return nil, fmt.Errorf("integration: %w", err)
 	}
-	sort.Strings(out)
-	return out, nil
+	return jars, nil
 }
 
 // javaClasspath returns the classpath entries of java's arguments (or of

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/distlock/distlock/internal/toolcache"
 	"github.com/distlock/distlock/internal/zkjava"
 )
 
@@ -29,20 +30,8 @@ const SystemPython = "/usr/bin/python3"
 const debianJavaDir = "/usr/share/java"
 
 // cacheDir is where the compiled Holder class and a built etcdctl live:
-// $DISTLOCK_CACHE/interop, or distlock/interop in the user's cache
-// directory (the harness's cache).
-func cacheDir() (string, error) {
-	dir := os.Getenv("DISTLOCK_CACHE")
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(base, "distlock")
-	}
-	dir = filepath.Join(dir, "interop")
-	return dir, os.MkdirAll(dir, 0o755)
-}
+// the harness's cache's interop directory (toolcache.Dir).
+func cacheDir() (string, error) { return toolcache.Dir("interop") }
 
 // writeSource copies an embedded source into dir (a directory named by
 // the source's hash, so that an edited source compiles afresh).
@@ -148,32 +137,8 @@ func findCurator(ctx context.Context) (*Curator, error) {
 	return &Curator{Java: java, Classpath: dir + string(os.PathListSeparator) + cp}, nil
 }
 
-// jarClosure returns the jars among roots and, transitively, those their
-// manifests' Class-Path names (Debian's jars name their dependencies).
-func jarClosure(roots []string) ([]string, error) {
-	seen := map[string]bool{}
-	var out []string
-	queue := append([]string(nil), roots...)
-	for len(queue) > 0 {
-		j := queue[0]
-		queue = queue[1:]
-		if seen[j] {
-			continue
-		}
-		seen[j] = true
-		if _, err := os.Stat(j); err != nil {
-			continue // as the JVM, which skips a missing Class-Path entry
-		}
-		out = append(out, j)
-		cp, err := zkjava.JarClassPath(j)
-		if err != nil {
-			return nil, fmt.Errorf("interop: %s: %w", j, err)
-		}
-		queue = append(queue, cp...)
-	}
-	sort.Strings(out)
-	return out, nil
-}
+// jarClosure is zkjava.JarClosure.
+func jarClosure(roots []string) ([]string, error) { return zkjava.JarClosure(roots) }
 
 // Holder returns a Curator holder of recipe (mutex, write, read, latch,
 // selector) on the znode path, connecting to connect.
@@ -340,16 +305,6 @@ func repoRoot() string {
 	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
-func goTool() string {
-	if root := os.Getenv("GOROOT"); root != "" {
-		if p := filepath.Join(root, "bin", "go"); fileExists(p) {
-			return p
-		}
-	}
-	return "go"
-}
+func goTool() string { return toolcache.GoTool() }
 
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
+func fileExists(p string) bool { return toolcache.FileExists(p) }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+
+	"github.com/distlock/distlock/internal/toolcache"
 )
 
 // BinaryEnv names a prebuilt testservers binary; make test builds it once
@@ -42,30 +44,18 @@ func build() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := os.Getenv("DISTLOCK_CACHE")
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(base, "distlock")
-	}
 	// One directory per checkout: two worktrees must not run each other's
 	// binaries.
 	sum := sha256.Sum256([]byte(root))
-	dir = filepath.Join(dir, hex.EncodeToString(sum[:6]))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err := toolcache.Dir(hex.EncodeToString(sum[:6]))
+	if err != nil {
 		return "", err
 	}
 	out := filepath.Join(dir, "testservers")
 	// Built under a name of its own and renamed into place: test binaries
 	// of several packages may build at once, or run the previous binary.
 	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
-	cmd := exec.Command(goTool, "build", "-o", tmp, ".")
+	cmd := exec.Command(toolcache.GoTool(), "build", "-o", tmp, ".")
 	cmd.Dir = filepath.Join(root, cmdDir)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)

@@ -167,6 +167,34 @@ func JarClassPath(jar string) ([]string, error) {
 	return out, nil
 }
 
+// JarClosure returns, sorted, the jars among roots that exist and,
+// transitively, those their manifests' Class-Path names (Debian's jars
+// name their dependencies so).
+func JarClosure(roots []string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	queue := append([]string(nil), roots...)
+	for len(queue) > 0 {
+		j := queue[0]
+		queue = queue[1:]
+		if seen[j] {
+			continue
+		}
+		seen[j] = true
+		if !fileExists(j) {
+			continue // as the JVM, which skips a missing Class-Path entry
+		}
+		out = append(out, j)
+		cp, err := JarClassPath(j)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", j, err)
+		}
+		queue = append(queue, cp...)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
