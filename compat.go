@@ -65,25 +65,6 @@ func (c Compat) String() string {
 	return string(c)
 }
 
-// Client returns the client whose entries the mode's match
-// (QueueEntry.Client): ClientCurator for CompatCurator and
-// CompatCuratorLatch, and so on; "" for the zero Compat.
-func (c Compat) Client() string {
-	switch c {
-	case CompatCurator, CompatCuratorLatch:
-		return ClientCurator
-	case CompatKazoo:
-		return ClientKazoo
-	case CompatGoZookeeper:
-		return ClientGoZookeeper
-	case CompatEtcd:
-		return ClientEtcd
-	case CompatEtcdRecipes:
-		return ClientEtcdRecipes
-	}
-	return ""
-}
-
 // Known reports whether c is the zero Compat or one of Compats.
 func (c Compat) Known() bool {
 	if c == "" {
@@ -143,15 +124,3 @@ func NewLockConfig(opts ...LockOption) LockConfig {
 // (CompatCuratorLatch for a lock), is refused by the constructor with an
 // error wrapping errors.ErrUnsupported.
 func WithCompat(c Compat) LockOption { return func(l *LockConfig) { l.Compat = c } }
-
-// WithElectionCompat makes an Election's candidates those of another
-// client's election (see Compat): CompatCurator (Curator's
-// LeaderSelector), CompatCuratorLatch (LeaderLatch) or CompatKazoo on
-// ZooKeeper, CompatEtcd (concurrency.Election, v3election, etcdctl elect)
-// on etcd. The foreign rule is "the oldest leads", so such an Election
-// refuses what would break it, with errors wrapping
-// errors.ErrUnsupported: a Campaign with a priority, a HandOff. Resign
-// leaves the term vacant for the next oldest candidate, of either client.
-func WithElectionCompat(c Compat) ElectionOption {
-	return func(e *ElectionConfig) { e.Compat = c }
-}

@@ -82,6 +82,18 @@ func NewElectionConfig(opts ...ElectionOption) ElectionConfig {
 	return c
 }
 
+// WithElectionCompat makes an Election's candidates those of another
+// client's election (see Compat): CompatCurator (Curator's
+// LeaderSelector), CompatCuratorLatch (LeaderLatch) or CompatKazoo on
+// ZooKeeper, CompatEtcd (concurrency.Election, v3election, etcdctl elect)
+// on etcd. The foreign rule is "the oldest leads", so such an Election
+// refuses what would break it, with errors wrapping
+// errors.ErrUnsupported: a Campaign with a priority, a HandOff. Resign
+// leaves the term vacant for the next oldest candidate, of either client.
+func WithElectionCompat(c Compat) ElectionOption {
+	return func(e *ElectionConfig) { e.Compat = c }
+}
+
 // WithPreemptGrace sets how long a leader of lower priority has, once a
 // candidate of higher priority campaigning through this Election asked it
 // to step down, before the candidate forces it out by deleting its entry

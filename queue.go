@@ -162,3 +162,22 @@ const (
 	// library knows made, and that it cannot order or tell the kind of.
 	ClientUnknown = "unknown"
 )
+
+// Client returns the client whose entries the mode's match
+// (QueueEntry.Client): ClientCurator for CompatCurator and
+// CompatCuratorLatch, and so on; "" for the zero Compat.
+func (c Compat) Client() string {
+	switch c {
+	case CompatCurator, CompatCuratorLatch:
+		return ClientCurator
+	case CompatKazoo:
+		return ClientKazoo
+	case CompatGoZookeeper:
+		return ClientGoZookeeper
+	case CompatEtcd:
+		return ClientEtcd
+	case CompatEtcdRecipes:
+		return ClientEtcdRecipes
+	}
+	return ""
+}
