@@ -47,6 +47,10 @@ type HolderSpec struct {
 	// Priority is the candidate's priority in an Election
 	// (distlock.WithPriority).
 	Priority int
+	// Compat is the Mutex's compatibility mode (distlock.WithCompat), so
+	// that another client's lock on the same path counts the holder's
+	// entry; "" for distlock's own naming.
+	Compat distlock.Compat
 	// Logger logs the holder's steps, events and stderr (silent if nil).
 	Logger *slog.Logger
 	// TLS, for an etcd cluster started WithTLS, is its EtcdCluster.TLS:
@@ -154,6 +158,9 @@ func StartHolder(ctx context.Context, spec HolderSpec) (*Holder, error) {
 	}
 	if spec.Wait {
 		args = append(args, "-waiter")
+	}
+	if spec.Compat != "" {
+		args = append(args, "-compat", string(spec.Compat))
 	}
 	if spec.Prefix != "" {
 		args = append(args, "-prefix", spec.Prefix)

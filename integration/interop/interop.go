@@ -44,6 +44,15 @@ type Holder interface {
 	Close() error
 }
 
+// Pausable is a holder in a process of its own, which a test can freeze
+// like a long GC pause (SIGSTOP) and wake again (SIGCONT): the Curator,
+// kazoo and etcdctl holders.
+type Pausable interface {
+	Holder
+	Pause() error
+	Resume() error
+}
+
 // Acquire starts h and waits until it holds its lock.
 func Acquire(ctx context.Context, h Holder) error {
 	if err := h.Start(ctx); err != nil {

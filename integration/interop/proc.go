@@ -136,6 +136,23 @@ func (p *procHolder) Release(ctx context.Context) error {
 	}
 }
 
+// Pause stops the program (SIGSTOP): it holds on, unaware, while its
+// session runs out on the server.
+func (p *procHolder) Pause() error { return p.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused program (SIGCONT).
+func (p *procHolder) Resume() error { return p.signal(syscall.SIGCONT) }
+
+func (p *procHolder) signal(s syscall.Signal) error {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return fmt.Errorf("interop: %s: not started", p.name)
+	}
+	if err := p.cmd.Process.Signal(s); err != nil {
+		return fmt.Errorf("interop: %s: %v: %w", p.name, s, err)
+	}
+	return nil
+}
+
 // Close kills the program if it still runs.
 func (p *procHolder) Close() error {
 	p.once.Do(func() {

@@ -19,6 +19,8 @@ import (
 	"github.com/distlock/distlock/fencing"
 	"github.com/distlock/distlock/integration"
 	"github.com/distlock/distlock/integration/interop"
+	"github.com/distlock/distlock/zklock"
+	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 )
@@ -46,33 +48,8 @@ func TestMixedClientsFenced(t *testing.T) {
 	t.Cleanup(func() { cli.Close() })
 
 	const name = "mixed"
-	fence, err := fencing.NewMemory(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu       sync.Mutex
-		admitted []distlock.Token
-	)
-	srv := httptest.NewServer(fencing.Middleware(fence, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, _ := fencing.FromContext(r.Context())
-		mu.Lock()
-		admitted = append(admitted, tok)
-		mu.Unlock()
-	})))
-	t.Cleanup(srv.Close)
-	// write is a write through the fence with tok, as a holder of
-	// another client makes it; it returns the fence's refusal, if any.
-	write := func(tok distlock.Token) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("entry"))
-		fencing.SetToken(req.Header, tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		return fencing.ResponseError("the test's fence", resp)
-	}
+	fw := newFencedResource(ctx, t, name)
+	write := fw.write
 	token := func(key string) distlock.Token {
 		t.Helper()
 		tok, err := etcdlock.EntryToken(ctx, cli, etcdPrefix, key)
@@ -140,7 +117,7 @@ func TestMixedClientsFenced(t *testing.T) {
 
 	// A holds and writes; frozen past its TTL, its lease expires and B
 	// takes the lock.
-	if _, err := a.Write(ctx, srv.URL, "a"); err != nil {
+	if _, err := a.Write(ctx, fw.url, "a"); err != nil {
 		t.Fatalf("A's write while it holds: %v", err)
 	}
 	aTok := a.Token()
@@ -161,7 +138,7 @@ func TestMixedClientsFenced(t *testing.T) {
 	if err := a.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Write(ctx, srv.URL, "a, late"); !errors.Is(err, fencing.ErrStale) {
+	if _, err := a.Write(ctx, fw.url, "a, late"); !errors.Is(err, fencing.ErrStale) {
 		t.Errorf("A's write after B's: %v, want it refused as stale", err)
 	}
 	select {
@@ -203,7 +180,7 @@ func TestMixedClientsFenced(t *testing.T) {
 	if err != nil || !res.Acquired {
 		t.Fatalf("D's Lock after C's lease expired: %+v, %v", res, err)
 	}
-	if _, err := d.Write(ctx, srv.URL, "d"); err != nil {
+	if _, err := d.Write(ctx, fw.url, "d"); err != nil {
 		t.Fatalf("D's write: %v", err)
 	}
 	if err := write(cTok); !errors.Is(err, fencing.ErrStale) {
@@ -212,17 +189,7 @@ func TestMixedClientsFenced(t *testing.T) {
 
 	// FIFO by create revision, and the fence admitted exactly that order.
 	dTok := res.Token
-	want := []distlock.Token{aTok, bTok, cTok, dTok}
-	for i := 1; i < len(want); i++ {
-		if want[i].Seq <= want[i-1].Seq {
-			t.Errorf("grant %d's token %v is not after %v: not the queue's order", i+1, want[i], want[i-1])
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(admitted) != fmt.Sprint(want) {
-		t.Errorf("the fence admitted %v, want %v (each holder once, in queue order, no late write)", admitted, want)
-	}
+	fw.check(t, []distlock.Token{aTok, bTok, cTok, dTok})
 	t.Logf("admitted in order: distlock %v, etcdctl %v, v3lock %v, distlock %v", aTok, bTok, cTok, dTok)
 }
 
@@ -254,4 +221,226 @@ func waitForeign(ctx context.Context, t *testing.T, cli *clientv3.Client, name s
 			t.Fatalf("waiting for %d foreign entries of %s: %v", n, name, ctx.Err())
 		}
 	}
+}
+
+// fencedResource is the resource the mixed runs' holders write to: an
+// HTTP endpoint behind one memory fence of the lock, which records the
+// tokens it admitted.
+type fencedResource struct {
+	ctx      context.Context
+	url      string
+	mu       sync.Mutex
+	admitted []distlock.Token
+}
+
+func newFencedResource(ctx context.Context, t *testing.T, lock string) *fencedResource {
+	t.Helper()
+	fence, err := fencing.NewMemory(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &fencedResource{ctx: ctx}
+	srv := httptest.NewServer(fencing.Middleware(fence, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := fencing.FromContext(r.Context())
+		fr.mu.Lock()
+		fr.admitted = append(fr.admitted, tok)
+		fr.mu.Unlock()
+	})))
+	t.Cleanup(srv.Close)
+	fr.url = srv.URL
+	return fr
+}
+
+// write is a write through the fence with tok, as a holder of another
+// client makes it; it returns the fence's refusal, if any.
+func (fr *fencedResource) write(tok distlock.Token) error {
+	req, _ := http.NewRequestWithContext(fr.ctx, http.MethodPost, fr.url, strings.NewReader("entry"))
+	fencing.SetToken(req.Header, tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return fencing.ResponseError("the test's fence", resp)
+}
+
+// check fails t unless the fence admitted exactly want, in order.
+func (fr *fencedResource) check(t *testing.T, want []distlock.Token) {
+	t.Helper()
+	for i := 1; i < len(want); i++ {
+		if want[i].Seq <= want[i-1].Seq {
+			t.Errorf("grant %d's token %v is not after %v: not the queue's order", i+1, want[i], want[i-1])
+		}
+	}
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	if fmt.Sprint(fr.admitted) != fmt.Sprint(want) {
+		t.Errorf("the fence admitted %v, want %v (each holder once, in queue order, no late write)", fr.admitted, want)
+	}
+}
+
+// TestMixedClientsFencedZooKeeper is the mixed-client fault run on
+// ZooKeeper: distlock (a lockholder process, in CompatGoZookeeper, whose
+// names Curator and zk.Lock both count), Curator's InterProcessMutex (a
+// Java process) and go-zookeeper's zk.Lock (its own connection) queue on
+// one lock, which they all see as one queue. Each holder in turn is
+// frozen past its session timeout or has its session expired, its
+// successor takes the lock and writes, and its late write is refused.
+func TestMixedClientsFencedZooKeeper(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cur, err := interop.FindCurator(ctx)
+	need(t, err)
+	ens := integration.NewZooKeeper(t, integration.WithSize(1))
+	admin, events, err := ens.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range events {
+		}
+	}()
+	t.Cleanup(admin.Close)
+	const name = "mixed"
+	dir := zkPrefix + "/" + name
+	fw := newFencedResource(ctx, t, name)
+	inspect, err := zklock.NewAdmin(admin, zkPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// holding returns the token of the entry of client that holds, as
+	// Inspect shows it: the one distlock gives that acquisition.
+	holding := func(client string) distlock.Token {
+		t.Helper()
+		q, err := inspect.Inspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range q {
+			if e.Holding && e.Client == client {
+				return e.Token
+			}
+		}
+		t.Fatalf("no %s entry holds lock %s: %+v", client, name, q)
+		return distlock.Token{}
+	}
+	waitQueue := func(n int) {
+		t.Helper()
+		enough := errors.New("enough")
+		if err := inspect.WatchQueue(ctx, name, func(q []distlock.QueueEntry) error {
+			if len(q) >= n {
+				return enough
+			}
+			return nil
+		}); !errors.Is(err, enough) {
+			t.Fatalf("waiting for %d entries of %s: %v", n, name, err)
+		}
+	}
+	spec := integration.HolderSpec{Backend: "zk", Endpoints: ens.Addrs(), Lock: name, Prefix: zkPrefix, Compat: distlock.CompatGoZookeeper}
+
+	// A: distlock, first in the queue.
+	a, err := integration.StartHolder(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	// B: Curator, behind A.
+	b := cur.Holder(strings.Join(ens.Addrs(), ","), dir, "mutex")
+	t.Cleanup(func() { b.Close() })
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitQueue(2)
+	// C: zk.Lock, behind B.
+	cconn, cevents, err := ens.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range cevents {
+		}
+	}()
+	t.Cleanup(cconn.Close)
+	cLocked := make(chan error, 1)
+	go func() { cLocked <- zk.NewLock(cconn, dir, zk.WorldACL(zk.PermAll)).Lock() }()
+	waitQueue(3)
+
+	// A writes; frozen past its session timeout, its session expires and
+	// Curator takes the lock.
+	if _, err := a.Write(ctx, fw.url, "a"); err != nil {
+		t.Fatalf("A's write while it holds: %v", err)
+	}
+	aTok := a.Token()
+	if err := a.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := interop.WaitGranted(ctx, b); err != nil {
+		t.Fatalf("Curator after A froze: %v", err)
+	}
+	bTok := holding(distlock.ClientCurator)
+	if err := fw.write(bTok); err != nil {
+		t.Fatalf("Curator's write: %v", err)
+	}
+	if err := a.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write(ctx, fw.url, "a, late"); !errors.Is(err, fencing.ErrStale) {
+		t.Errorf("A's write after Curator's: %v, want it refused as stale", err)
+	}
+	select {
+	case <-a.Lost():
+	case <-ctx.Done():
+		t.Error("the frozen distlock holder did not report its loss after waking")
+	}
+
+	// Curator frozen past its session timeout: zk.Lock takes the lock.
+	pb, ok := b.(interop.Pausable)
+	if !ok {
+		t.Fatal("the Curator holder cannot be paused")
+	}
+	if err := pb.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cLocked:
+		if err != nil {
+			t.Fatalf("zk.Lock after Curator froze: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("zk.Lock never took the lock after Curator froze")
+	}
+	cTok, err := zklock.HolderToken(ctx, cconn, zkPrefix, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.write(cTok); err != nil {
+		t.Fatalf("zk.Lock's write: %v", err)
+	}
+	pb.Resume()
+	if err := fw.write(bTok); !errors.Is(err, fencing.ErrStale) {
+		t.Errorf("Curator's write after zk.Lock's: %v, want it refused as stale", err)
+	}
+
+	// D, distlock again, behind zk.Lock, whose session is expired.
+	spec.Wait = true
+	d, err := integration.StartHolder(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := ens.ExpireSession(ctx, cconn); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Result(ctx)
+	if err != nil || !res.Acquired {
+		t.Fatalf("D's Lock after zk.Lock's session expired: %+v, %v", res, err)
+	}
+	if _, err := d.Write(ctx, fw.url, "d"); err != nil {
+		t.Fatalf("D's write: %v", err)
+	}
+	if err := fw.write(cTok); !errors.Is(err, fencing.ErrStale) {
+		t.Errorf("zk.Lock's write after D's: %v, want it refused as stale", err)
+	}
+	fw.check(t, []distlock.Token{aTok, bTok, cTok, res.Token})
+	t.Logf("admitted in order: distlock %v, curator %v, zk.Lock %v, distlock %v", aTok, bTok, cTok, res.Token)
 }

@@ -159,6 +159,9 @@ func run() int {
 	case *waiter && *permits > 0:
 		return fail(errors.New("-waiter and -permits exclude each other"))
 	}
+	if _, err := distlock.ParseCompat(*compatFlag); err != nil {
+		return fail(fmt.Errorf("-compat: %w", err))
+	}
 	want := what{name: *name, permits: *permits}
 	if *elect {
 		want.campaign = &campaign{value: cmp.Or(*value, strconv.Itoa(os.Getpid())), priority: *priority}
@@ -249,6 +252,16 @@ var (
 	keyFlag    = flag.String("key", "", "etcd: client key (PEM)")
 )
 
+// compatFlag is the Mutex's compatibility mode (distlock.ParseCompat's
+// names; HolderSpec.Compat).
+var compatFlag = flag.String("compat", "", "the Mutex's compatibility mode: curator, kazoo, go-zookeeper, etcd, ... (default: none)")
+
+// lockOpts are the Mutex's options, from the flags.
+func lockOpts() []distlock.LockOption {
+	c, _ := distlock.ParseCompat(*compatFlag) // checked by main
+	return []distlock.LockOption{distlock.WithCompat(c)}
+}
+
 // what is what the holder takes: the Mutex called name, a permit of the
 // semaphore of that name (permits above 0), or the lead of the election of
 // that name (campaign set).
@@ -308,7 +321,7 @@ func open(ctx context.Context, kind backend.Kind, endpoints []string, w what, tt
 	if w.permits > 0 {
 		mu, err = sess.SemaphoreLocker(w.name, w.permits)
 	} else {
-		mu, err = sess.Mutex(w.name)
+		mu, err = sess.Mutex(w.name, lockOpts()...)
 	}
 	if err != nil {
 		cleanup()
@@ -521,7 +534,7 @@ func openWaiter(ctx context.Context, kind backend.Kind, endpoints []string, w wh
 			return nil, nil, nil, err
 		}
 		sess, owner = s, strconv.FormatInt(int64(s.ID()), 16)
-		mutex = func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name) }
+		mutex = func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name, lockOpts()...) }
 		election = func(name string) (distlock.Elector, error) { return recipe.NewElection(s, name) }
 	default:
 		opts := []recipe.Option{recipe.WithPrefix(cli.Prefix()), recipe.WithHolder(holderID), zklock.WithACL(cli.ACL()), recipe.WithLogger(log)}
@@ -533,7 +546,7 @@ func openWaiter(ctx context.Context, kind backend.Kind, endpoints []string, w wh
 			return nil, nil, nil, err
 		}
 		sess, owner = s, strconv.FormatInt(s.ID(), 16)
-		mutex = func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name) }
+		mutex = func(name string) (distlock.Locker, error) { return recipe.NewMutex(s, name, lockOpts()...) }
 		election = func(name string) (distlock.Elector, error) { return recipe.NewElection(s, name) }
 	}
 	cleanup := func() {
